@@ -1,0 +1,109 @@
+/*
+ * urt/config.h — the runtime's configuration.
+ *
+ * One struct with every knob. urt_config_init() sets every default (the
+ * jogasaki/tateyama defaults where they exist); urt_runtime_create() validates
+ * the whole struct and rejects any bad value with -EINVAL and a message naming
+ * the field (urt_last_error()).
+ *
+ * Every field also has a text name (the C field name). urt_config_set() sets a
+ * field from text and urt_config_from_env() reads URT_<NAME> variables (upper
+ * case, e.g. URT_WORKERS=4, URT_BUSY_WORKER=true), so tools can be tuned
+ * without recompiling. urt_config_describe() lists the fields with their
+ * defaults.
+ */
+#ifndef URT_CONFIG_H
+#define URT_CONFIG_H
+
+#include <urt/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where worker threads run (C1). */
+enum urt_placement {
+    URT_PLACEMENT_NONE = 0, /* no binding: the kernel decides */
+    URT_PLACEMENT_NUMA = 1, /* default: workers spread round-robin over NUMA nodes,
+                               each bound to its node's CPUs, its structures on its node */
+    URT_PLACEMENT_CORE = 2, /* one CPU per worker (round-robin over the allowed CPUs) */
+};
+
+/* Ring features urt must not use even where the kernel offers them
+ * (ring_disable bit set). Used to test the fallbacks, and by users who want to. */
+enum urt_ring_feature {
+    URT_RING_DEFER_TASKRUN = 1u << 0, /* IORING_SETUP_DEFER_TASKRUN (+ SINGLE_ISSUER) */
+    URT_RING_COOP_TASKRUN = 1u << 1,  /* IORING_SETUP_COOP_TASKRUN + TASKRUN_FLAG */
+    URT_RING_SINGLE_ISSUER = 1u << 2, /* IORING_SETUP_SINGLE_ISSUER */
+    URT_RING_REGISTERED_FD = 1u << 3, /* io_uring_register_ring_fd() */
+    URT_RING_RINGLESS_MSG = 1u << 4,  /* IORING_REGISTER_SEND_MSG_RING for threads that are not workers */
+    URT_RING_EXT_ARG = 1u << 5,       /* timeouts passed to io_uring_enter (else a timeout SQE) */
+    URT_RING_ALL_FEATURES = (1u << 6) - 1,
+};
+
+struct urt_config {
+    /* --- C1 worker pool ------------------------------------------------ */
+    uint32_t workers;               /* worker threads, 1..1024; default: online CPUs */
+    enum urt_placement placement;   /* default URT_PLACEMENT_NUMA */
+    /* NULL: the topology is discovered with libnuma. Otherwise a list of
+     * nodes separated by ';', each a CPU list ("0-3,8"), e.g. "0;1" = two nodes
+     * with one CPU each. Lets multi-node placement be tested on one node. */
+    const char *topology;
+
+    /* --- C3 suspend and wake ------------------------------------------- */
+    bool busy_worker;               /* true: idle workers never suspend (default false) */
+    uint32_t worker_try_count;      /* empty polls before suspending (default 1000) */
+    uint64_t worker_suspend_timeout_us; /* longest suspension, µs (default 1,000,000) */
+    uint32_t task_polling_wait;     /* pacing of empty polls: 0 none, 1 sched_yield,
+                                       n>=2 sleep n-2 µs (default 0) */
+
+    /* --- C4/C5 queues, stealing, placement ----------------------------- */
+    uint32_t stealing_wait;         /* empty local polls before stealing (default 1) */
+    bool use_preferred_worker_for_current_thread; /* default true */
+    uint32_t dev_thousandths_ratio_check_local_first; /* per mille of picks that look at the
+                                       main queue before the sticky queue (default 100) */
+    uint32_t deque_capacity;        /* initial local deque slots, power of two (default 4096;
+                                       the deque grows when full) */
+    uint32_t inbox_check_interval;  /* a worker looks at its inbox before its own deque
+                                       every n tasks, for fairness (default 61) */
+
+    /* --- C2 rings ------------------------------------------------------- */
+    uint32_t ring_entries;          /* SQ entries per worker ring, power of two (default 256) */
+    uint32_t ring_cq_entries;       /* CQ entries; 0 = 4 x ring_entries */
+    uint32_t ring_disable;          /* enum urt_ring_feature bits not to use (default 0) */
+    bool sqpoll;                    /* opt-in SQPOLL kernel thread per ring (default false) */
+    uint32_t sqpoll_idle_ms;        /* SQPOLL thread idle time (default 100) */
+
+    /* --- C17 statistics -------------------------------------------------- */
+    bool stats_timing;              /* take timestamps for latency statistics (default false) */
+
+    uint32_t reserved[8];           /* must be zero */
+};
+
+/* Sets every field to its default. Any thread. */
+URT_API void urt_config_init(struct urt_config *cfg);
+
+/* Checks every field; returns 0 or -EINVAL with a message naming the field in
+ * err (and urt_last_error()). err may be NULL. Any thread. */
+URT_API int urt_config_validate(const struct urt_config *cfg, char *err, size_t err_len);
+
+/* Sets the field called name (e.g. "workers") from text. Returns 0, or
+ * -ENOENT for an unknown name, -EINVAL for a value that does not parse or is
+ * out of range (message names the field). The topology string is copied into
+ * storage owned by the config module and stays valid until the process ends.
+ * Any thread (not concurrently on the same cfg). */
+URT_API int urt_config_set(struct urt_config *cfg, const char *name, const char *value);
+
+/* For every field, reads the environment variable URT_<NAME> if set.
+ * Returns the number of variables applied or the first error. Any thread. */
+URT_API int urt_config_from_env(struct urt_config *cfg);
+
+/* Writes a table of every field (name, value of cfg, default, meaning) to buf;
+ * returns the length it needed (snprintf-like). Any thread. */
+URT_API int urt_config_describe(const struct urt_config *cfg, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * urt/runtime.h — creating and destroying a runtime; what the kernel offered.
+ *
+ * Lifecycle:
+ *  1. urt_runtime_create() starts config.workers worker threads; each creates
+ *     its own io_uring ring in its own thread. The pool never grows.
+ *  2. Tasks may be submitted from any thread until destroy starts.
+ *  3. urt_runtime_destroy() is called once, from a thread that is not a
+ *     worker of the runtime. In URT_SHUTDOWN_DRAIN mode it runs every queued
+ *     task (and whatever those tasks submit) before stopping; in
+ *     URT_SHUTDOWN_CANCEL mode running tasks finish and every task still
+ *     queued gets its cancel callback exactly once. Submissions from other
+ *     threads after destroy started fail with -ESHUTDOWN.
+ *  4. Destroying NULL is a no-op.
+ */
+#ifndef URT_RUNTIME_H
+#define URT_RUNTIME_H
+
+#include <urt/common.h>
+#include <urt/config.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum urt_shutdown {
+    URT_SHUTDOWN_DRAIN = 0,
+    URT_SHUTDOWN_CANCEL = 1,
+};
+
+/* Creates a runtime. cfg NULL means all defaults. Returns 0 and *out, or
+ * -EINVAL (bad configuration, see urt_last_error()), -ENOMEM, or the error of
+ * the kernel call that failed (e.g. -ENOSYS without io_uring). Any thread. */
+URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out);
+
+/* Stops the runtime (see the lifecycle above). Returns the number of tasks
+ * cancelled (0 in drain mode), or -EINVAL for an unknown mode, -EDEADLK when
+ * called from one of its own workers. Not from a worker of rt. */
+URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode);
+
+/* The configuration the runtime runs with (after defaults). Any thread. */
+URT_API const struct urt_config *urt_runtime_config(const urt_runtime *rt);
+
+/* What the start-up probe found. */
+struct urt_features {
+    uint32_t setup_flags;      /* IORING_SETUP_* flags the worker rings use */
+    uint32_t kernel_features;  /* IORING_FEAT_* the kernel reported */
+    bool defer_taskrun;        /* rings use DEFER_TASKRUN (+ SINGLE_ISSUER) */
+    bool coop_taskrun;         /* rings use COOP_TASKRUN (fallback) */
+    bool single_issuer;
+    bool registered_ring_fd;   /* io_uring_register_ring_fd() worked */
+    bool ringless_msg;         /* threads that are not workers wake through
+                                  IORING_REGISTER_SEND_MSG_RING (no ring of their own) */
+    bool ext_arg;              /* IORING_FEAT_EXT_ARG: timeouts without a timeout SQE */
+    bool sqpoll;
+    uint32_t numa_nodes;       /* nodes of the topology in use */
+};
+
+/* Fills *out. Any thread. */
+URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *out);
+
+/* One line describing features, e.g.
+ * "setup=SINGLE_ISSUER|DEFER_TASKRUN ringfd=registered wake-from-foreign=ringless ext_arg=yes".
+ * snprintf semantics. Any thread. */
+URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

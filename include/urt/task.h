@@ -1,0 +1,92 @@
+/*
+ * urt/task.h — tasks and their submission.
+ *
+ * A task is an intrusive struct: the caller embeds struct urt_task in its own
+ * object (zero allocation), fills it with urt_task_init() and submits it.
+ * urt_spawn() is the convenience form: it takes a task from a per-thread cache
+ * (no malloc on the hot path) and returns it to the cache after it ran.
+ *
+ * Lifecycle of an embedded task (numbered rules, libuv style):
+ *  1. The caller initialises it (urt_task_init) and owns it until submission.
+ *  2. From a successful urt_task_submit() until its fn returns
+ *     URT_TASK_DONE or its cancel callback is called, the task belongs to the
+ *     runtime: do not modify, resubmit or free it.
+ *  3. fn may free or reuse the task's memory before returning URT_TASK_DONE;
+ *     the runtime does not touch the task after fn returns URT_TASK_DONE.
+ *  4. fn returning URT_TASK_YIELD gives up the worker: the task is queued
+ *     again (behind the worker's other runnable work) and fn is called again later.
+ *  5. If the task is cancelled (runtime destroyed with URT_SHUTDOWN_CANCEL,
+ *     a cancelled job), its cancel callback (if any) is called exactly once
+ *     instead of fn, and the task is the caller's again from that call on.
+ *  6. A failed submit (-errno) leaves the task with the caller; neither fn nor
+ *     cancel will be called.
+ */
+#ifndef URT_TASK_H
+#define URT_TASK_H
+
+#include <urt/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum urt_task_result {
+    URT_TASK_DONE = 0,  /* finished: the runtime forgets the task */
+    URT_TASK_YIELD = 1, /* run me again later (re-queued on this worker) */
+};
+
+struct urt_task;
+struct urt_job;
+struct urt_lane;
+
+typedef enum urt_task_result urt_task_fn(struct urt_task *task, void *arg);
+typedef void urt_task_cancel_fn(struct urt_task *task, void *arg);
+
+/* Runtime-private part of a task: do not touch. */
+struct urt_task_private {
+    struct urt_task *_Atomic next; /* intrusive link (inbox, sticky queue, free list) */
+    struct urt_job *job;           /* owning job, or NULL */
+    struct urt_lane *lane;         /* owning lane, or NULL */
+    uint64_t enqueue_ns;           /* submission stamp (only when timing is on) */
+    uint64_t id;                   /* sequence for tracing (only when timing is on) */
+    uint32_t flags;                /* URT__TASK_* (internal) */
+    uint32_t submit_flags;         /* the URT_SUBMIT_* flags of the submission */
+};
+
+struct urt_task {
+    urt_task_fn *fn;
+    void *arg;
+    urt_task_cancel_fn *cancel; /* optional: called instead of fn if the task is cancelled */
+    struct urt_task_private priv;
+};
+
+/* Submission flags. */
+#define URT_SUBMIT_URGENT 0x1u /* place on a suspended worker if there is one, and wake it */
+#define URT_SUBMIT_LOCAL 0x2u  /* worker only: force this worker's own queue (the default from a worker) */
+#define URT_SUBMIT_BLOCK 0x4u  /* with a pending-task limit: block instead of failing with -EAGAIN */
+#define URT_SUBMIT_FLAGS_ALL 0x7u
+
+/* Initialises task to run fn(task, arg). cancel is cleared. Any thread. */
+URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg);
+
+/* Submits an initialised task (placement: SPEC C5). Returns 0, -EINVAL (NULL
+ * task or fn, unknown flags), -ESHUTDOWN (runtime is being destroyed), or
+ * -EAGAIN (pending-task limit reached). Any thread. */
+URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags);
+
+/* Runs fn(task, arg) on a worker, with a task from the runtime's cache;
+ * cancel (may be NULL) is called instead if the task is cancelled. Same
+ * returns as urt_task_submit, plus -ENOMEM. Any thread. */
+URT_API int urt_spawn(urt_runtime *rt, urt_task_fn *fn, void *arg, unsigned flags);
+URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
+                         unsigned flags);
+
+/* Index of the calling worker of rt (0..workers-1), or -1 when the calling
+ * thread is not one of rt's workers. Any thread. */
+URT_API int urt_current_worker(const urt_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

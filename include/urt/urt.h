@@ -1,0 +1,19 @@
+/*
+ * urt/urt.h — umbrella header of urt, a task runtime for Linux on per-worker
+ * io_uring rings. Include this one; link with `pkg-config --libs urt`.
+ */
+#ifndef URT_URT_H
+#define URT_URT_H
+
+#include <urt/common.h>
+#include <urt/config.h>
+#include <urt/runtime.h>
+#include <urt/stats.h>
+#include <urt/task.h>
+
+#define URT_VERSION_MAJOR 0
+#define URT_VERSION_MINOR 1
+#define URT_VERSION_PATCH 0
+#define URT_VERSION_STRING "0.1.0"
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * runtime/config.c — defaults, validation, text and environment settings.
+ *
+ * One table (FIELDS) describes every field of struct urt_config: its name,
+ * type, range, default and meaning. Validation, urt_config_set(),
+ * urt_config_from_env() and urt_config_describe() all walk it, so a field
+ * added to the struct and the table is validated, settable from URT_<NAME>
+ * and documented at once. Checks that involve more than one field, or a
+ * shape (power of two, a topology string), follow the table in validate().
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <urt/config.h>
+
+#include "runtime/runtime.h"
+
+enum ftype { F_U32, F_U64, F_BOOL, F_PLACEMENT, F_STR };
+
+struct field {
+    const char *name;
+    enum ftype type;
+    size_t off;
+    uint64_t min, max;
+    const char *def; /* default, as text (for the table) */
+    const char *doc;
+};
+
+#define U32(n, lo, hi, d, doc) {#n, F_U32, offsetof(struct urt_config, n), lo, hi, d, doc}
+#define U64(n, lo, hi, d, doc) {#n, F_U64, offsetof(struct urt_config, n), lo, hi, d, doc}
+#define BOOL(n, d, doc) {#n, F_BOOL, offsetof(struct urt_config, n), 0, 1, d, doc}
+
+static const struct field FIELDS[] = {
+    U32(workers, 1, 1024, "online CPUs", "worker threads (fixed for the runtime's life)"),
+    {"placement", F_PLACEMENT, offsetof(struct urt_config, placement), 0, 2, "numa",
+     "none | numa (spread over nodes, bound to the node's CPUs) | core (one CPU each)"},
+    {"topology", F_STR, offsetof(struct urt_config, topology), 0, 0, "(libnuma)",
+     "override: nodes separated by ';', each a CPU list, e.g. \"0;1\""},
+    BOOL(busy_worker, "false", "idle workers never suspend"),
+    U32(worker_try_count, 1, 100000000, "1000", "empty polls before a worker suspends"),
+    U64(worker_suspend_timeout_us, 1, 3600000000ull, "1000000", "longest suspension (µs)"),
+    U32(task_polling_wait, 0, 1000000, "0", "empty-poll pacing: 0 none, 1 sched_yield, n>=2 sleep n-2 µs"),
+    U32(stealing_wait, 0, 1000000, "1", "empty local polls before stealing"),
+    BOOL(use_preferred_worker_for_current_thread, "true",
+         "foreign threads submit to one preferred worker (else round robin per task)"),
+    U32(dev_thousandths_ratio_check_local_first, 0, 1000, "100",
+        "per mille of picks that look at the main queue before the sticky queue"),
+    U32(deque_capacity, 16, 1u << 24, "4096", "initial local deque slots (power of two; grows)"),
+    U32(inbox_check_interval, 1, 1000000, "61", "look at the inbox first every n tasks (fairness)"),
+    U32(ring_entries, 2, 32768, "256", "SQ entries per worker ring (power of two)"),
+    U32(ring_cq_entries, 0, 65536, "0", "CQ entries (power of two); 0 = 4 x ring_entries"),
+    U32(ring_disable, 0, URT_RING_ALL_FEATURES, "0",
+        "ring features not to use: 1 defer_taskrun, 2 coop_taskrun, 4 single_issuer, 8 registered_fd, "
+        "16 ringless_msg, 32 ext_arg"),
+    BOOL(sqpoll, "false", "SQPOLL kernel thread per ring (opt-in)"),
+    U32(sqpoll_idle_ms, 1, 60000, "100", "SQPOLL thread idle time (ms)"),
+    BOOL(stats_timing, "false", "take timestamps for the latency statistics"),
+};
+#define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
+
+static uint32_t online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        return 1;
+    return n > 1024 ? 1024 : (uint32_t)n;
+}
+
+URT_API void urt_config_init(struct urt_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->workers = online_cpus();
+    c->placement = URT_PLACEMENT_NUMA;
+    c->topology = NULL;
+    c->busy_worker = false;
+    c->worker_try_count = 1000;
+    c->worker_suspend_timeout_us = 1000000;
+    c->task_polling_wait = 0;
+    c->stealing_wait = 1;
+    c->use_preferred_worker_for_current_thread = true;
+    c->dev_thousandths_ratio_check_local_first = 100;
+    c->deque_capacity = 4096;
+    c->inbox_check_interval = 61;
+    c->ring_entries = 256;
+    c->ring_cq_entries = 0;
+    c->ring_disable = 0;
+    c->sqpoll = false;
+    c->sqpoll_idle_ms = 100;
+    c->stats_timing = false;
+}
+
+static uint64_t get_num(const struct urt_config *c, const struct field *f)
+{
+    const char *p = (const char *)c + f->off;
+    switch (f->type) {
+    case F_U32:
+        return *(const uint32_t *)p;
+    case F_U64:
+        return *(const uint64_t *)p;
+    case F_BOOL:
+        return *(const bool *)p;
+    case F_PLACEMENT:
+        return (uint64_t)*(const enum urt_placement *)p;
+    case F_STR:
+        break;
+    }
+    return 0;
+}
+
+static bool is_pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (err && len)
+        snprintf(err, len, "%s", msg);
+    return urt__error(-EINVAL, "%s", msg);
+}
+
+/* Parses "0-3,8;4-7" (checks only). Returns 0 or -EINVAL with a message. */
+static int check_topology(const char *s, char *err, size_t len)
+{
+    if (!*s)
+        return fail(err, len, "topology: empty string (use NULL to discover the topology)");
+    int nodes = 0;
+    const char *p = s;
+    for (;;) {
+        int cpus = 0;
+        for (;;) {
+            char *end;
+            if (!isdigit((unsigned char)*p))
+                return fail(err, len, "topology: expected a CPU number at \"%s\"", p);
+            unsigned long a = strtoul(p, &end, 10), b = a;
+            p = end;
+            if (*p == '-') {
+                p++;
+                if (!isdigit((unsigned char)*p))
+                    return fail(err, len, "topology: expected a CPU number after '-' at \"%s\"", p);
+                b = strtoul(p, &end, 10);
+                p = end;
+            }
+            if (a > b || b >= CPU_SETSIZE)
+                return fail(err, len, "topology: bad CPU range %lu-%lu (CPUs are 0..%d)", a, b, CPU_SETSIZE - 1);
+            cpus += (int)(b - a + 1);
+            if (*p != ',')
+                break;
+            p++;
+        }
+        if (cpus == 0)
+            return fail(err, len, "topology: node %d has no CPU", nodes);
+        nodes++;
+        if (*p == '\0')
+            break;
+        if (*p != ';')
+            return fail(err, len, "topology: unexpected '%c' (nodes are separated by ';')", *p);
+        p++;
+    }
+    return 0;
+}
+
+URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t len)
+{
+    if (!c)
+        return fail(err, len, "config: NULL");
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const struct field *f = &FIELDS[i];
+        if (f->type == F_STR)
+            continue;
+        uint64_t v = get_num(c, f);
+        if (v < f->min || v > f->max)
+            return fail(err, len, "%s: %" PRIu64 " is out of range (%" PRIu64 "..%" PRIu64 ")", f->name, v, f->min,
+                        f->max);
+    }
+    if (!is_pow2(c->ring_entries))
+        return fail(err, len, "ring_entries: %u is not a power of two", c->ring_entries);
+    if (c->ring_cq_entries && (!is_pow2(c->ring_cq_entries) || c->ring_cq_entries < c->ring_entries))
+        return fail(err, len, "ring_cq_entries: %u must be 0 or a power of two >= ring_entries (%u)",
+                    c->ring_cq_entries, c->ring_entries);
+    if (!c->ring_cq_entries && 4ull * c->ring_entries > 65536)
+        return fail(err, len, "ring_entries: %u needs ring_cq_entries set (4 x ring_entries exceeds 65536)",
+                    c->ring_entries);
+    if (!is_pow2(c->deque_capacity))
+        return fail(err, len, "deque_capacity: %u is not a power of two", c->deque_capacity);
+    if (c->topology && check_topology(c->topology, err, len))
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
+        if (c->reserved[i])
+            return fail(err, len, "reserved[%zu]: must be zero", i);
+    return 0;
+}
+
+/* ---- text ------------------------------------------------------------------------------ */
+
+static const struct field *find_field(const char *name)
+{
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (strcasecmp(FIELDS[i].name, name) == 0)
+            return &FIELDS[i];
+    return NULL;
+}
+
+static int parse_u64(const char *v, uint64_t *out)
+{
+    char *end;
+    if (!*v || *v == '-' || isspace((unsigned char)*v))
+        return -EINVAL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno || *end)
+        return -EINVAL;
+    *out = x;
+    return 0;
+}
+
+/* Topology strings set from text live as long as the process (a config is a
+ * plain struct with no destructor); each distinct string is kept once. */
+static pthread_mutex_t strings_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept {
+    struct kept *next;
+    char s[];
+} *kept_strings;
+
+static const char *keep_string(const char *v)
+{
+    pthread_mutex_lock(&strings_lock);
+    struct kept *k;
+    for (k = kept_strings; k; k = k->next)
+        if (strcmp(k->s, v) == 0)
+            break;
+    if (!k && (k = malloc(sizeof(*k) + strlen(v) + 1))) {
+        strcpy(k->s, v);
+        k->next = kept_strings;
+        kept_strings = k;
+    }
+    pthread_mutex_unlock(&strings_lock);
+    return k ? k->s : NULL;
+}
+
+URT_API int urt_config_set(struct urt_config *c, const char *name, const char *v)
+{
+    if (!c || !name || !v)
+        return urt__error(-EINVAL, "config: NULL argument");
+    const struct field *f = find_field(name);
+    if (!f)
+        return urt__error(-ENOENT, "config: unknown field \"%s\"", name);
+    char *p = (char *)c + f->off;
+    uint64_t x;
+    switch (f->type) {
+    case F_BOOL:
+        if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+            *(bool *)p = true;
+        else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+            *(bool *)p = false;
+        else
+            return urt__error(-EINVAL, "%s: \"%s\" is not a boolean (true/false)", f->name, v);
+        return 0;
+    case F_PLACEMENT:
+        if (!strcasecmp(v, "none"))
+            *(enum urt_placement *)p = URT_PLACEMENT_NONE;
+        else if (!strcasecmp(v, "numa"))
+            *(enum urt_placement *)p = URT_PLACEMENT_NUMA;
+        else if (!strcasecmp(v, "core"))
+            *(enum urt_placement *)p = URT_PLACEMENT_CORE;
+        else
+            return urt__error(-EINVAL, "%s: \"%s\" is not one of none, numa, core", f->name, v);
+        return 0;
+    case F_STR: {
+        if (!*v) {
+            *(const char **)p = NULL;
+            return 0;
+        }
+        if (check_topology(v, NULL, 0))
+            return -EINVAL;
+        const char *k = keep_string(v);
+        if (!k)
+            return urt__error(-ENOMEM, "%s: out of memory", f->name);
+        *(const char **)p = k;
+        return 0;
+    }
+    case F_U32:
+    case F_U64:
+        if (parse_u64(v, &x) || x < f->min || x > f->max)
+            return urt__error(-EINVAL, "%s: \"%s\" is not a number in %" PRIu64 "..%" PRIu64, f->name, v, f->min,
+                              f->max);
+        if (f->type == F_U32)
+            *(uint32_t *)p = (uint32_t)x;
+        else
+            *(uint64_t *)p = x;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+URT_API int urt_config_from_env(struct urt_config *c)
+{
+    int applied = 0;
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        char var[96] = "URT_";
+        size_t j = 4;
+        for (const char *n = FIELDS[i].name; *n && j + 1 < sizeof(var); n++)
+            var[j++] = (char)toupper((unsigned char)*n);
+        var[j] = '\0';
+        const char *v = getenv(var);
+        if (!v)
+            continue;
+        int err = urt_config_set(c, FIELDS[i].name, v);
+        if (err) {
+            char msg[256];
+            snprintf(msg, sizeof(msg), "%s", urt_last_error());
+            return urt__error(err, "environment %s: %s", var, msg);
+        }
+        applied++;
+    }
+    return applied;
+}
+
+static void value_text(const struct urt_config *c, const struct field *f, char *buf, size_t len)
+{
+    static const char *placements[] = {"none", "numa", "core"};
+    switch (f->type) {
+    case F_BOOL:
+        snprintf(buf, len, "%s", get_num(c, f) ? "true" : "false");
+        break;
+    case F_PLACEMENT: {
+        uint64_t v = get_num(c, f);
+        snprintf(buf, len, "%s", v < 3 ? placements[v] : "?");
+        break;
+    }
+    case F_STR: {
+        const char *s = *(const char *const *)((const char *)c + f->off);
+        snprintf(buf, len, "%s", s ? s : "(libnuma)");
+        break;
+    }
+    default:
+        snprintf(buf, len, "%" PRIu64, get_num(c, f));
+    }
+}
+
+URT_API int urt_config_describe(const struct urt_config *c, char *buf, size_t len)
+{
+    size_t off = 0;
+    int total = 0;
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        char val[64];
+        value_text(c, &FIELDS[i], val, sizeof(val));
+        int n = snprintf(off < len ? buf + off : NULL, off < len ? len - off : 0, "%-42s %-12s %-12s %s\n",
+                         FIELDS[i].name, val, FIELDS[i].def, FIELDS[i].doc);
+        if (n < 0)
+            return -EINVAL;
+        total += n;
+        off += (size_t)n;
+    }
+    return total;
+}

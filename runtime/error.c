@@ -1,0 +1,30 @@
+/*
+ * runtime/error.c — the per-thread message behind urt_last_error(), and the clock.
+ */
+#include <stdio.h>
+#include <time.h>
+
+#include "runtime/runtime.h"
+
+static _Thread_local char last_error[256];
+
+int urt__error(int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+URT_API const char *urt_last_error(void)
+{
+    return last_error;
+}
+
+URT_API uint64_t urt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,142 @@
+/*
+ * runtime/runtime.c — urt_runtime_create / urt_runtime_destroy.
+ *
+ * create = validate the configuration -> probe io_uring -> build the topology
+ * and place the workers -> start the scheduler (each worker creates its ring
+ * in its own thread). Each phase either succeeds or undoes the earlier ones.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urt/runtime.h>
+
+#include "runtime/runtime.h"
+
+_Static_assert(offsetof(struct urt_runtime, sched) == 0, "sched/ casts urt_runtime * to struct sched *");
+
+static int copy_config(struct urt_runtime *rt, const struct urt_config *cfg)
+{
+    if (cfg) {
+        char err[256];
+        if (urt_config_validate(cfg, err, sizeof(err)))
+            return -EINVAL; /* message already recorded */
+        rt->cfg = *cfg;
+    } else {
+        urt_config_init(&rt->cfg);
+    }
+    if (rt->cfg.topology) {
+        rt->topology_copy = strdup(rt->cfg.topology);
+        if (!rt->topology_copy)
+            return urt__error(-ENOMEM, "runtime: out of memory");
+        rt->cfg.topology = rt->topology_copy;
+    }
+    return 0;
+}
+
+static int probe_rings(struct urt_runtime *rt)
+{
+    int err = ring_probe(rt->cfg.ring_disable, rt->cfg.sqpoll, rt->cfg.sqpoll_idle_ms, &rt->caps);
+    if (err == -ENOSYS)
+        return urt__error(err, "io_uring: not available in this kernel (ENOSYS)");
+    if (err == -EPERM)
+        return urt__error(err, "io_uring: not permitted (EPERM; see sysctl kernel.io_uring_disabled)");
+    if (err)
+        return urt__error(err, "io_uring: ring setup failed: %s", strerror(-err));
+    return 0;
+}
+
+static int start_workers(struct urt_runtime *rt)
+{
+    int err = topology_build(&rt->cfg, &rt->topo);
+    if (err)
+        return urt__error(err, "topology: %s", strerror(-err));
+    struct worker_placement *place = calloc(rt->cfg.workers, sizeof(*place));
+    if (!place)
+        return urt__error(-ENOMEM, "runtime: out of memory");
+    topology_place(&rt->topo, &rt->cfg, place);
+    int failed = -1;
+    err = sched_start(&rt->sched, &rt->cfg, &rt->caps, place, &failed);
+    free(place);
+    if (err && failed >= 0)
+        return urt__error(err, "worker %d: io_uring ring creation failed: %s", failed, strerror(-err));
+    if (err)
+        return urt__error(err, "runtime: starting workers failed: %s", strerror(-err));
+    return 0;
+}
+
+static void runtime_free(struct urt_runtime *rt)
+{
+    topology_free(&rt->topo);
+    free(rt->topology_copy);
+    free(rt);
+}
+
+URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
+{
+    if (!out)
+        return urt__error(-EINVAL, "urt_runtime_create: out is NULL");
+    *out = NULL;
+    struct urt_runtime *rt = aligned_alloc(64, (sizeof(*rt) + 63) & ~(size_t)63);
+    if (!rt)
+        return urt__error(-ENOMEM, "runtime: out of memory");
+    memset(rt, 0, sizeof(*rt));
+    int err = copy_config(rt, cfg);
+    if (!err)
+        err = probe_rings(rt);
+    if (!err)
+        err = start_workers(rt);
+    if (err) {
+        runtime_free(rt);
+        return err;
+    }
+    *out = rt;
+    return 0;
+}
+
+URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode)
+{
+    if (!rt)
+        return 0;
+    if (mode != URT_SHUTDOWN_DRAIN && mode != URT_SHUTDOWN_CANCEL)
+        return urt__error(-EINVAL, "urt_runtime_destroy: mode %d is not URT_SHUTDOWN_DRAIN or _CANCEL", (int)mode);
+    if (sched_current(&rt->sched))
+        return urt__error(-EDEADLK, "urt_runtime_destroy: called from one of the runtime's own workers");
+    int cancelled = sched_stop(&rt->sched, mode == URT_SHUTDOWN_DRAIN);
+    runtime_free(rt);
+    return cancelled;
+}
+
+URT_API const struct urt_config *urt_runtime_config(const urt_runtime *rt)
+{
+    return rt ? &rt->cfg : NULL;
+}
+
+URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *f)
+{
+    memset(f, 0, sizeof(*f));
+    if (!rt)
+        return;
+    const struct ring_caps *c = &rt->caps;
+    f->setup_flags = c->setup_flags;
+    f->kernel_features = c->kernel_features;
+    f->defer_taskrun = c->setup_flags & IORING_SETUP_DEFER_TASKRUN;
+    f->coop_taskrun = c->setup_flags & IORING_SETUP_COOP_TASKRUN;
+    f->single_issuer = c->setup_flags & IORING_SETUP_SINGLE_ISSUER;
+    f->registered_ring_fd = c->registered_fd;
+    f->ringless_msg = c->ringless_msg;
+    f->ext_arg = c->ext_arg;
+    f->sqpoll = c->sqpoll;
+    f->numa_nodes = rt->topo.n_nodes;
+}
+
+URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len)
+{
+    char setup[128];
+    ring_describe_setup(f->setup_flags, setup, sizeof(setup));
+    return snprintf(buf, len, "setup=%s ringfd=%s wake-from-foreign=%s ext_arg=%s numa_nodes=%u", setup,
+                    f->registered_ring_fd ? "registered" : "plain", f->ringless_msg ? "ringless" : "per-thread-ring",
+                    f->ext_arg ? "yes" : "no", f->numa_nodes);
+}

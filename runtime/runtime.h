@@ -1,0 +1,43 @@
+/*
+ * runtime/runtime.h — the runtime object (private).
+ *
+ * struct urt_runtime owns the scheduler (first member: sched/ casts a
+ * urt_runtime * to struct sched *), a validated copy of the configuration and
+ * the topology the workers were placed with.
+ */
+#ifndef URT_RUNTIME_RUNTIME_H
+#define URT_RUNTIME_RUNTIME_H
+
+#include <stdarg.h>
+
+#include <urt/runtime.h>
+
+#include "sched/sched.h"
+
+struct topology {
+    uint32_t n_nodes;
+    struct topo_node {
+        int id;        /* node id (real, or the position in an override) */
+        bool real;     /* a node of this machine (memory can be placed there) */
+        cpu_set_t cpus;
+        uint32_t n_cpus;
+    } *nodes;
+};
+
+struct urt_runtime {
+    struct sched sched; /* must stay first */
+    struct urt_config cfg;
+    char *topology_copy;
+    struct topology topo;
+    struct ring_caps caps;
+};
+
+/* Records a message for urt_last_error() and returns err (a -errno). */
+int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* topology.c */
+int topology_build(const struct urt_config *cfg, struct topology *out);
+void topology_free(struct topology *t);
+void topology_place(const struct topology *t, const struct urt_config *cfg, struct worker_placement *place);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * sched/sched.h — the scheduler: workers, their queues, placement, suspend/wake.
+ *
+ * Internal interface between sched/ and the layers above it (tx/, runtime/).
+ * struct sched is embedded as the FIRST member of struct urt_runtime, so the
+ * public entry points in sched/ turn a urt_runtime * into a struct sched *
+ * without including runtime/ (runtime/runtime.c static-asserts the offset).
+ *
+ * Per worker (SPEC C4):
+ *   deque   — local main queue (Chase–Lev; owner at the bottom, thieves at the top)
+ *   inbox   — tasks handed over by other threads (wait-free MPSC push)
+ *   sticky  — lane tasks (MPSC, never stolen)
+ *   yieldq  — tasks that yielded on this worker (owner-private FIFO); moved into
+ *             the deque when the deque runs dry, so they run behind other work
+ *             and can be stolen.
+ *
+ * Field layout: what other threads write (inbox head, deque top) sits on its
+ * own cache line; what they only read (state, ring fd) on another; the rest is
+ * the owner's.
+ */
+#ifndef URT_SCHED_SCHED_H
+#define URT_SCHED_SCHED_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urt/config.h>
+#include <urt/stats.h>
+#include <urt/task.h>
+
+#include "sched/deque.h"
+#include "sched/inbox.h"
+#include "sched/taskpool.h"
+#include "uring/ring.h"
+
+/* task->priv.flags */
+#define TASK_POOLED 0x1u   /* from the task pool: returned there after it ran */
+#define TASK_QUEUED 0x2u   /* debug: between submit and run */
+
+enum worker_state {
+    W_RUNNING = 0,
+    W_SLEEPING = 1,
+};
+
+enum sched_phase {
+    PHASE_RUNNING = 0,  /* normal operation */
+    PHASE_DRAINING = 1, /* destroy(DRAIN): foreign submissions refused, queues run dry */
+    PHASE_STOPPING = 2, /* workers leave their loop after the task they are running */
+};
+
+/* Owner-written counters (relaxed load + store by the owner: no RMW, no shared
+ * line). Readers use relaxed loads. */
+struct worker_counters {
+    _Atomic uint64_t tasks_run, tasks_stolen, steal_attempts, suspends, wakes_sent, wakes_received,
+        inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures;
+};
+
+#define STAT_ADD(w, field, n)                                                                             \
+    atomic_store_explicit(&(w)->stats.field,                                                              \
+                          atomic_load_explicit(&(w)->stats.field, memory_order_relaxed) + (n),            \
+                          memory_order_relaxed)
+#define STAT_INC(w, field) STAT_ADD(w, field, 1)
+
+/* Where a worker runs (computed by runtime/topology.c). */
+struct worker_placement {
+    int node;        /* NUMA node of the topology (-1: none) */
+    int mem_node;    /* real node for its memory (-1: default policy) */
+    int cpu;         /* the one CPU it is bound to, or -1 */
+    bool bind;       /* apply cpus with pthread_setaffinity_np */
+    cpu_set_t cpus;
+};
+
+struct sched;
+struct worker;
+
+/* Calls the layers above make into the worker loop. All optional; ctx is theirs. */
+struct sched_hooks {
+    void *ctx;
+    /* On the worker's thread, after its ring exists / before it is destroyed. */
+    void (*worker_start)(void *ctx, struct worker *w);
+    void (*worker_stop)(void *ctx, struct worker *w);
+    /* On the worker, before it suspends: return true if it created work or
+     * I/O that must be waited for differently (the worker polls again). */
+    bool (*before_suspend)(void *ctx, struct worker *w);
+    /* On the worker, for a task of a lane, after fn returned (lanes live above
+     * the plain queues: sched/lane.c). */
+    void (*lane_task_done)(void *ctx, struct worker *w, struct urt_task *t, enum urt_task_result r);
+};
+
+struct worker {
+    /* --- read by other threads, written by the owner at suspend/resume --- */
+    alignas(64) _Atomic uint32_t state;   /* enum worker_state */
+    _Atomic uint32_t wake_pending;        /* 1 while a wake message to it is in flight */
+    int ring_fd;                          /* target of wake messages */
+    uint32_t index;
+    struct sched *s;
+    struct worker_placement place;
+
+    /* --- queues (each with its own cache lines) --- */
+    struct deque deque;
+    struct inbox inbox;
+    struct inbox sticky;
+    alignas(64) _Atomic uint64_t idle_sweeps; /* idle polls seen during a drain (owner writes) */
+
+    /* --- owner only --- */
+    alignas(64) struct ring ring;
+    struct taskcache cache;
+    struct urt_task *yield_head, *yield_tail;
+    uint64_t tick;
+    uint32_t idle_polls;    /* consecutive polls that found nothing */
+    uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
+    uint32_t last_victim;   /* index of the last successful steal's victim */
+    uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
+    uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
+    struct worker_counters stats;
+    void *upper;            /* per-worker state of the layers above (tx/) */
+    pthread_t thread;
+    int start_err;
+};
+
+struct sched {
+    const struct urt_config *cfg;
+    uint32_t n_workers;
+    struct worker **workers;
+    struct ring_caps caps;
+    uint64_t id;             /* unique per runtime in the process */
+    struct taskpool pool;
+    struct sched_hooks hooks;
+    uint64_t suspend_timeout_ns;
+
+    alignas(64) _Atomic uint32_t n_sleeping; /* workers in W_SLEEPING */
+    _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */
+    alignas(64) _Atomic uint32_t rr;         /* round-robin cursor of foreign placement */
+    alignas(64) _Atomic uint32_t phase;      /* enum sched_phase */
+    _Atomic uint64_t foreign_inflight;       /* foreign submissions between phase check and push */
+    _Atomic uint64_t foreign_wakes;
+    _Atomic uint64_t foreign_wake_failures;
+
+    pthread_mutex_t start_lock;
+    pthread_cond_t start_cond;
+    uint32_t n_started;
+};
+
+/* The calling thread's worker if it is one of s's workers, else NULL. */
+struct worker *sched_current(const struct sched *s);
+
+/* Starts the workers (each creates its ring in its own thread). place has
+ * n_workers entries. On failure nothing is left running and *failed_worker
+ * names the worker whose start failed (or -1). */
+int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring_caps *caps,
+                const struct worker_placement *place, int *failed_worker);
+
+/* Stops the workers (drain or cancel, see urt/runtime.h), cancels what is left
+ * and frees everything. Returns the number of tasks cancelled. */
+int sched_stop(struct sched *s, bool drain);
+
+/* Queues t (placement rules SPEC C5). */
+int sched_submit(struct sched *s, struct urt_task *t, unsigned flags);
+
+/* Owner only: pushes t to w's own deque; wakes a suspended peer for surplus. */
+void sched_local_push(struct worker *w, struct urt_task *t);
+
+/* Pushes t to w's inbox (from any thread) and wakes w if it sleeps. */
+void sched_push_inbox(struct sched *s, struct worker *w, struct urt_task *t);
+/* Pushes t to w's sticky queue (any thread) and wakes w if it sleeps. */
+void sched_push_sticky(struct sched *s, struct worker *w, struct urt_task *t);
+
+/* The worker a submission from the calling thread goes to (C5), ignoring urgency. */
+struct worker *sched_pick_worker(struct sched *s);
+/* A suspended worker, or NULL. */
+struct worker *sched_find_sleeping(struct sched *s);
+
+/* After a push into w's inbox or sticky queue: wake w if it sleeps and no
+ * wake is in flight. self = the calling worker of s or NULL. Any thread. */
+void sched_notify(struct sched *s, struct worker *w, struct worker *self);
+
+/* Cancels t: its cancel callback (if any) runs, pooled tasks go back to the pool. */
+void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t);
+
+/* Reads worker w's counters. Any thread. */
+void sched_read_stats(const struct sched *s, uint32_t w, struct urt_worker_stats *out);
+
+/* Task-pool helpers for the public spawn entry points. */
+struct urt_task *sched_task_alloc(struct sched *s);
+
+#endif

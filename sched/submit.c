@@ -1,0 +1,175 @@
+/*
+ * sched/submit.c — placement (SPEC C5) and the public submission entry points.
+ *
+ * Placement:
+ *  - from a worker of the runtime: that worker's own deque (no atomic RMW);
+ *  - from any other thread: its preferred worker's inbox (the preferred
+ *    worker is assigned round robin on the thread's first submission), or a
+ *    round-robin worker per submission when
+ *    use_preferred_worker_for_current_thread is false;
+ *  - URT_SUBMIT_URGENT: a suspended worker's inbox if there is one (woken),
+ *    else the rules above.
+ *
+ * Shutdown fence with foreign submitters: a foreign submission increments
+ * foreign_inflight, then reads the phase (both seq_cst); sched_stop stores
+ * the phase, then waits for foreign_inflight to reach 0 (seq_cst). So either
+ * the submitter sees the shutdown and returns -ESHUTDOWN, or the destroyer
+ * waits for its push to finish before it drains or cancels.
+ */
+#include <errno.h>
+
+#include <urt/runtime.h>
+#include <urt/task.h>
+
+#include "sched/sched.h"
+
+/* struct sched is the first member of struct urt_runtime (runtime/runtime.c). */
+static inline struct sched *sched_of(const urt_runtime *rt)
+{
+    return (struct sched *)rt;
+}
+
+/* Per-thread placement and task cache for threads that are not workers. */
+struct foreign_tls {
+    uint64_t sched_id;
+    uint32_t preferred;
+    struct taskcache cache;
+};
+static _Thread_local struct foreign_tls tls_foreign;
+
+static struct foreign_tls *foreign_state(struct sched *s)
+{
+    struct foreign_tls *f = &tls_foreign;
+    if (f->sched_id != s->id) {
+        /* First submission of this thread to this runtime. Tasks cached for
+         * another runtime belong to that runtime's pool: forget them. */
+        f->sched_id = s->id;
+        f->preferred = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
+        f->cache.head = NULL;
+        f->cache.count = 0;
+    }
+    return f;
+}
+
+struct worker *sched_pick_worker(struct sched *s)
+{
+    struct worker *self = sched_current(s);
+    if (self)
+        return self;
+    if (s->cfg->use_preferred_worker_for_current_thread)
+        return s->workers[foreign_state(s)->preferred];
+    return s->workers[atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers];
+}
+
+static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
+{
+    atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
+        atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+        return -ESHUTDOWN;
+    }
+    struct worker *w = NULL;
+    if (flags & URT_SUBMIT_URGENT)
+        w = sched_find_sleeping(s);
+    if (!w)
+        w = sched_pick_worker(s);
+    inbox_push(&w->inbox, t);
+    sched_notify(s, w, NULL);
+    atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+    return 0;
+}
+
+int sched_submit(struct sched *s, struct urt_task *t, unsigned flags)
+{
+    struct worker *self = sched_current(s);
+    if (!self)
+        return submit_foreign(s, t, flags);
+    if (flags & URT_SUBMIT_URGENT) {
+        struct worker *w = sched_find_sleeping(s);
+        if (w && w != self) {
+            inbox_push(&w->inbox, t);
+            sched_notify(s, w, self);
+            return 0;
+        }
+    }
+    sched_local_push(self, t);
+    return 0;
+}
+
+struct urt_task *sched_task_alloc(struct sched *s)
+{
+    struct worker *self = sched_current(s);
+    struct taskcache *c = self ? &self->cache : &foreign_state(s)->cache;
+    return taskpool_alloc(&s->pool, c);
+}
+
+/* ---- public entry points ------------------------------------------------------------------ */
+
+URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg)
+{
+    task->fn = fn;
+    task->arg = arg;
+    task->cancel = NULL;
+    atomic_init(&task->priv.next, NULL);
+    task->priv.job = NULL;
+    task->priv.lane = NULL;
+    task->priv.enqueue_ns = 0;
+    task->priv.id = 0;
+    task->priv.flags = 0;
+    task->priv.submit_flags = 0;
+}
+
+static int check_submit(const urt_runtime *rt, const struct urt_task *task, unsigned flags)
+{
+    if (!rt || !task || !task->fn)
+        return -EINVAL;
+    if (flags & ~URT_SUBMIT_FLAGS_ALL)
+        return -EINVAL;
+    return 0;
+}
+
+URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags)
+{
+    int err = check_submit(rt, task, flags);
+    if (err)
+        return err;
+    task->priv.submit_flags = flags;
+    task->priv.flags &= ~TASK_POOLED;
+    return sched_submit(sched_of(rt), task, flags);
+}
+
+URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
+{
+    if (!rt || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
+        return -EINVAL;
+    struct sched *s = sched_of(rt);
+    struct urt_task *t = sched_task_alloc(s);
+    if (!t)
+        return -ENOMEM;
+    t->fn = fn;
+    t->arg = arg;
+    t->cancel = cancel;
+    t->priv.job = NULL;
+    t->priv.lane = NULL;
+    t->priv.flags = TASK_POOLED;
+    t->priv.submit_flags = flags;
+    int err = sched_submit(s, t, flags);
+    if (err) {
+        struct worker *self = sched_current(s);
+        taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);
+    }
+    return err;
+}
+
+URT_API int urt_spawn(urt_runtime *rt, urt_task_fn *fn, void *arg, unsigned flags)
+{
+    return urt_spawn_ex(rt, fn, NULL, arg, flags);
+}
+
+URT_API int urt_current_worker(const urt_runtime *rt)
+{
+    if (!rt)
+        return -1;
+    struct worker *w = sched_current(sched_of(rt));
+    return w ? (int)w->index : -1;
+}

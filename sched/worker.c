@@ -1,0 +1,728 @@
+/*
+ * sched/worker.c — the worker loop, suspend and wake, stealing, shutdown.
+ *
+ * A worker is a thread pinned by its placement that owns one io_uring ring
+ * (created in its own thread: single issuer). Its loop:
+ *
+ *   reap CQEs -> pick (sticky vs main by ratio; inbox first every
+ *   inbox_check_interval tasks) -> run -> account
+ *   nothing? drain inbox -> steal (round robin after the last victim) ->
+ *   pace (task_polling_wait) -> after worker_try_count empty polls: suspend
+ *
+ * ---- No lost wakeup (the argument, once) -----------------------------------
+ *
+ * Sleeper (worker_suspend):          Waker (sched_notify, after its push):
+ *   S1 state := SLEEPING                W1 push task (inbox/sticky: an atomic exchange)
+ *   S2 seq_cst fence                    W2 seq_cst fence
+ *   S3 look at every queue              W3 load state
+ *   S4 if empty: wait in the ring       W4 if SLEEPING and exchange(wake_pending, 1) == 0:
+ *                                           send MSG_RING to the sleeper's ring
+ *
+ * By the two fences (S2, W2), either S3 sees the task or W3 sees SLEEPING
+ * (Dekker). If W3 sees SLEEPING, a message is in flight to the ring: sent by
+ * this waker, or by an earlier one whose wake_pending is still 1. wake_pending
+ * is cleared only by the sleeper when it reaps the wake CQE (or by a sender
+ * whose send failed), so a 1 always means a CQE is on its way to the ring, and
+ * the ring wait (S4) returns as soon as it is there — with DEFER_TASKRUN the
+ * kernel runs the ring's deferred work when the owner enters to wait, which
+ * posts it. After waking, the sleeper does R1 state := RUNNING, R2 reap (clears
+ * wake_pending), R3 seq_cst fence, then polls: a waker whose W3 saw SLEEPING or
+ * whose exchange saw 1 has its task seen by that poll (same Dekker pair).
+ *
+ * At most one wake message is in flight per worker (wake_pending), so there are
+ * no wake storms. The suspend timeout (worker_suspend_timeout_us) bounds the
+ * damage of anything unforeseen (a failed send), it is not part of the argument;
+ * tests run with a 60 s timeout to prove it.
+ *
+ * Surplus wakes: a worker that finds more work than it can run (local pushes
+ * while the deque holds more than one task, a batch taken from its inbox) wakes
+ * one suspended peer, at most one such wake runtime-wide at a time
+ * (surplus_waking), so the peer can steal. Best effort: the work is not lost
+ * without it, its owner runs it.
+ *
+ * ---- Drain ----------------------------------------------------------------
+ * destroy(DRAIN) refuses foreign submissions, then repeats: snapshot the sum
+ * of tasks_run, wait until every worker has reported two idle polls
+ * (idle_sweeps), snapshot again; equal sums mean no task ran in between, so
+ * no task could have been submitted (only running tasks submit now) and every
+ * queue that each worker found empty is still empty.
+ */
+#include "sched/sched.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Thread_local struct worker *tls_worker;
+
+struct worker *sched_current(const struct sched *s)
+{
+    struct worker *w = tls_worker;
+    return (w && w->s == s) ? w : NULL;
+}
+
+#define ASSERT_OWNER(w) assert(tls_worker == (w))
+
+/* ---- wake ------------------------------------------------------------------ */
+
+static void send_wake(struct sched *s, struct worker *target, struct worker *self)
+{
+    int err;
+    if (self) {
+        err = ring_send_wake(&self->ring, target->ring_fd, 0, target->index);
+        STAT_INC(self, wakes_sent);
+    } else {
+        err = ring_send_wake_foreign(target->ring_fd, 0, s->caps.ringless_msg);
+        atomic_fetch_add_explicit(&s->foreign_wakes, 1, memory_order_relaxed);
+    }
+    if (__builtin_expect(err < 0, 0)) {
+        /* Nothing is in flight: let the next submitter try again. */
+        atomic_store_explicit(&target->wake_pending, 0, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&s->foreign_wake_failures, 1, memory_order_relaxed);
+    }
+}
+
+void sched_notify(struct sched *s, struct worker *w, struct worker *self)
+{
+    /* W2: order the caller's push before the state load; pairs with S2. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&w->state, memory_order_relaxed) != W_SLEEPING)
+        return;
+    /* W4: one message in flight at most; cleared by the sleeper at R2. */
+    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_acq_rel))
+        return;
+    send_wake(s, w, self == w ? NULL : self);
+}
+
+struct worker *sched_find_sleeping(struct sched *s)
+{
+    if (atomic_load_explicit(&s->n_sleeping, memory_order_relaxed) == 0)
+        return NULL;
+    uint32_t start = atomic_load_explicit(&s->rr, memory_order_relaxed);
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        struct worker *w = s->workers[(start + i) % s->n_workers];
+        if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_SLEEPING)
+            return w;
+    }
+    return NULL;
+}
+
+/* Wake one suspended peer so it can steal self's surplus. */
+static __attribute__((cold)) void wake_peer_for_surplus(struct sched *s, struct worker *self)
+{
+    if (atomic_exchange_explicit(&s->surplus_waking, 1, memory_order_acq_rel))
+        return;
+    struct worker *w = sched_find_sleeping(s);
+    if (!w || w == self) {
+        atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
+        return;
+    }
+    sched_notify(s, w, self);
+}
+
+static inline void maybe_wake_peer(struct sched *s, struct worker *self)
+{
+    if (atomic_load_explicit(&s->n_sleeping, memory_order_relaxed) != 0 &&
+        !atomic_load_explicit(&s->surplus_waking, memory_order_relaxed))
+        wake_peer_for_surplus(s, self);
+}
+
+/* ---- queues ------------------------------------------------------------------ */
+
+void sched_push_inbox(struct sched *s, struct worker *w, struct urt_task *t)
+{
+    inbox_push(&w->inbox, t); /* W1 */
+    sched_notify(s, w, sched_current(s));
+}
+
+void sched_push_sticky(struct sched *s, struct worker *w, struct urt_task *t)
+{
+    inbox_push(&w->sticky, t); /* W1 */
+    sched_notify(s, w, sched_current(s));
+}
+
+void sched_local_push(struct worker *w, struct urt_task *t)
+{
+    if (__builtin_expect(deque_push(&w->deque, t) != 0, 0)) {
+        /* The deque could not grow (ENOMEM): the inbox takes any number. */
+        inbox_push(&w->inbox, t);
+        return;
+    }
+    if (deque_size(&w->deque) > 1)
+        maybe_wake_peer(w->s, w);
+}
+
+static inline void yield_push(struct worker *w, struct urt_task *t)
+{
+    atomic_store_explicit(&t->priv.next, NULL, memory_order_relaxed);
+    if (w->yield_tail)
+        atomic_store_explicit(&w->yield_tail->priv.next, t, memory_order_relaxed);
+    else
+        w->yield_head = t;
+    w->yield_tail = t;
+}
+
+/* Owner: the deque's newest task; when the deque is dry, the yielded tasks
+ * move into it first (oldest pushed first), so they run after other work and
+ * idle peers can steal them. */
+static inline struct urt_task *local_pop(struct worker *w)
+{
+    struct urt_task *t = deque_take(&w->deque);
+    if (t || !w->yield_head)
+        return t;
+    struct urt_task *y = w->yield_head;
+    w->yield_head = w->yield_tail = NULL;
+    while (y) {
+        struct urt_task *next = atomic_load_explicit(&y->priv.next, memory_order_relaxed);
+        sched_local_push(w, y);
+        y = next;
+    }
+    return deque_take(&w->deque);
+}
+
+#define INBOX_BATCH 128
+
+/* Owner: the oldest inbox task; up to INBOX_BATCH more move to the deque. */
+static struct urt_task *drain_inbox(struct worker *w)
+{
+    struct urt_task *first = inbox_pop(&w->inbox);
+    if (!first)
+        return NULL;
+    STAT_INC(w, inbox_drains);
+    unsigned moved = 0;
+    struct urt_task *t;
+    while (moved < INBOX_BATCH && (t = inbox_pop(&w->inbox))) {
+        if (deque_push(&w->deque, t) != 0) {
+            inbox_push(&w->inbox, t);
+            break;
+        }
+        moved++;
+    }
+    if (moved > 0)
+        maybe_wake_peer(w->s, w);
+    return first;
+}
+
+static struct urt_task *steal(struct worker *w)
+{
+    struct sched *s = w->s;
+    uint32_t n = s->n_workers;
+    /* Round robin, starting after the last victim we stole from (C4). */
+    for (uint32_t i = 1; i <= n; i++) {
+        uint32_t v = (w->last_victim + i) % n;
+        if (v == w->index)
+            continue;
+        struct worker *victim = s->workers[v];
+        if (deque_size(&victim->deque) == 0)
+            continue;
+        STAT_INC(w, steal_attempts);
+        struct urt_task *t;
+        for (int tries = 0; tries < 4; tries++) {
+            t = deque_steal(&victim->deque);
+            if (t != DEQUE_ABORT)
+                break;
+        }
+        if (t && t != DEQUE_ABORT) {
+            w->last_victim = v;
+            STAT_INC(w, tasks_stolen);
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static inline bool sticky_maybe_nonempty(struct worker *w)
+{
+    return w->sticky.tail != &w->sticky.stub ||
+           atomic_load_explicit(&w->sticky.stub.priv.next, memory_order_relaxed) != NULL;
+}
+
+static struct urt_task *find_task(struct worker *w)
+{
+    struct sched *s = w->s;
+    const struct urt_config *cfg = s->cfg;
+    struct urt_task *t;
+
+    if (++w->tick % cfg->inbox_check_interval == 0 && (t = inbox_pop(&w->inbox))) {
+        STAT_INC(w, inbox_drains);
+        return t;
+    }
+    if (sticky_maybe_nonempty(w)) {
+        bool main_first = false;
+        w->ratio_acc += cfg->dev_thousandths_ratio_check_local_first;
+        if (w->ratio_acc >= 1000) {
+            w->ratio_acc -= 1000;
+            main_first = true;
+        }
+        if (main_first && (t = local_pop(w)))
+            return t;
+        if ((t = inbox_pop(&w->sticky))) {
+            STAT_INC(w, sticky_runs);
+            return t;
+        }
+    }
+    if ((t = local_pop(w))) {
+        w->empty_local = 0;
+        return t;
+    }
+    if ((t = drain_inbox(w))) {
+        w->empty_local = 0;
+        return t;
+    }
+    if (s->n_workers > 1 && ++w->empty_local >= cfg->stealing_wait) {
+        if ((t = steal(w)))
+            return t;
+    }
+    return NULL;
+}
+
+/* Anything this worker could run, or steal? (S3) */
+static bool has_work(struct worker *w)
+{
+    if (deque_size(&w->deque) || w->yield_head || inbox_maybe_nonempty(&w->inbox) || inbox_maybe_nonempty(&w->sticky))
+        return true;
+    struct sched *s = w->s;
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        if (deque_size(&s->workers[i]->deque) > 0)
+            return true;
+    return false;
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+static inline void run_task(struct worker *w, struct urt_task *t)
+{
+    struct sched *s = w->s;
+    uint32_t flags = t->priv.flags;     /* read before fn: fn may free t */
+    struct urt_lane *lane = t->priv.lane;
+    enum urt_task_result r = t->fn(t, t->arg);
+    STAT_INC(w, tasks_run);
+    if (lane) {
+        s->hooks.lane_task_done(s->hooks.ctx, w, t, r);
+        return;
+    }
+    if (r == URT_TASK_YIELD) {
+        STAT_INC(w, yields);
+        yield_push(w, t);
+        return;
+    }
+    if (flags & TASK_POOLED)
+        taskpool_free(&s->pool, &w->cache, t);
+}
+
+void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
+{
+    uint32_t flags = t->priv.flags;
+    if (t->cancel)
+        t->cancel(t, t->arg);
+    if (self)
+        STAT_INC(self, tasks_cancelled);
+    if (flags & TASK_POOLED) {
+        if (self) {
+            taskpool_free(&s->pool, &self->cache, t);
+        } else {
+            struct taskcache c = {0};
+            taskpool_free(&s->pool, &c, t); /* chunk memory is freed with the pool */
+        }
+    }
+}
+
+/* ---- completions -------------------------------------------------------------------- */
+
+static void on_tag(void *ctx, uint64_t ud, int32_t res)
+{
+    struct worker *w = ctx;
+    (void)res;
+    switch (ud & RING_UD_TAG_MASK) {
+    case RING_UD_WAKE:
+        /* R2: a new wake may be sent from now on; pairs with W4's exchange. */
+        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
+        STAT_INC(w, wakes_received);
+        break;
+    case RING_UD_MSG_FAILED: {
+        /* A wake we sent did not arrive: free the target's flag and retry. */
+        uint32_t target = (uint32_t)(ud >> 8);
+        if (target < w->s->n_workers) {
+            struct worker *tw = w->s->workers[target];
+            STAT_INC(w, wake_failures);
+            atomic_store_explicit(&tw->wake_pending, 0, memory_order_seq_cst);
+            sched_notify(w->s, tw, w);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static inline void reap(struct worker *w)
+{
+    if (io_uring_cq_ready(&w->ring.uring))
+        ring_reap(&w->ring, on_tag, w);
+}
+
+/* ---- suspend ------------------------------------------------------------------------ */
+
+static void worker_suspend(struct worker *w, uint64_t timeout_ns)
+{
+    struct sched *s = w->s;
+    ASSERT_OWNER(w);
+    if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
+        return;
+    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_relaxed); /* S1 */
+    atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W2 in sched_notify */
+    if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
+        STAT_INC(w, suspends);
+        ring_wait(&w->ring, timeout_ns); /* S4 */
+    }
+    atomic_store_explicit(&w->state, W_RUNNING, memory_order_relaxed); /* R1 */
+    atomic_fetch_sub_explicit(&s->n_sleeping, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&s->surplus_waking, memory_order_relaxed))
+        atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
+    if (w->ring.uring.flags & IORING_SETUP_DEFER_TASKRUN)
+        ring_get_events(&w->ring);
+    reap(w);                                   /* R2 */
+    atomic_thread_fence(memory_order_seq_cst); /* R3: pairs with W2 */
+    w->idle_polls = 0;
+}
+
+static void pace(struct worker *w)
+{
+    uint32_t wait = w->s->cfg->task_polling_wait;
+    if (wait == 0)
+        return;
+    if (wait == 1) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(wait - 2) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void worker_loop(struct worker *w)
+{
+    struct sched *s = w->s;
+    const struct urt_config *cfg = s->cfg;
+
+    for (;;) {
+        uint32_t phase = atomic_load_explicit(&s->phase, memory_order_relaxed);
+        if (__builtin_expect(phase == PHASE_STOPPING, 0))
+            break;
+        if (__builtin_expect(w->io_inflight != 0, 0) && (w->tick & 63) == 0) {
+            ring_get_events(&w->ring);
+            reap(w);
+        }
+        struct urt_task *t = find_task(w);
+        if (t) {
+            w->idle_polls = 0;
+            run_task(w, t);
+            continue;
+        }
+        reap(w);
+        w->idle_polls++;
+        if (__builtin_expect(phase == PHASE_DRAINING, 0)) {
+            /* Report an empty poll to the destroyer, then rest briefly. */
+            atomic_store_explicit(&w->idle_sweeps, atomic_load_explicit(&w->idle_sweeps, memory_order_relaxed) + 1,
+                                  memory_order_release);
+            worker_suspend(w, 100 * 1000);
+            continue;
+        }
+        if (cfg->busy_worker || w->idle_polls < cfg->worker_try_count) {
+            pace(w);
+            continue;
+        }
+        worker_suspend(w, s->suspend_timeout_ns);
+    }
+}
+
+/* ---- start and stop ------------------------------------------------------------------- */
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct sched *s = w->s;
+    char name[16];
+    snprintf(name, sizeof(name), "urt-w%u", w->index);
+    pthread_setname_np(pthread_self(), name);
+    if (w->place.bind)
+        pthread_setaffinity_np(pthread_self(), sizeof(w->place.cpus), &w->place.cpus);
+    tls_worker = w;
+
+    int err = ring_init(&w->ring, &s->caps, s->cfg->ring_entries,
+                        s->cfg->ring_cq_entries ? s->cfg->ring_cq_entries : 4 * s->cfg->ring_entries);
+    if (err == 0)
+        w->ring_fd = w->ring.fd;
+    pthread_mutex_lock(&s->start_lock);
+    w->start_err = err;
+    s->n_started++;
+    pthread_cond_broadcast(&s->start_cond);
+    pthread_mutex_unlock(&s->start_lock);
+    if (err)
+        return NULL;
+
+    /* Wait until every worker is up (or one failed and we are told to stop). */
+    pthread_mutex_lock(&s->start_lock);
+    while (s->n_started < s->n_workers + 1)
+        pthread_cond_wait(&s->start_cond, &s->start_lock);
+    pthread_mutex_unlock(&s->start_lock);
+
+    if (atomic_load_explicit(&s->phase, memory_order_acquire) != PHASE_STOPPING) {
+        if (s->hooks.worker_start)
+            s->hooks.worker_start(s->hooks.ctx, w);
+        worker_loop(w);
+        if (s->hooks.worker_stop)
+            s->hooks.worker_stop(s->hooks.ctx, w);
+    }
+    /* Deliver what is still in the ring (a late wake) before closing it. */
+    ring_get_events(&w->ring);
+    reap(w);
+    ring_exit(&w->ring);
+    tls_worker = NULL;
+    return NULL;
+}
+
+static struct worker *worker_alloc(int mem_node)
+{
+    struct worker *w;
+    if (mem_node >= 0 && numa_available() >= 0)
+        w = numa_alloc_onnode(sizeof(*w), mem_node);
+    else
+        w = aligned_alloc(64, (sizeof(*w) + 63) & ~(size_t)63);
+    if (w)
+        memset(w, 0, sizeof(*w));
+    return w;
+}
+
+static void worker_free(struct worker *w)
+{
+    if (!w)
+        return;
+    deque_destroy(&w->deque);
+    if (w->place.mem_node >= 0 && numa_available() >= 0)
+        numa_free(w, sizeof(*w));
+    else
+        free(w);
+}
+
+static void free_workers(struct sched *s)
+{
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        worker_free(s->workers[i]);
+    free(s->workers);
+    s->workers = NULL;
+}
+
+int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring_caps *caps,
+                const struct worker_placement *place, int *failed_worker)
+{
+    static _Atomic uint64_t next_id = 1;
+    int err;
+
+    *failed_worker = -1;
+    s->cfg = cfg;
+    s->caps = *caps;
+    s->n_workers = cfg->workers;
+    s->id = atomic_fetch_add(&next_id, 1);
+    s->suspend_timeout_ns = cfg->worker_suspend_timeout_us * 1000ull;
+    atomic_init(&s->n_sleeping, 0);
+    atomic_init(&s->surplus_waking, 0);
+    atomic_init(&s->rr, 0);
+    atomic_init(&s->phase, PHASE_RUNNING);
+    atomic_init(&s->foreign_inflight, 0);
+    atomic_init(&s->foreign_wakes, 0);
+    atomic_init(&s->foreign_wake_failures, 0);
+    if ((err = taskpool_init(&s->pool)))
+        return err;
+    pthread_mutex_init(&s->start_lock, NULL);
+    pthread_cond_init(&s->start_cond, NULL);
+    s->n_started = 0;
+
+    s->workers = calloc(s->n_workers, sizeof(*s->workers));
+    if (!s->workers) {
+        err = -ENOMEM;
+        goto fail_pool;
+    }
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        struct worker *w = worker_alloc(place[i].mem_node);
+        if (!w || deque_init(&w->deque, cfg->deque_capacity) != 0) {
+            worker_free(w);
+            err = -ENOMEM;
+            goto fail_workers;
+        }
+        s->workers[i] = w;
+        w->s = s;
+        w->index = i;
+        w->place = place[i];
+        w->last_victim = i;
+        w->ring_fd = -1;
+        atomic_init(&w->state, W_RUNNING);
+        atomic_init(&w->wake_pending, 0);
+        atomic_init(&w->idle_sweeps, 0);
+        inbox_init(&w->inbox);
+        inbox_init(&w->sticky);
+    }
+
+    uint32_t launched = 0;
+    for (; launched < s->n_workers; launched++) {
+        struct worker *w = s->workers[launched];
+        if ((err = -pthread_create(&w->thread, NULL, worker_main, w)))
+            break;
+    }
+    /* Wait for every launched worker to report its ring. */
+    pthread_mutex_lock(&s->start_lock);
+    while (s->n_started < launched)
+        pthread_cond_wait(&s->start_cond, &s->start_lock);
+    for (uint32_t i = 0; i < launched && !err; i++) {
+        if (s->workers[i]->start_err) {
+            err = s->workers[i]->start_err;
+            *failed_worker = (int)i;
+        }
+    }
+    if (err)
+        atomic_store_explicit(&s->phase, PHASE_STOPPING, memory_order_release);
+    s->n_started = s->n_workers + 1; /* releases the workers (to run or to stop) */
+    pthread_cond_broadcast(&s->start_cond);
+    pthread_mutex_unlock(&s->start_lock);
+    if (err) {
+        for (uint32_t i = 0; i < launched; i++)
+            pthread_join(s->workers[i]->thread, NULL);
+        goto fail_workers;
+    }
+    return 0;
+
+fail_workers:
+    free_workers(s);
+fail_pool:
+    pthread_cond_destroy(&s->start_cond);
+    pthread_mutex_destroy(&s->start_lock);
+    taskpool_destroy(&s->pool);
+    return err;
+}
+
+static void wake_all(struct sched *s)
+{
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        sched_notify(s, s->workers[i], NULL);
+}
+
+static uint64_t sum_tasks_run(struct sched *s)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        sum += atomic_load_explicit(&s->workers[i]->stats.tasks_run, memory_order_acquire);
+    return sum;
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void wait_foreign_submitters(struct sched *s)
+{
+    while (atomic_load_explicit(&s->foreign_inflight, memory_order_seq_cst) != 0)
+        sched_yield();
+}
+
+static void drain(struct sched *s)
+{
+    uint64_t *seen = calloc(s->n_workers, sizeof(*seen));
+    for (;;) {
+        wake_all(s);
+        uint64_t before = sum_tasks_run(s);
+        for (uint32_t i = 0; i < s->n_workers; i++)
+            seen[i] = atomic_load_explicit(&s->workers[i]->idle_sweeps, memory_order_acquire);
+        for (uint32_t i = 0; i < s->n_workers; i++) {
+            while (atomic_load_explicit(&s->workers[i]->idle_sweeps, memory_order_acquire) < seen[i] + 2) {
+                sched_notify(s, s->workers[i], NULL);
+                sleep_us(50);
+            }
+        }
+        if (sum_tasks_run(s) == before)
+            break;
+    }
+    free(seen);
+}
+
+/* After the workers are gone: cancel whatever is left in w's queues. */
+static int cancel_leftovers(struct sched *s, struct worker *w)
+{
+    int n = 0;
+    struct urt_task *t;
+    while ((t = deque_take(&w->deque)) != NULL) {
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    while ((t = w->yield_head) != NULL) {
+        w->yield_head = atomic_load_explicit(&t->priv.next, memory_order_relaxed);
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    w->yield_tail = NULL;
+    while ((t = inbox_pop(&w->inbox)) != NULL) {
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    while ((t = inbox_pop(&w->sticky)) != NULL) {
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    return n;
+}
+
+int sched_stop(struct sched *s, bool drain_first)
+{
+    if (drain_first) {
+        atomic_store_explicit(&s->phase, PHASE_DRAINING, memory_order_seq_cst);
+        wait_foreign_submitters(s);
+        drain(s);
+    }
+    atomic_store_explicit(&s->phase, PHASE_STOPPING, memory_order_seq_cst);
+    wait_foreign_submitters(s);
+    wake_all(s);
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        /* A worker may be suspended with a wake already pending; keep poking. */
+        while (pthread_tryjoin_np(s->workers[i]->thread, NULL) == EBUSY) {
+            atomic_store_explicit(&s->workers[i]->wake_pending, 0, memory_order_seq_cst);
+            sched_notify(s, s->workers[i], NULL);
+            sleep_us(200);
+        }
+    }
+    int cancelled = 0;
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        cancelled += cancel_leftovers(s, s->workers[i]);
+    free_workers(s);
+    pthread_cond_destroy(&s->start_cond);
+    pthread_mutex_destroy(&s->start_lock);
+    taskpool_destroy(&s->pool);
+    return cancelled;
+}
+
+void sched_read_stats(const struct sched *s, uint32_t i, struct urt_worker_stats *o)
+{
+    const struct worker *w = s->workers[i];
+    memset(o, 0, sizeof(*o));
+#define RD(f) o->f = atomic_load_explicit(&w->stats.f, memory_order_relaxed)
+    RD(tasks_run);
+    RD(tasks_stolen);
+    RD(steal_attempts);
+    RD(suspends);
+    RD(wakes_sent);
+    RD(wakes_received);
+    RD(inbox_drains);
+    RD(sticky_runs);
+    RD(yields);
+    RD(tasks_cancelled);
+#undef RD
+    o->io_submitted = atomic_load_explicit(&w->ring.submitted, memory_order_relaxed);
+    o->node = w->place.node;
+    o->cpu = w->place.cpu;
+    o->sleeping = atomic_load_explicit(&w->state, memory_order_relaxed) == W_SLEEPING;
+}

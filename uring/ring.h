@@ -1,0 +1,109 @@
+/*
+ * uring/ring.h — one io_uring ring, its wake messages, timers and I/O.
+ *
+ * This layer knows nothing about tasks. A ring is owned by one thread (single
+ * issuer): only that thread submits to it or reaps its completions. Other
+ * threads reach it only by sending it a message (IORING_OP_MSG_RING) from their
+ * own ring, or, where the kernel has it, without a ring of their own
+ * (IORING_REGISTER_SEND_MSG_RING, Linux 6.13).
+ *
+ * user_data convention of every SQE urt submits:
+ *   0                      — nothing to do on completion (ignored)
+ *   RING_UD_WAKE           — a wake message (CQE posted by MSG_RING)
+ *   RING_UD_MSG_FAILED     — a MSG_RING we sent failed (res = -errno); low 32 bits of
+ *                            the CQE's user_data above the tag carry the target cookie
+ *   LIBURING_UDATA_TIMEOUT — liburing's internal wait timeout (ignored)
+ *   anything else          — a pointer to a struct ring_op, whose complete() is called
+ */
+#ifndef URT_URING_RING_H
+#define URT_URING_RING_H
+
+#include <liburing.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RING_UD_WAKE 1ull
+#define RING_UD_MSG_FAILED 2ull /* | (cookie << 8) */
+#define RING_UD_TAG_MASK 0xffull
+
+/* An operation whose CQE continues somewhere: embed it, set complete, and
+ * pass its address as user_data (8-byte aligned, so never a tag value). */
+struct ring_op {
+    void (*complete)(struct ring_op *op, int32_t res, uint32_t cqe_flags);
+};
+
+/* What the start-up probe decided (see ring_probe()). */
+struct ring_caps {
+    uint32_t setup_flags;     /* IORING_SETUP_* for worker rings */
+    uint32_t kernel_features; /* IORING_FEAT_* reported by the kernel */
+    bool registered_fd;       /* io_uring_register_ring_fd() allowed */
+    bool ringless_msg;        /* IORING_REGISTER_SEND_MSG_RING works */
+    bool ext_arg;             /* wait timeouts through io_uring_enter's extended argument */
+    bool sqpoll;
+    uint32_t sqpoll_idle_ms;
+};
+
+/* Ring feature bits a caller can forbid (same values as enum urt_ring_feature). */
+#define RING_NO_DEFER_TASKRUN (1u << 0)
+#define RING_NO_COOP_TASKRUN (1u << 1)
+#define RING_NO_SINGLE_ISSUER (1u << 2)
+#define RING_NO_REGISTERED_FD (1u << 3)
+#define RING_NO_RINGLESS_MSG (1u << 4)
+#define RING_NO_EXT_ARG (1u << 5)
+
+/* Probes the running kernel from the calling thread: tries DEFER_TASKRUN +
+ * SINGLE_ISSUER, then COOP_TASKRUN + TASKRUN_FLAG, then no flags (each
+ * forbidden one skipped), and whether ring-less messages work. Returns 0 or
+ * -errno (e.g. -ENOSYS without io_uring). */
+int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ring_caps *out);
+
+struct ring {
+    struct io_uring uring;
+    int fd;                 /* the real ring fd: target of other threads' messages */
+    bool registered;        /* ring fd registered (io_uring_register_ring_fd) */
+    bool ext_arg;
+    uint32_t unsubmitted;   /* SQEs prepared but not yet submitted */
+    _Atomic uint64_t submitted; /* SQEs submitted over the ring's life (owner stores, anyone reads) */
+};
+
+/* Creates the ring in the calling thread (which becomes its only issuer). */
+int ring_init(struct ring *r, const struct ring_caps *caps, uint32_t entries, uint32_t cq_entries);
+void ring_exit(struct ring *r);
+
+/* An SQE of r, submitting what is queued if the SQ is full; NULL only if the
+ * kernel refuses to take any. Owner only. */
+struct io_uring_sqe *ring_get_sqe(struct ring *r);
+
+/* Submits queued SQEs. Returns the number submitted or -errno. Owner only. */
+int ring_submit(struct ring *r);
+
+/* Queues and submits a wake message to the ring whose fd is target_fd: the
+ * target gets a CQE with user_data RING_UD_WAKE and res = value. On failure a
+ * CQE tagged RING_UD_MSG_FAILED | cookie << 8 comes back to r. Owner only. */
+int ring_send_wake(struct ring *r, int target_fd, int32_t value, uint32_t cookie);
+
+/* Sends a wake message from a thread that owns no ring of urt's: ring-less
+ * registration when available, else a small ring of this thread's, created on
+ * first use and destroyed at thread exit. Returns 0 or -errno. Any thread. */
+int ring_send_wake_foreign(int target_fd, int32_t value, bool ringless);
+
+/* Submits what is queued and waits until at least one CQE is ready or
+ * timeout_ns passed (0 = don't wait, UINT64_MAX = no timeout). Returns 0,
+ * -ETIME on timeout, -EINTR, or -errno. Owner only. */
+int ring_wait(struct ring *r, uint64_t timeout_ns);
+
+/* Reaps every ready CQE: ring_ops complete, wake and failure CQEs go to
+ * on_tag(ctx, user_data, res). Returns the number of CQEs seen. With
+ * DEFER_TASKRUN, completions appear only after the kernel ran the ring's task
+ * work (ring_wait, or ring_get_events). Owner only. */
+unsigned ring_reap(struct ring *r, void (*on_tag)(void *ctx, uint64_t user_data, int32_t res),
+                   void *ctx);
+
+/* Lets the kernel post deferred completions without waiting. Owner only. */
+int ring_get_events(struct ring *r);
+
+/* "SINGLE_ISSUER|DEFER_TASKRUN" etc. snprintf semantics. */
+int ring_describe_setup(uint32_t setup_flags, char *buf, size_t len);
+
+#endif
