@@ -146,6 +146,7 @@ struct sched {
 };
 
 /* The calling thread's worker if it is one of s's workers, else NULL. */
+
 struct worker *sched_current(const struct sched *s);
 
 /* Starts the workers (each creates its ring in its own thread). place has

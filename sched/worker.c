@@ -60,6 +60,11 @@
 
 static _Thread_local struct worker *tls_worker;
 
+struct worker *sched_self(void)
+{
+    return tls_worker;
+}
+
 struct worker *sched_current(const struct sched *s)
 {
     struct worker *w = tls_worker;
@@ -422,13 +427,17 @@ static void worker_loop(struct worker *w)
         if (t) {
             w->idle_polls = 0;
             run_task(w, t);
+            if (__builtin_expect(w->ring.unsubmitted != 0, 0))
+                ring_submit(&w->ring); /* what the task prepared (sched/io.h rule 4) */
             continue;
         }
         reap(w);
         w->idle_polls++;
         if (__builtin_expect(phase == PHASE_DRAINING, 0)) {
-            /* Report an empty poll to the destroyer, then rest briefly. */
-            atomic_store_explicit(&w->idle_sweeps, atomic_load_explicit(&w->idle_sweeps, memory_order_relaxed) + 1,
+            /* Report an empty poll to the destroyer (not while I/O is in
+             * flight: its completion may still create work), then rest. */
+            if (w->io_inflight == 0)
+                atomic_store_explicit(&w->idle_sweeps, atomic_load_explicit(&w->idle_sweeps, memory_order_relaxed) + 1,
                                   memory_order_release);
             worker_suspend(w, 100 * 1000);
             continue;

@@ -1,0 +1,53 @@
+/*
+ * sched/io.h — I/O and timers on a worker's own ring, continued on that worker.
+ *
+ * One mechanism, several users (ARCHITECTURE "A commit's path"): job
+ * deadlines (timeout SQEs), the write-ahead log (write linked with fdatasync),
+ * and tasks that do file or socket I/O (SPEC C20). A user embeds struct
+ * sched_io, asks for an SQE with sched_io_prep() on the worker it runs on,
+ * fills the SQE (io_uring_prep_*), and gets done(io, w, res, cqe_flags) called
+ * on the same worker, from its loop, when the CQE arrives.
+ *
+ * Rules:
+ *  1. Worker only: prep and cancel run on w's own thread (single issuer).
+ *  2. Exactly one CQE per prepared SQE is expected (no IOSQE_CQE_SKIP_SUCCESS,
+ *     no multishot); done runs once per SQE. Linked SQEs each carry their own
+ *     sched_io (or the same one, counted once per SQE).
+ *  3. The io must stay valid until done ran; done may free or reuse it.
+ *  4. Prepared SQEs are submitted when the running task returns (batched into
+ *     one io_uring_enter), or at once with sched_io_flush().
+ *  5. While any SQE is in flight the worker looks for completions every 64
+ *     tasks and whenever it is idle, and its suspension ends at the completion.
+ */
+#ifndef URT_SCHED_IO_H
+#define URT_SCHED_IO_H
+
+#include "sched/sched.h"
+
+struct sched_io;
+typedef void sched_io_done_fn(struct sched_io *io, struct worker *w, int32_t res, uint32_t cqe_flags);
+
+struct sched_io {
+    struct ring_op op;              /* first: its address is the SQE's user_data */
+    sched_io_done_fn *done;
+    struct worker *w;
+    struct __kernel_timespec ts;    /* timers: read by the kernel at submission */
+};
+
+/* Worker only: an SQE of w's ring tagged with io, or NULL if the ring cannot
+ * take one now (the SQ is full and the kernel refused to drain it). */
+struct io_uring_sqe *sched_io_prep(struct worker *w, struct sched_io *io, sched_io_done_fn *done);
+
+/* Worker only: submits what is prepared. Returns the count or -errno. */
+int sched_io_flush(struct worker *w);
+
+/* Worker only: done runs after ns nanoseconds (res = -ETIME), or earlier
+ * with res = -ECANCELED after sched_timer_cancel(). 0 or -EBUSY. */
+int sched_timer_arm(struct worker *w, struct sched_io *io, uint64_t ns, sched_io_done_fn *done);
+/* Worker only: cancels a timer armed on this worker. 0 or -EBUSY. */
+int sched_timer_cancel(struct worker *w, struct sched_io *io);
+
+/* The worker the calling thread runs on (any runtime), or NULL. */
+struct worker *sched_self(void);
+
+#endif
