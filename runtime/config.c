@@ -61,6 +61,13 @@ static const struct field FIELDS[] = {
     BOOL(sqpoll, "false", "SQPOLL kernel thread per ring (opt-in)"),
     U32(sqpoll_idle_ms, 1, 60000, "100", "SQPOLL thread idle time (ms)"),
     BOOL(stats_timing, "false", "take timestamps for the latency statistics"),
+    /* C12 write-ahead log */
+    {"log_dir", F_STR, offsetof(struct urt_config, log_dir), 0, 0, "(none)",
+     "log directory: durable commits (urt/log.h) need one; NULL = no log"},
+    U64(epoch_duration_us, 10, 10000000, "1000", "epoch (durability marker) timer period, µs"),
+    BOOL(o_direct, "false", "log channels written with O_DIRECT (aligned buffers)"),
+    U32(log_prealloc_kb, 0, 1u << 22, "4096",
+        "zero-filled space kept ahead of each channel's data (KiB; 0 = plain appends)"),
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -93,6 +100,10 @@ URT_API void urt_config_init(struct urt_config *c)
     c->sqpoll = false;
     c->sqpoll_idle_ms = 100;
     c->stats_timing = false;
+    c->log_dir = NULL;
+    c->epoch_duration_us = 1000;
+    c->o_direct = false;
+    c->log_prealloc_kb = 4096;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)
@@ -283,7 +294,7 @@ URT_API int urt_config_set(struct urt_config *c, const char *name, const char *v
             *(const char **)p = NULL;
             return 0;
         }
-        if (check_topology(v, NULL, 0))
+        if (f->off == offsetof(struct urt_config, topology) && check_topology(v, NULL, 0))
             return -EINVAL;
         const char *k = keep_string(v);
         if (!k)
@@ -342,7 +353,7 @@ static void value_text(const struct urt_config *c, const struct field *f, char *
     }
     case F_STR: {
         const char *s = *(const char *const *)((const char *)c + f->off);
-        snprintf(buf, len, "%s", s ? s : "(libnuma)");
+        snprintf(buf, len, "%s", s ? s : f->def);
         break;
     }
     default:

@@ -33,6 +33,12 @@ static int copy_config(struct urt_runtime *rt, const struct urt_config *cfg)
             return urt__error(-ENOMEM, "runtime: out of memory");
         rt->cfg.topology = rt->topology_copy;
     }
+    if (rt->cfg.log_dir) {
+        rt->log_dir_copy = strdup(rt->cfg.log_dir);
+        if (!rt->log_dir_copy)
+            return urt__error(-ENOMEM, "runtime: out of memory");
+        rt->cfg.log_dir = rt->log_dir_copy;
+    }
     return 0;
 }
 
@@ -69,8 +75,10 @@ static int start_workers(struct urt_runtime *rt)
 
 static void runtime_free(struct urt_runtime *rt)
 {
+    runtime_log_close(rt);
     topology_free(&rt->topo);
     free(rt->topology_copy);
+    free(rt->log_dir_copy);
     free(rt);
 }
 
@@ -86,6 +94,8 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
     int err = copy_config(rt, cfg);
     if (!err)
         err = probe_rings(rt);
+    if (!err)
+        err = runtime_log_open(rt);
     if (!err)
         err = start_workers(rt);
     if (err) {
