@@ -111,6 +111,7 @@ struct worker {
     struct taskcache cache;
     struct urt_task *yield_head, *yield_tail;
     uint64_t tick;
+    uint32_t inbox_countdown; /* tasks until the inbox is looked at first again */
     uint32_t idle_polls;    /* consecutive polls that found nothing */
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */

@@ -11,23 +11,30 @@
  *
  * ---- No lost wakeup (the argument, once) -----------------------------------
  *
- * Sleeper (worker_suspend):          Waker (sched_notify, after its push):
- *   S1 state := SLEEPING                W1 push task (inbox/sticky: an atomic exchange)
- *   S2 seq_cst fence                    W2 seq_cst fence
- *   S3 look at every queue              W3 load state
- *   S4 if empty: wait in the ring       W4 if SLEEPING and exchange(wake_pending, 1) == 0:
- *                                           send MSG_RING to the sleeper's ring
+ * Sleeper (worker_suspend):          Waker (after its push):
+ *   S1 state := SLEEPING                W1 push task: inbox/sticky exchange of head (seq_cst)
+ *   S2 seq_cst fence                    W3 load state (seq_cst)
+ *   S3 look at every queue              W4 if SLEEPING and exchange(wake_pending, 1) == 0
+ *   S4 if empty: wait in the ring          (seq_cst): send MSG_RING to the sleeper's ring
  *
- * By the two fences (S2, W2), either S3 sees the task or W3 sees SLEEPING
- * (Dekker). If W3 sees SLEEPING, a message is in flight to the ring: sent by
- * this waker, or by an earlier one whose wake_pending is still 1. wake_pending
- * is cleared only by the sleeper when it reaps the wake CQE (or by a sender
- * whose send failed), so a 1 always means a CQE is on its way to the ring, and
- * the ring wait (S4) returns as soon as it is there — with DEFER_TASKRUN the
- * kernel runs the ring's deferred work when the owner enters to wait, which
- * posts it. After waking, the sleeper does R1 state := RUNNING, R2 reap (clears
- * wake_pending), R3 seq_cst fence, then polls: a waker whose W3 saw SLEEPING or
- * whose exchange saw 1 has its task seen by that poll (same Dekker pair).
+ * Either S3 sees the task or W3 sees SLEEPING (Dekker). In C11 terms
+ * ([atomics.order]): W1 and W3 are seq_cst, so W1 precedes W3 in the total
+ * order S. If W3 follows the fence S2 in S, W3 observes S1 (SLEEPING). If not,
+ * W1 precedes S2 in S, and S3's loads, sequenced after the seq_cst fence S2,
+ * observe W1. (On x86 the waker's exchange is already a full barrier, so the
+ * waker pays no fence; the sleeper pays one, on its slow path.)
+ *
+ * If W3 sees SLEEPING, a message is in flight to the ring: sent by this waker,
+ * or by an earlier one whose wake_pending is still 1. wake_pending is cleared
+ * only by the sleeper when it reaps the wake CQE (or by a sender whose send
+ * failed), so a 1 always means a CQE is on its way to the ring, and the ring
+ * wait (S4) returns as soon as it is there — with DEFER_TASKRUN the kernel runs
+ * the ring's deferred work when the owner enters to wait, which posts it.
+ * After waking, the sleeper does R1 state := RUNNING, R2 reap (a seq_cst store
+ * wake_pending := 0), R3 seq_cst fence, then polls. A waker whose W4 exchange
+ * read 1 precedes R2 in the modification order of wake_pending, hence in S,
+ * and R2 precedes R3: its W1 precedes R3 in S, so the poll after R3 sees the
+ * task. A waker whose W3 saw RUNNING is covered by the next S1–S3.
  *
  * At most one wake message is in flight per worker (wake_pending), so there are
  * no wake storms. The suspend timeout (worker_suspend_timeout_us) bounds the
@@ -94,12 +101,11 @@ static void send_wake(struct sched *s, struct worker *target, struct worker *sel
 
 void sched_notify(struct sched *s, struct worker *w, struct worker *self)
 {
-    /* W2: order the caller's push before the state load; pairs with S2. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&w->state, memory_order_relaxed) != W_SLEEPING)
+    /* W3: seq_cst, after the caller's seq_cst push (W1); pairs with S2. */
+    if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
         return;
     /* W4: one message in flight at most; cleared by the sleeper at R2. */
-    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_acq_rel))
+    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
         return;
     send_wake(s, w, self == w ? NULL : self);
 }
@@ -253,9 +259,13 @@ static struct urt_task *find_task(struct worker *w)
     const struct urt_config *cfg = s->cfg;
     struct urt_task *t;
 
-    if (++w->tick % cfg->inbox_check_interval == 0 && (t = inbox_pop(&w->inbox))) {
-        STAT_INC(w, inbox_drains);
-        return t;
+    w->tick++;
+    if (__builtin_expect(--w->inbox_countdown == 0, 0)) {
+        w->inbox_countdown = cfg->inbox_check_interval;
+        if ((t = inbox_pop(&w->inbox))) {
+            STAT_INC(w, inbox_drains);
+            return t;
+        }
     }
     if (sticky_maybe_nonempty(w)) {
         bool main_first = false;
@@ -379,21 +389,19 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     ASSERT_OWNER(w);
     if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
         return;
-    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_relaxed); /* S1 */
+    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1 */
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W2 in sched_notify */
+    atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W1/W3 (see the top of this file) */
     if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
         STAT_INC(w, suspends);
         ring_wait(&w->ring, timeout_ns); /* S4 */
     }
-    atomic_store_explicit(&w->state, W_RUNNING, memory_order_relaxed); /* R1 */
+    atomic_store_explicit(&w->state, W_RUNNING, memory_order_seq_cst); /* R1 */
     atomic_fetch_sub_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     if (atomic_load_explicit(&s->surplus_waking, memory_order_relaxed))
         atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
-    if (w->ring.uring.flags & IORING_SETUP_DEFER_TASKRUN)
-        ring_get_events(&w->ring);
-    reap(w);                                   /* R2 */
-    atomic_thread_fence(memory_order_seq_cst); /* R3: pairs with W2 */
+    reap(w);                                   /* R2 (the wait ran deferred task work) */
+    atomic_thread_fence(memory_order_seq_cst); /* R3: pairs with W1/W4 (see the top of this file) */
     w->idle_polls = 0;
 }
 
@@ -569,6 +577,7 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
         w->index = i;
         w->place = place[i];
         w->last_victim = i;
+        w->inbox_countdown = cfg->inbox_check_interval;
         w->ring_fd = -1;
         atomic_init(&w->state, W_RUNNING);
         atomic_init(&w->wake_pending, 0);
