@@ -176,9 +176,10 @@ struct worker *sched_pick_worker(struct sched *s);
 /* A suspended worker, or NULL. */
 struct worker *sched_find_sleeping(struct sched *s);
 
-/* After a push into w's inbox or sticky queue: wake w if it sleeps and no
- * wake is in flight. self = the calling worker of s or NULL. Any thread. */
-void sched_notify(struct sched *s, struct worker *w, struct worker *self);
+/* After a push into w's inbox or sticky queue (a seq_cst exchange): wake w if
+ * it sleeps and no wake is in flight. self = the calling worker of s or NULL.
+ * Returns true if a wake message is on its way to w. Any thread. */
+bool sched_notify(struct sched *s, struct worker *w, struct worker *self);
 
 /* Cancels t: its cancel callback (if any) runs, pooled tasks go back to the pool. */
 void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t);

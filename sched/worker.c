@@ -82,7 +82,7 @@ struct worker *sched_current(const struct sched *s)
 
 /* ---- wake ------------------------------------------------------------------ */
 
-static void send_wake(struct sched *s, struct worker *target, struct worker *self)
+static bool send_wake(struct sched *s, struct worker *target, struct worker *self)
 {
     int err;
     if (self) {
@@ -96,18 +96,20 @@ static void send_wake(struct sched *s, struct worker *target, struct worker *sel
         /* Nothing is in flight: let the next submitter try again. */
         atomic_store_explicit(&target->wake_pending, 0, memory_order_seq_cst);
         atomic_fetch_add_explicit(&s->foreign_wake_failures, 1, memory_order_relaxed);
+        return false;
     }
+    return true;
 }
 
-void sched_notify(struct sched *s, struct worker *w, struct worker *self)
+bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
 {
     /* W3: seq_cst, after the caller's seq_cst push (W1); pairs with S2. */
     if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
-        return;
+        return false;
     /* W4: one message in flight at most; cleared by the sleeper at R2. */
     if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
-        return;
-    send_wake(s, w, self == w ? NULL : self);
+        return true;
+    return send_wake(s, w, self == w ? NULL : self);
 }
 
 struct worker *sched_find_sleeping(struct sched *s)
@@ -128,12 +130,11 @@ static __attribute__((cold)) void wake_peer_for_surplus(struct sched *s, struct 
 {
     if (atomic_exchange_explicit(&s->surplus_waking, 1, memory_order_acq_rel))
         return;
+    /* The flag is cleared by the woken worker when it resumes, or here when
+     * no wake is on its way (the target resumed meanwhile). */
     struct worker *w = sched_find_sleeping(s);
-    if (!w || w == self) {
+    if (!w || w == self || !sched_notify(s, w, self))
         atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
-        return;
-    }
-    sched_notify(s, w, self);
 }
 
 static inline void maybe_wake_peer(struct sched *s, struct worker *self)
