@@ -28,6 +28,7 @@
  * to probe the features and the effective configuration, and destroys it
  * before the first child starts.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -116,6 +117,55 @@ static bool parse_workers(const char *text, unsigned *out)
 
 /* ---- configuration ----------------------------------------------------------- */
 
+/* True when name (e.g. "busy_worker") is a field of urt_config_describe()'s
+ * table. */
+static bool config_has_field(const char *table, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *line = table; *line;) {
+        if (strncmp(line, name, len) == 0 && (line[len] == ' ' || line[len] == '\n' || line[len] == '\0'))
+            return true;
+        const char *eol = strchr(line, '\n');
+        if (!eol)
+            break;
+        line = eol + 1;
+    }
+    return false;
+}
+
+/* name in upper case, in place. */
+static char *upper(char *name)
+{
+    for (char *p = name; *p; p++)
+        *p = (char)toupper((unsigned char)*p);
+    return name;
+}
+
+/* A misspelt URT_ variable would silently do nothing: say so (a `#` line, so
+ * the per-process protocol's stdout stays clean). */
+static void warn_unknown_urt_variables(const struct urt_config *cfg)
+{
+    extern char **environ;
+    int need = urt_config_describe(cfg, NULL, 0);
+    if (need <= 0)
+        return;
+    char *table = xrealloc(NULL, (size_t)need + 1);
+    urt_config_describe(cfg, table, (size_t)need + 1);
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "URT_", 4) != 0)
+            continue;
+        char name[128];
+        size_t i = 0;
+        for (const char *p = *e + 4; *p && *p != '=' && i + 1 < sizeof(name); p++)
+            name[i++] = (char)tolower((unsigned char)*p);
+        name[i] = '\0';
+        if (!config_has_field(table, name))
+            fprintf(stderr, "# " PROGRAM ": warning: URT_%s is not a urt configuration field (ignored; "
+                            "--help lists them)\n", upper(name));
+    }
+    free(table);
+}
+
 /* Builds the configuration of a runtime for workload wl (NULL: the probe of
  * the summary mode): defaults, the workload's hook, URT_* variables, then
  * WORKERS. Exits 2 with a message on any bad setting. */
@@ -128,6 +178,7 @@ static void config_build(const struct workload *wl, struct urt_config *cfg)
     int n = urt_config_from_env(cfg);
     if (n < 0)
         die_usage("%s", urt_last_error());
+    warn_unknown_urt_variables(cfg);
 
     const char *workers_text = getenv("WORKERS");
     const char *urt_workers_text = getenv("URT_WORKERS");
@@ -619,11 +670,15 @@ static void print_help(void)
 
     struct urt_config cfg;
     urt_config_init(&cfg);
+    if (urt_config_from_env(&cfg) < 0)
+        printf("\n(the environment has a bad URT_ variable: %s)\n", urt_last_error());
     int need = urt_config_describe(&cfg, NULL, 0);
     if (need > 0) {
         char *text = xrealloc(NULL, (size_t)need + 1);
         urt_config_describe(&cfg, text, (size_t)need + 1);
-        printf("\nconfiguration fields (URT_<NAME> in upper case), current value, default, meaning:\n%s", text);
+        printf("\nconfiguration fields (set with URT_<NAME>, upper case): name, value with the current\n"
+               "environment, default, meaning:\n%s",
+               text);
         free(text);
     }
 }
