@@ -222,7 +222,8 @@ static void print_stats_delta(const char *name, const struct urt_stats *a, const
         return;
 #define D(f) (unsigned long long)(b->total.f - a->total.f)
     measure_note(name,
-                 "runtime counters: tasks_run=%llu stolen=%llu steal_attempts=%llu suspends=%llu "
+                 "runtime counters over the workload (read right after the last task signalled, so "
+                 "its own counts may be missing): tasks_run=%llu stolen=%llu steal_attempts=%llu suspends=%llu "
                  "wakes_sent=%llu wakes_received=%llu foreign_wakes_sent=%llu inbox_drains=%llu yields=%llu",
                  D(tasks_run), D(tasks_stolen), D(steal_attempts), D(suspends), D(wakes_sent),
                  D(wakes_received), (unsigned long long)(b->foreign_wakes_sent - a->foreign_wakes_sent),
@@ -391,7 +392,7 @@ static void child_run(const char *self, struct child_run *c, bool tty, size_t i,
         fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, n, c->wl->name);
     while (out_fd >= 0 || err_fd >= 0) {
         struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
-        int r = poll(p, 2, PROGRESS_TICK_MS);
+        int r = poll(p, 2, tty ? PROGRESS_TICK_MS : 1000); /* the timeout check needs a tick too */
         if (r < 0 && errno != EINTR) {
             perror(PROGRAM ": poll");
             exit(EXIT_FAILED);
@@ -477,7 +478,8 @@ static void probe_runtime(struct probe *p)
 
 static void print_table(const struct probe *p, struct child_run *runs, size_t n, double total)
 {
-    printf("urt-load %s: %u workers, %s\n", URT_VERSION_STRING, p->workers, p->features_text);
+    printf("urt-load %s: %u worker%s, %s\n", URT_VERSION_STRING, p->workers, p->workers == 1 ? "" : "s",
+           p->features_text);
     printf("%-24s %-18s %14s  %s\n", "workload", "metric", "value", "unit");
     printf("%-24s %-18s %14s  %s\n", "------------------------", "------------------", "--------------",
            "-------------");

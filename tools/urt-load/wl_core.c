@@ -408,9 +408,13 @@ static int run_yield_many(urt_runtime *rt, const char *name)
                        "work); %u embedded tasks submitted locally with urt_task_submit by the root",
                  2 * c->workers);
     int rc = measure_throughput(name, "yields_per_s", "yields/s", 2.0 * c->workers * YIELDS, it_yield_many, c);
-    /* rule 3 of workloads.h: every yielder has returned DONE (counted) */
-    free(c->yielders);
-    c->yielders = NULL;
+    /* Rule 3 of workloads.h: after a successful run every yielder has
+     * counted, so none is queued. After a failure some may still run: keep
+     * their memory (the process ends soon). */
+    if (rc == 0) {
+        free(c->yielders);
+        c->yielders = NULL;
+    }
     return rc;
 }
 
