@@ -7,7 +7,8 @@
  *   reap CQEs -> pick (sticky vs main by ratio; inbox first every
  *   inbox_check_interval tasks) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
- *   pace (task_polling_wait) -> after worker_try_count empty polls: suspend
+ *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
+ *   after worker_try_count empty polls: suspend
  *
  * ---- No lost wakeup (the argument, once) -----------------------------------
  *
@@ -419,6 +420,8 @@ static void pace(struct worker *w)
     nanosleep(&ts, NULL);
 }
 
+#define IDLE_YIELD_EVERY 64 /* empty polls between two sched_yield() while spinning */
+
 static void worker_loop(struct worker *w)
 {
     struct sched *s = w->s;
@@ -453,6 +456,11 @@ static void worker_loop(struct worker *w)
         }
         if (cfg->busy_worker || w->idle_polls < cfg->worker_try_count) {
             pace(w);
+            /* Offer the CPU to other runnable threads now and then (a no-op
+             * when there are none): with more threads than CPUs, a spinning
+             * worker must not starve the thread that submits its work. */
+            if ((w->idle_polls & (IDLE_YIELD_EVERY - 1)) == 0)
+                sched_yield();
             continue;
         }
         worker_suspend(w, s->suspend_timeout_ns);
