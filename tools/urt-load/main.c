@@ -421,6 +421,21 @@ static void child_run(const char *self, struct child_run *c, bool tty, size_t i,
             c->n_bad_lines == 0;
 }
 
+static void child_run_free(struct child_run *c)
+{
+    for (size_t i = 0; i < c->n_results; i++) {
+        free(c->results[i].metric);
+        free(c->results[i].value);
+        free(c->results[i].unit);
+    }
+    free(c->results);
+    for (size_t i = 0; i < c->n_bad_lines; i++)
+        free(c->bad_lines[i]);
+    free(c->bad_lines);
+    free(c->out.data);
+    free(c->err.data);
+}
+
 static void describe_status(const struct child_run *c, char *buf, size_t len)
 {
     if (c->timed_out)
@@ -639,6 +654,11 @@ static int run_summary(const char *self, const struct options *opt)
     else
         print_table(&probe, runs, n, total);
     fflush(stdout);
+    for (size_t i = 0; i < n; i++)
+        child_run_free(&runs[i]);
+    free(runs);
+    free(sel);
+    free(probe.config_text);
     return rc;
 }
 
