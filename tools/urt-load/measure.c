@@ -71,7 +71,7 @@ void measure_event_wait(struct measure_event *ev)
 void measure_done_reset(struct measure_done *d, uint64_t target)
 {
     atomic_store_explicit(&d->count, 0, memory_order_relaxed);
-    d->target = target;
+    atomic_store_explicit(&d->target, target, memory_order_relaxed);
     atomic_store_explicit(&d->t0, 0, memory_order_relaxed);
     atomic_store_explicit(&d->t1, 0, memory_order_relaxed);
     atomic_store_explicit(&d->event.word, 0, memory_order_relaxed);
