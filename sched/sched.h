@@ -96,6 +96,7 @@ struct worker {
     alignas(64) _Atomic uint32_t state;   /* enum worker_state */
     _Atomic uint32_t wake_pending;        /* 1 while a wake message to it is in flight */
     int ring_fd;                          /* target of wake messages */
+    _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
     uint32_t index;
     struct sched *s;
     struct worker_placement place;
