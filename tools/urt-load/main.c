@@ -687,6 +687,9 @@ static void print_help(void)
            "  WORKERS             worker threads of the runtime (default %d)\n"
            "  URT_<FIELD>         any field of struct urt_config, e.g. URT_BUSY_WORKER=true\n"
            "\n"
+           "exit status: 0 ok; 1 a correctness check or a child failed; 2 bad usage, unknown\n"
+           "workload or bad setting (nothing on stdout)\n"
+           "\n"
            "workloads:\n",
            PROGRAM, PROGRAM, WORKERS_DEFAULT, WORKERS_DEFAULT);
     for (size_t f = 0; FAMILIES[f]; f++)
