@@ -141,7 +141,10 @@ struct chan {
     uint32_t ecqes;
     int32_t eres_w, eres_s;
     bool ebusy, eagain;
+    bool echained;              /* the epoch write is linked behind a log write */
     uint64_t emarker;
+    uint64_t epending;          /* a chained epoch write was cancelled: write it after the log write */
+    uint64_t flush_seq, done_seq, echain_seq;
     alignas(16) uint8_t eslot[EPOCH_SLOT_SIZE];
 
     struct sched_io io_xw, io_xs; /* preallocation extension */
@@ -366,6 +369,22 @@ static uint64_t compute_durable(struct wal *wal)
     return d;
 }
 
+/* What D will be once ch's write in preparation is durable, if nothing else
+ * changes: ch's own records are then all flushed (same O1 argument). */
+static uint64_t durable_after(struct wal *wal, const struct chan *self)
+{
+    uint64_t d = atomic_load_explicit(&wal->epoch, memory_order_seq_cst) - 1; /* O1 */
+    for (uint32_t i = 0; i < wal->n_chan; i++) {
+        const struct chan *c = wal->chans[i];
+        if (c == self)
+            continue;
+        uint64_t pm = atomic_load_explicit(&c->pending_min, memory_order_seq_cst); /* O1 */
+        if (pm != EPOCH_NONE && pm - 1 < d)
+            d = pm - 1;
+    }
+    return d;
+}
+
 static void ew_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
 static void es_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
 
@@ -428,11 +447,18 @@ static void release_durable(struct wal *wal, struct worker *w)
 static void epoch_write_complete(struct chan *ch)
 {
     struct wal *wal = ch->wal;
+    bool chained = ch->echained;
     ch->ebusy = false;
+    ch->echained = false;
     if (ch->eres_w == (int32_t)EPOCH_SLOT_SIZE && ch->eres_s == 0) {
         cnt_add(&ch->n_epoch_writes, 1);
         fetch_max(&wal->persisted, ch->emarker); /* O2: before the releaser takes heap_lock */
         release_durable(wal, ch->w);
+    } else if (chained && ch->done_seq < ch->echain_seq) {
+        /* Cancelled with (or failed behind) its log write: the marker may
+         * only be written once that log write is durable (flush_succeeded). */
+        if (ch->emarker > ch->epending)
+            ch->epending = ch->emarker;
     } else {
         /* Not durable: write the marker again (a later slot). */
         cnt_add(&ch->n_errors, 1);
@@ -497,7 +523,7 @@ static void arm_timer(struct chan *ch)
     }
 }
 
-static void submit_write(struct chan *ch)
+static void submit_write(struct chan *ch, bool chain_ok)
 {
     struct wal *wal = ch->wal;
     struct wal_buf *x = ch->flight;
@@ -510,7 +536,20 @@ static void submit_write(struct chan *ch)
     }
     ch->wr_eio = inject == WAL_FAULT_EIO;
     ch->wr_len = n;
-    need_sqes(ch->w, 2);
+    /* Chain the epoch-file write behind the log write when this write is
+     * what the durable marker waits for: write -> fdatasync -> epoch slot ->
+     * fdatasync run back to back in the kernel (one wake-up per group). A
+     * failure or short write anywhere cancels the rest of the chain. */
+    uint64_t p = 0;
+    bool chain = false;
+    if (chain_ok && !inject && !ch->ebusy && !ch->repair) {
+        p = durable_after(wal, ch);
+        uint64_t t = atomic_load_explicit(&wal->target, memory_order_relaxed);
+        while (p > t && !chain)
+            chain = atomic_compare_exchange_weak_explicit(&wal->target, &t, p, memory_order_seq_cst,
+                                                          memory_order_relaxed); /* O2 */
+    }
+    need_sqes(ch->w, chain ? 4 : 2);
     struct io_uring_sqe *sqe = prep(ch, &ch->io_w, w_done);
     uint64_t ud = sqe->user_data;
     io_uring_prep_write(sqe, ch->fd, x->data + ch->wr_from, (unsigned)n, x->base + ch->wr_from);
@@ -521,6 +560,25 @@ static void submit_write(struct chan *ch)
     io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
     sqe->user_data = ud;
     ch->cqes = 2;
+    if (chain) {
+        sqe->flags |= IOSQE_IO_LINK;
+        ch->ebusy = true;
+        ch->echained = true;
+        ch->echain_seq = ch->flush_seq;
+        ch->emarker = p;
+        wal_epoch_slot_encode(ch->eslot, p);
+        uint64_t slot = atomic_fetch_add_explicit(&wal->eslot_next, 1, memory_order_relaxed) % EPOCH_SLOTS;
+        sqe = prep(ch, &ch->io_ew, ew_done);
+        ud = sqe->user_data;
+        io_uring_prep_write(sqe, wal->epochfd, ch->eslot, EPOCH_SLOT_SIZE, slot * EPOCH_SLOT_SIZE);
+        sqe->user_data = ud;
+        sqe->flags |= IOSQE_IO_LINK;
+        sqe = prep(ch, &ch->io_es, es_done);
+        ud = sqe->user_data;
+        io_uring_prep_fsync(sqe, wal->epochfd, IORING_FSYNC_DATASYNC);
+        sqe->user_data = ud;
+        ch->ecqes = 2;
+    }
     cnt_add(&ch->n_flushes, 1);
     sched_io_flush(ch->w);
 }
@@ -611,7 +669,8 @@ static void flush_now(struct chan *ch)
     ch->flight = x;
     ch->wr_from = from;
     ch->wr_to = to;
-    submit_write(ch);
+    ch->flush_seq++;
+    submit_write(ch, x->n_recs != 0);
     maybe_extend(ch, end_off);
 }
 
@@ -685,7 +744,17 @@ static void flush_succeeded(struct chan *ch)
         pthread_mutex_unlock(&wal->heap_lock);
         notify_list(wal, ch->w, list);
     }
-    advance_durable(ch);
+    ch->done_seq = ch->flush_seq;
+    if (ch->epending && !ch->ebusy) {
+        uint64_t m = compute_durable(wal);
+        if (m < ch->epending)
+            m = ch->epending;
+        ch->epending = 0;
+        fetch_max(&wal->target, m);
+        submit_epoch_write(ch, m);
+    } else {
+        advance_durable(ch);
+    }
     if (y->wait_head)
         flush_now(ch); /* pipelining: the batch that gathered behind this write */
     else if (y->n_recs)
@@ -705,9 +774,9 @@ static void flush_complete(struct chan *ch)
         if (ch->wal->o_direct)
             done &= ~(size_t)511;
         ch->wr_from += done;
-        submit_write(ch);
+        submit_write(ch, false);
     } else if (ch->res_s == -ECANCELED) {
-        submit_write(ch); /* full write but no sync: write it again, with its sync */
+        submit_write(ch, false); /* full write but no sync: write it again, with its sync */
     } else if (ch->wr_eio) {
         flush_failed(ch, -EIO);
     } else {
