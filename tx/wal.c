@@ -808,8 +808,13 @@ static void s_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t 
  * runnable on this worker appends first and joins the same write. */
 static enum urt_task_result flush_task_run(struct urt_task *t, void *arg)
 {
-    (void)t;
     struct chan *ch = arg;
+    if (sched_self() != ch->w) {
+        /* Stolen (the deque is open to thieves): back to the owner, on its
+         * sticky queue, which is never stolen. */
+        sched_push_sticky(ch->w->s, ch->w, t);
+        return URT_TASK_DONE;
+    }
     if (!ch->flush_yielded) {
         ch->flush_yielded = true;
         return URT_TASK_YIELD;
