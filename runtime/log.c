@@ -48,7 +48,7 @@ void runtime_log_close(struct urt_runtime *rt)
 }
 
 URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id, const void *rec, uint32_t len,
-                           enum urt_commit_response response, urt_commit_fn *cb, void *arg)
+                           enum urt_commit_response response, urt_log_commit_fn *cb, void *arg)
 {
     if (!rt || !c || !cb || (!rec && len))
         return urt__error(-EINVAL, "urt_log_commit: NULL runtime, commit, callback or record");

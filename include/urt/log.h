@@ -37,14 +37,24 @@
 extern "C" {
 #endif
 
+/* The responses are shared with transactions (urt/tx.h, SPEC C11/C13): the
+ * enum is defined there when that header exists, here otherwise. */
+#if defined(__has_include)
+#if __has_include(<urt/tx.h>)
+#include <urt/tx.h>
+#define URT_LOG_RESPONSES_FROM_TX_H 1
+#endif
+#endif
+#ifndef URT_LOG_RESPONSES_FROM_TX_H
 enum urt_commit_response {
-    URT_COMMIT_ACCEPTED = 0,
-    URT_COMMIT_AVAILABLE = 1,
-    URT_COMMIT_STORED = 2,
+    URT_COMMIT_ACCEPTED = 0,  /* callback when the commit is queued */
+    URT_COMMIT_AVAILABLE = 1, /* callback after pre-commit (visible to others) */
+    URT_COMMIT_STORED = 2,    /* callback when durable */
 };
+#endif
 
 struct urt_commit;
-typedef void urt_commit_fn(struct urt_commit *c, int status, void *arg);
+typedef void urt_log_commit_fn(struct urt_commit *c, int status, void *arg);
 
 /* Runtime-private part of a commit: do not touch. */
 struct urt_commit_private {
@@ -54,7 +64,7 @@ struct urt_commit_private {
     const void *rec;
     uint64_t tx_id;
     uint64_t marker;
-    urt_commit_fn *cb;
+    urt_log_commit_fn *cb;
     void *arg;
     uint32_t len;
     int32_t status;
@@ -73,7 +83,7 @@ struct urt_commit {
  * Returns 0, -EINVAL (NULL argument, bad response, len too large), -ENOTSUP
  * (the runtime has no log_dir), -ESHUTDOWN. Any thread. */
 URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id, const void *rec, uint32_t len,
-                           enum urt_commit_response response, urt_commit_fn *cb, void *arg);
+                           enum urt_commit_response response, urt_log_commit_fn *cb, void *arg);
 
 /* The commit's marker (the epoch of its record); valid in its callback. Any thread. */
 URT_API uint64_t urt_commit_marker(const struct urt_commit *c);
