@@ -91,6 +91,18 @@
 #include "sched/io.h"
 #include "tx/wal_format.h"
 
+/* Transactions (issue 3, tx/tx.c) hand their commits to the log through
+ * tx/commit_hook.h; built in when that seam exists. */
+#if defined(__has_include)
+#if __has_include("tx/commit_hook.h")
+#include "tx/commit_hook.h"
+#define WAL_WITH_TX 1
+#endif
+#endif
+
+/* priv.len of a commit whose records come from a transaction (struct wal_txc). */
+#define WAL_TX_RECORDS UINT32_MAX
+
 #define WAL_ALIGN 4096u
 #define EPOCH_NONE UINT64_MAX
 #define CH_OF(io, field) ((struct chan *)((char *)(io) - offsetof(struct chan, field)))
@@ -175,6 +187,12 @@ struct wal {
     alignas(64) pthread_mutex_t heap_lock;
     struct urt_commit **heap;
     size_t heap_n, heap_cap;
+
+#ifdef WAL_WITH_TX
+    struct tx_log txlog;            /* registered with tx_log_register (runtime/log.c) */
+    pthread_mutex_t txc_lock;
+    struct wal_txc *txc_free;       /* reused carriers: no malloc per commit once warm */
+#endif
 
     pthread_mutex_t cb_lock;
     uint64_t reported;
@@ -857,14 +875,68 @@ static void deliver_cancel(struct urt_task *t, void *arg)
     deliver_run(t, arg);
 }
 
-/* Appends c's record to w's channel. Worker only (w is the caller). */
+static void append_one(struct chan *ch, struct wal_buf *x, uint64_t e, uint64_t tx_id, const void *rec, uint32_t len)
+{
+    uint8_t *d = x->data + x->len;
+    wal_rec_encode_header(d, WAL_REC_COMMIT, e, tx_id, ++ch->lsn, len);
+    if (len)
+        memcpy(d + WAL_HDR_SIZE, rec, len);
+    wal_rec_seal(d, len);
+    x->len += wal_rec_size(len);
+}
+
+#ifdef WAL_WITH_TX
+struct wal_txc {
+    struct urt_commit c;
+    urt_tx *tx;
+    struct wal *wal;
+    struct wal_txc *next_free;
+};
+#define TXC_OF(c) ((struct wal_txc *)((char *)(c) - offsetof(struct wal_txc, c)))
+#endif
+
+static size_t commit_bytes(const struct urt_commit *c)
+{
+#ifdef WAL_WITH_TX
+    if (c->priv.len == WAL_TX_RECORDS) {
+        const urt_tx *tx = TXC_OF(c)->tx;
+        size_t n = tx_record_count(tx);
+        return tx_record_bytes(tx) + (n ? n : 1) * (WAL_HDR_SIZE + WAL_CRC_SIZE + 7);
+    }
+#endif
+    return wal_rec_size(c->priv.len);
+}
+
+static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_commit *c, uint64_t e)
+{
+#ifdef WAL_WITH_TX
+    if (c->priv.len == WAL_TX_RECORDS) {
+        const urt_tx *tx = TXC_OF(c)->tx;
+        size_t cursor = 0;
+        uint32_t len;
+        const void *rec;
+        bool any = false;
+        while ((rec = tx_record_next(tx, &cursor, &len))) {
+            append_one(ch, x, e, c->priv.tx_id, rec, len);
+            any = true;
+        }
+        if (!any)
+            append_one(ch, x, e, c->priv.tx_id, NULL, 0); /* a commit without records still has a marker */
+        return;
+    }
+#endif
+    append_one(ch, x, e, c->priv.tx_id, c->priv.rec, c->priv.len);
+}
+
+/* Appends c's record(s) to w's channel. Worker only (w is the caller). */
+static size_t commit_bytes(const struct urt_commit *c);
+static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_commit *c, uint64_t e);
+
 static void append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task)
 {
     struct chan *ch = wal->chans[w->index];
     struct wal_buf *x = ch->gather;
-    uint32_t len = c->priv.len;
-    size_t sz = wal_rec_size(len);
-    int err = buf_reserve(x, x->len + sz + WAL_TERMINATOR + WAL_ALIGN);
+    int err = buf_reserve(x, x->len + commit_bytes(c) + WAL_TERMINATOR + WAL_ALIGN);
     if (err) {
         c->priv.status = err;
         goto deliver;
@@ -873,12 +945,7 @@ static void append_commit(struct wal *wal, struct worker *w, struct urt_commit *
         atomic_store_explicit(&ch->pending_min, atomic_load_explicit(&wal->epoch, memory_order_seq_cst),
                               memory_order_seq_cst); /* A1: pairs with compute_durable (O1) */
     uint64_t e = atomic_load_explicit(&wal->epoch, memory_order_seq_cst); /* A2 */
-    uint8_t *d = x->data + x->len;
-    wal_rec_encode_header(d, WAL_REC_COMMIT, e, c->priv.tx_id, ++ch->lsn, len);
-    if (len)
-        memcpy(d + WAL_HDR_SIZE, c->priv.rec, len);
-    wal_rec_seal(d, len);
-    x->len += sz;
+    append_records(ch, x, c, e); /* all records of a commit: one epoch, one channel */
     if (!x->n_recs)
         x->min_epoch = e;
     x->max_epoch = e;
@@ -942,6 +1009,60 @@ int wal_commit(struct wal *wal, struct urt_commit *c)
     c->priv.task.cancel = hop_cancel;
     return sched_submit(wal->s, &c->priv.task, 0);
 }
+
+#ifdef WAL_WITH_TX
+/* ---- transactions (tx/commit_hook.h) -------------------------------------------------- */
+
+static void txc_done(struct urt_commit *c, int status, void *arg)
+{
+    (void)c;
+    struct wal_txc *t = arg;
+    struct wal *wal = t->wal;
+    urt_tx *tx = t->tx;
+    pthread_mutex_lock(&wal->txc_lock);
+    t->next_free = wal->txc_free;
+    wal->txc_free = t;
+    pthread_mutex_unlock(&wal->txc_lock);
+    tx_commit_complete(tx, status);
+}
+
+/* log->commit: the transaction ended (pre-commit ran); its records go to the
+ * channel of the committing worker, or of any worker when the committing
+ * thread is not one (the commit hops there first). */
+static int wal_tx_commit(struct tx_log *log, urt_tx *tx, enum urt_commit_response response)
+{
+    struct wal *wal = (struct wal *)((char *)log - offsetof(struct wal, txlog));
+    pthread_mutex_lock(&wal->txc_lock);
+    struct wal_txc *t = wal->txc_free;
+    if (t)
+        wal->txc_free = t->next_free;
+    pthread_mutex_unlock(&wal->txc_lock);
+    if (!t && !(t = malloc(sizeof(*t))))
+        return -ENOMEM;
+    memset(&t->c.priv, 0, sizeof(t->c.priv));
+    t->tx = tx;
+    t->wal = wal;
+    t->c.priv.len = WAL_TX_RECORDS;
+    t->c.priv.tx_id = urt_tx_id(tx);
+    t->c.priv.response = (uint32_t)response;
+    t->c.priv.cb = txc_done;
+    t->c.priv.arg = t;
+    int rc = wal_commit(wal, &t->c);
+    if (rc) {
+        pthread_mutex_lock(&wal->txc_lock);
+        t->next_free = wal->txc_free;
+        wal->txc_free = t;
+        pthread_mutex_unlock(&wal->txc_lock);
+    }
+    return rc;
+}
+
+struct tx_log *wal_tx_log(struct wal *wal)
+{
+    wal->txlog.commit = wal_tx_commit;
+    return &wal->txlog;
+}
+#endif
 
 int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg)
 {
@@ -1121,6 +1242,9 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
     pthread_mutex_init(&wal->heap_lock, NULL);
     pthread_mutex_init(&wal->cb_lock, NULL);
+#ifdef WAL_WITH_TX
+    pthread_mutex_init(&wal->txc_lock, NULL);
+#endif
     int rc = wal_lock_dir(dir, true, err, errlen);
     if (rc < 0)
         goto fail;
@@ -1234,5 +1358,12 @@ void wal_close(struct wal *wal)
         close(wal->lockfd); /* releases the flock */
     pthread_mutex_destroy(&wal->heap_lock);
     pthread_mutex_destroy(&wal->cb_lock);
+#ifdef WAL_WITH_TX
+    for (struct wal_txc *t = wal->txc_free, *n; t; t = n) {
+        n = t->next_free;
+        free(t);
+    }
+    pthread_mutex_destroy(&wal->txc_lock);
+#endif
     free(wal);
 }

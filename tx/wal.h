@@ -39,6 +39,11 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 #define WAL_FAULT_EIO 2
 void wal_inject_fault(struct wal *wal, int kind);
 
+/* With transactions (tx/commit_hook.h present): the log's struct tx_log, to
+ * be registered with tx_log_register() by runtime/. */
+struct tx_log;
+struct tx_log *wal_tx_log(struct wal *wal);
+
 /* wal_recover.c: recovery on a directory already locked by the caller
  * (lockfd >= 0) or locking it itself (lockfd < 0). */
 int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
