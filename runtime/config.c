@@ -208,6 +208,8 @@ URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t le
         return fail(err, len, "deque_capacity: %u is not a power of two", c->deque_capacity);
     if (c->topology && check_topology(c->topology, err, len))
         return -EINVAL;
+    if (c->log_dir && !*c->log_dir)
+        return fail(err, len, "log_dir: empty path (NULL means no log)");
     for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
         if (c->reserved[i])
             return fail(err, len, "reserved[%zu]: must be zero", i);

@@ -37,6 +37,10 @@ static const char *const ALL_FIELDS[] = {
     "sqpoll",
     "sqpoll_idle_ms",
     "stats_timing",
+    "log_dir",
+    "epoch_duration_us",
+    "o_direct",
+    "log_prealloc_kb",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -128,7 +132,7 @@ Test(config, validate_accepts_edges, .timeout = 10)
 
 /* ---- bad values ------------------------------------------------------------------ */
 
-enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_TOPOLOGY, K_RESERVED, K_RING_PAIR };
+enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_TOPOLOGY, K_RESERVED, K_RING_PAIR, K_LOG_DIR };
 
 struct bad {
     const char *field;   /* must appear in the message */
@@ -162,6 +166,10 @@ static const struct bad BAD[] = {
     {"topology", K_TOPOLOGY, 0, "0-99999", 0},
     U32BAD(worker_try_count, 0),
     U32BAD(worker_try_count, 100000001),
+    U64BAD(epoch_duration_us, 0),
+    U64BAD(epoch_duration_us, 10000001ull),
+    U32BAD(log_prealloc_kb, (1u << 22) + 1),
+    {"log_dir", K_LOG_DIR, 0, "", 0},
     U64BAD(worker_suspend_timeout_us, 0),
     U64BAD(worker_suspend_timeout_us, 3600000001ull),
     U64BAD(worker_suspend_timeout_us, UINT64_MAX),
@@ -218,13 +226,21 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(ring_cq_entries);
         SET32(ring_disable);
         SET32(sqpoll_idle_ms);
+        SET32(log_prealloc_kb);
 #undef SET32
         cr_assert_fail("no u32 field %s", f);
         return;
     }
     case K_U64:
+        if (!strcmp(f, "epoch_duration_us")) {
+            c->epoch_duration_us = b->value;
+            return;
+        }
         cr_assert_str_eq(f, "worker_suspend_timeout_us");
         c->worker_suspend_timeout_us = b->value;
+        return;
+    case K_LOG_DIR:
+        c->log_dir = b->text;
         return;
     case K_PLACEMENT:
         c->placement = (enum urt_placement)b->value;
@@ -272,7 +288,7 @@ Test(config, validate_rejects_every_bad_value_naming_the_field, .timeout = 30)
 Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
-                                        "stats_timing"};
+                                        "stats_timing", "o_direct"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];
