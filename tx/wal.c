@@ -254,9 +254,17 @@ static void need_sqes(struct worker *w, unsigned n)
 
 static struct io_uring_sqe *prep(struct chan *ch, struct sched_io *io, sched_io_done_fn *done)
 {
-    struct io_uring_sqe *sqe = sched_io_prep(ch->w, io, done);
-    if (sqe)
-        ch->inflight++;
+    struct io_uring_sqe *sqe;
+    /* need_sqes() made room; a kernel that refuses to drain the SQ (CQ
+     * overflow) gets a few more submissions before we give up loudly. */
+    for (int tries = 0; !(sqe = sched_io_prep(ch->w, io, done)); tries++) {
+        if (tries == 1000) {
+            fprintf(stderr, "urt: log channel %u: no SQE available on the worker ring\n", ch->index);
+            abort();
+        }
+        sched_io_flush(ch->w);
+    }
+    ch->inflight++;
     return sqe;
 }
 
