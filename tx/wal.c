@@ -145,6 +145,7 @@ struct chan {
     int32_t res_w, res_s;
     size_t wr_from, wr_to, wr_len;
     bool wr_eio;
+    bool wr_fake_short;         /* test hook: report a short write that cancelled the fdatasync */
 
     struct sched_io io_t;       /* epoch timer */
     bool timer_armed;
@@ -561,6 +562,7 @@ static void submit_write(struct chan *ch, bool chain_ok)
             n = half;
     }
     ch->wr_eio = inject == WAL_FAULT_EIO;
+    ch->wr_fake_short = inject == WAL_FAULT_SHORT_CANCEL;
     ch->wr_len = n;
     /* Chain the epoch-file write behind the log write when this write is
      * what the durable marker waits for: write -> fdatasync -> epoch slot ->
@@ -815,6 +817,8 @@ static void w_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t 
     (void)w, (void)flags;
     struct chan *ch = CH_OF(io, io_w);
     ch->inflight--;
+    if (ch->wr_fake_short && res > 1)
+        res = ch->wal->o_direct ? (res / 2) & ~511 : res / 2; /* as if the kernel wrote less */
     ch->res_w = res;
     if (--ch->cqes == 0)
         flush_complete(ch);
@@ -825,6 +829,10 @@ static void s_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t 
     (void)w, (void)flags;
     struct chan *ch = CH_OF(io, io_s);
     ch->inflight--;
+    if (ch->wr_fake_short) {
+        ch->wr_fake_short = false;
+        res = -ECANCELED; /* what a short write does to the linked fdatasync */
+    }
     ch->res_s = res;
     if (--ch->cqes == 0)
         flush_complete(ch);

@@ -33,10 +33,14 @@ int wal_commit(struct wal *wal, struct urt_commit *c);
 int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg);
 void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 
-/* Test hook: the next log write (any channel) is cut short (kind 1) or its
- * completion reports -EIO (kind 2; the bytes may well be on disk). */
+/* Test hook for the next log write (any channel): WAL_FAULT_SHORT submits
+ * only half of it (the kernel writes less, the linked fdatasync runs);
+ * WAL_FAULT_EIO reports -EIO at completion (the bytes may well be on disk);
+ * WAL_FAULT_SHORT_CANCEL reports half written and the linked fdatasync
+ * cancelled (-ECANCELED), exactly what a real short write does. */
 #define WAL_FAULT_SHORT 1
 #define WAL_FAULT_EIO 2
+#define WAL_FAULT_SHORT_CANCEL 3
 void wal_inject_fault(struct wal *wal, int kind);
 
 /* With transactions (tx/commit_hook.h present): the log's struct tx_log, to

@@ -467,6 +467,9 @@ Test(wal, fault_short_write_and_eio, .timeout = 60)
     /* short write: retried, the commit succeeds */
     wal_inject_fault(wal, WAL_FAULT_SHORT);
     cr_assert_eq(commit_wait(rt, 2, 900, URT_COMMIT_STORED), 0);
+    /* short write that cancelled the linked fdatasync: the rest is written, synced */
+    wal_inject_fault(wal, WAL_FAULT_SHORT_CANCEL);
+    cr_assert_eq(commit_wait(rt, 6, 800, URT_COMMIT_STORED), 0);
     /* EIO: the commit of that flush gets the error; the next one succeeds */
     wal_inject_fault(wal, WAL_FAULT_EIO);
     cr_assert_eq(commit_wait(rt, 3, 700, URT_COMMIT_STORED), -EIO);
@@ -477,7 +480,7 @@ Test(wal, fault_short_write_and_eio, .timeout = 60)
     cr_assert(WAIT_UNTIL(({
         struct urt_log_stats s;
         urt_log_stats(rt, &s);
-        s.fsyncs >= 4;
+        s.fsyncs >= 5;
     }), 5000));
     struct urt_log_stats st;
     urt_log_stats(rt, &st);
@@ -491,6 +494,7 @@ Test(wal, fault_short_write_and_eio, .timeout = 60)
     cr_assert_eq(ctx.rp.seen[3], 0, "a commit that got -EIO was replayed");
     cr_assert_eq(ctx.rp.seen[4], 1);
     cr_assert_eq(ctx.rp.seen[5], 0, "a commit that got -EIO was replayed");
+    cr_assert_eq(ctx.rp.seen[6], 1);
     free(ctx.rp.seen);
     remove_dir(dir);
     leak_check();
