@@ -104,6 +104,7 @@
 #define WAL_TX_RECORDS UINT32_MAX
 
 #define WAL_ALIGN 4096u
+#define WAL_FLUSH_BYTES (1u << 20) /* a gathering buffer this full is written without waiting for the timer */
 #define EPOCH_NONE UINT64_MAX
 #define CH_OF(io, field) ((struct chan *)((char *)(io) - offsetof(struct chan, field)))
 
@@ -783,7 +784,7 @@ static void flush_succeeded(struct chan *ch)
     } else {
         advance_durable(ch);
     }
-    if (y->wait_head)
+    if (y->wait_head || y->len - y->start >= WAL_FLUSH_BYTES)
         flush_now(ch); /* pipelining: the batch that gathered behind this write */
     else if (y->n_recs)
         arm_timer(ch);
@@ -980,7 +981,9 @@ static void append_commit(struct wal *wal, struct worker *w, struct urt_commit *
         request_flush(ch);
         return;
     }
-    if (!ch->flight)
+    if (!ch->flight && x->len - x->start >= WAL_FLUSH_BYTES)
+        request_flush(ch); /* bounded buffers without stored commits too */
+    else if (!ch->flight)
         arm_timer(ch);
 deliver:
     c->priv.state = CS_RELEASE;
