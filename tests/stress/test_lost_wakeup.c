@@ -19,7 +19,8 @@
  * Variants: the kernel's best features; per-thread wake rings instead of
  * ring-less messages (ring_disable = RINGLESS_MSG); no DEFER_TASKRUN
  * (COOP_TASKRUN or plain rings: completions are posted differently); no
- * setup flags at all.
+ * setup flags at all; no EXT_ARG (the suspend timeout rides on a timeout SQE
+ * queued with each wait instead of on io_uring_enter).
  *
  * Wake accounting, once every worker sleeps: received <= sent (foreign +
  * worker-sent), and sent - received <= workers (at most one wake message in
@@ -238,4 +239,14 @@ Test(lost_wakeup, four_workers_four_threads, .timeout = 120)
 Test(lost_wakeup, mixed_urgent_more_threads_than_workers, .timeout = 120)
 {
     lost_wakeup((struct variant){.workers = 2, .threads = 5, .try_count = 1, .urgent = true});
+}
+
+Test(lost_wakeup, no_ext_arg_timeout_sqe, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 2, .threads = 2, .try_count = 1, .ring_disable = URT_RING_EXT_ARG});
+}
+
+Test(lost_wakeup, nothing_at_all, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 2, .threads = 2, .try_count = 1, .ring_disable = URT_RING_ALL_FEATURES});
 }

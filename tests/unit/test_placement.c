@@ -695,7 +695,11 @@ static void fallback_case(uint32_t disable)
     cr_assert_leq(recv, sent, "received %lu wakes, sent %lu", (unsigned long)recv, (unsigned long)sent);
     cr_assert_leq(sent - recv, 2, "at most one wake in flight per worker (sent %lu, received %lu)",
                   (unsigned long)sent, (unsigned long)recv);
+    /* Destroy wakes the suspended workers (60 s timeout): it must not wait. */
+    uint64_t d0 = now_ns();
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_lt(now_ns() - d0, 5ull * 1000000000ull, "destroy took %.2f s with suspended workers",
+                 (double)(now_ns() - d0) / 1e9);
 }
 
 #define D URT_RING_DEFER_TASKRUN

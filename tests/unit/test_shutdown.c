@@ -672,3 +672,65 @@ Test(shutdown, no_fd_leak_plain_rings, .timeout = 60)
 {
     fd_case(URT_RING_ALL_FEATURES);
 }
+
+/* ---- CANCEL while tasks keep spawning ------------------------------------------------------- */
+
+/* Every spawn that succeeded ends exactly once: run or cancelled. */
+static _Atomic uint64_t grow_spawned, grow_ran, grow_cancelled, grow_spawn_failed;
+
+static enum urt_task_result grow_fn(struct urt_task *t, void *arg);
+
+static void grow_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&grow_cancelled, 1);
+}
+
+static enum urt_task_result grow_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add(&grow_ran, 1);
+    uintptr_t left = (uintptr_t)arg;
+    if (left == 0)
+        return URT_TASK_DONE;
+    for (int k = 0; k < 2; k++) {
+        int err = urt_spawn_ex(g_rt, grow_fn, grow_cancel, (void *)(left - 1), k ? URT_SUBMIT_URGENT : 0);
+        if (err == 0)
+            atomic_fetch_add(&grow_spawned, 1);
+        else
+            atomic_fetch_add(&grow_spawn_failed, 1);
+    }
+    return URT_TASK_DONE;
+}
+
+Test(shutdown, cancel_while_tasks_spawn, .timeout = 120)
+{
+    for (int round = 0; round < SCALE(20, 5); round++) {
+        struct urt_config c;
+        test_config(&c, 1 + (uint32_t)round % 3);
+        c.worker_try_count = 1 + (uint32_t)round % 4;
+        g_rt = rt_create_or_skip(&c);
+        atomic_store(&grow_spawned, 0);
+        atomic_store(&grow_ran, 0);
+        atomic_store(&grow_cancelled, 0);
+        atomic_store(&grow_spawn_failed, 0);
+        for (int r = 0; r < 4; r++) {
+            cr_assert_eq(urt_spawn_ex(g_rt, grow_fn, grow_cancel, (void *)(uintptr_t)16, 0), 0);
+            atomic_fetch_add(&grow_spawned, 1);
+        }
+        /* let the trees grow a little, differently each round */
+        cr_assert(WAIT_UNTIL(atomic_load(&grow_ran) >= 1000u * (uint64_t)(round % 5 + 1), 10000));
+        int ret = urt_runtime_destroy(g_rt, URT_SHUTDOWN_CANCEL);
+        cr_assert_geq(ret, 0);
+        uint64_t spawned = atomic_load(&grow_spawned), ran = atomic_load(&grow_ran),
+                 cancelled = atomic_load(&grow_cancelled);
+        cr_assert_eq(atomic_load(&grow_spawn_failed), 0, "spawns from running tasks never fail");
+        cr_assert_eq(ran + cancelled, spawned, "round %d: spawned %lu, ran %lu + cancelled %lu", round,
+                     (unsigned long)spawned, (unsigned long)ran, (unsigned long)cancelled);
+        cr_assert_eq((uint64_t)ret, cancelled, "destroy returned %d, %lu cancel callbacks", ret,
+                     (unsigned long)cancelled);
+        cr_assert_lt(ran, spawned, "round %d: the trees (2^17 nodes each) cannot have finished", round);
+        leak_check();
+    }
+}
