@@ -840,3 +840,40 @@ Test(placement, spawn_cache_kept_per_runtime, .timeout = 120)
     rt_destroy_clean(a, URT_SHUTDOWN_DRAIN, 0);
     rt_destroy_clean(b, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- SQPOLL (opt-in): tasks run and suspended workers wake ----------------------------------- */
+
+Test(ring_fallback, sqpoll_opt_in, .timeout = 120)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    c.sqpoll = true;
+    c.worker_try_count = 1;
+    urt_runtime *rt = NULL;
+    int err = urt_runtime_create(&c, &rt);
+    if (err == -EPERM || err == -ENOSYS || err == -EINVAL)
+        cr_skip_test("SQPOLL rings not available here: %d %s", err, urt_last_error());
+    cr_assert_eq(err, 0, "%s", urt_last_error());
+    g_rt = rt;
+    struct urt_features f;
+    urt_runtime_features(rt, &f);
+    cr_assert(f.sqpoll);
+    cr_assert(f.setup_flags & IORING_SETUP_SQPOLL);
+    cr_assert_not(f.defer_taskrun, "DEFER_TASKRUN is not allowed with SQPOLL");
+    for (int round = 0; round < 20; round++) {
+        cr_assert(rt_wait_all_sleeping(rt, 2, 10000), "round %d", round);
+        struct wake_round wr;
+        memset(&wr, 0, sizeof(wr));
+        probe_init(&wr.first);
+        probe_init(&wr.urgent);
+        urt_task_init(&wr.first.task, first_fn, &wr);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, wake_round_thread, &wr), 0);
+        pthread_join(th, NULL);
+        cr_assert_eq(atomic_load(&wr.errors), 0);
+        cr_assert(atomic_load(&wr.first_ok), "round %d: a suspended worker was not woken", round);
+        cr_assert(probe_wait(&wr.urgent, 10000), "round %d: the urgent child (wake from a worker's SQPOLL ring)",
+                  round);
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
