@@ -100,6 +100,24 @@
 #endif
 #endif
 
+/* Probes and latency histograms (issue 6, bpf/probes.h): flush, durable,
+ * commit_done; built in when that header exists. Stamps only when wanted. */
+#if defined(__has_include)
+#if __has_include("bpf/probes.h")
+#include "bpf/probes.h"
+#define WAL_PROBES 1
+#endif
+#endif
+
+static inline uint64_t log_stamp(void)
+{
+#ifdef WAL_PROBES
+    return probe_log_timing_on() ? probe_now_ns() : 0;
+#else
+    return 0;
+#endif
+}
+
 /* priv.len of a commit whose records come from a transaction (struct wal_txc). */
 #define WAL_TX_RECORDS UINT32_MAX
 
@@ -147,6 +165,7 @@ struct chan {
     size_t wr_from, wr_to, wr_len;
     bool wr_eio;
     bool wr_fake_short;         /* test hook: report a short write that cancelled the fdatasync */
+    uint64_t flight_lsn, flush_start_ns; /* probes: the flush's last lsn and start stamp */
 
     struct sched_io io_t;       /* epoch timer */
     bool timer_armed;
@@ -344,9 +363,18 @@ static struct urt_commit *heap_take_covered(struct wal *wal)
 
 static void run_list(struct urt_commit *c)
 {
+#ifdef WAL_PROBES
+    struct worker *self = sched_self();
+#endif
     while (c) {
         struct urt_commit *next = c->priv.next; /* the callback may reuse c */
         c->priv.state = CS_IDLE;
+#ifdef WAL_PROBES
+        if (self && c->priv.submit_ns && c->priv.status == 0)
+            probe_commit_done(&self->hists, self->index,
+                              (enum urt_latency_kind)(URT_LAT_COMMIT_ACCEPTED + (int)c->priv.response),
+                              c->priv.submit_ns, probe_now_ns());
+#endif
         c->priv.cb(c, c->priv.status, c->priv.arg);
         c = next;
     }
@@ -699,6 +727,11 @@ static void flush_now(struct chan *ch)
     ch->wr_from = from;
     ch->wr_to = to;
     ch->flush_seq++;
+    ch->flight_lsn = ch->lsn;
+    ch->flush_start_ns = log_stamp();
+#ifdef WAL_PROBES
+    probe_flush((int)ch->index, ch->lsn, to - from);
+#endif
     submit_write(ch, x->n_recs != 0);
     maybe_extend(ch, end_off);
 }
@@ -752,6 +785,9 @@ static void flush_succeeded(struct chan *ch)
     struct wal_buf *x = ch->flight, *y = ch->gather;
     cnt_add(&ch->n_fsyncs, 1);
     cnt_add(&ch->n_bytes, ch->wr_to - ch->wr_from);
+#ifdef WAL_PROBES
+    probe_durable((int)ch->index, ch->flight_lsn, ch->flush_start_ns, ch->flush_start_ns ? probe_now_ns() : 0);
+#endif
     struct urt_commit *waiters = x->wait_head;
     buf_reset_batch(x);
     ch->flight = NULL;
@@ -1018,6 +1054,7 @@ static void hop_cancel(struct urt_task *t, void *arg)
 int wal_commit(struct wal *wal, struct urt_commit *c)
 {
     c->priv.wal = wal;
+    c->priv.submit_ns = log_stamp();
     struct worker *w = sched_current(wal->s);
     if (w) {
         append_commit(wal, w, c, false);

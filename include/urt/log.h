@@ -64,6 +64,7 @@ struct urt_commit_private {
     const void *rec;
     uint64_t tx_id;
     uint64_t marker;
+    uint64_t submit_ns;            /* latency stamp (0: not taken) */
     urt_log_commit_fn *cb;
     void *arg;
     uint32_t len;
