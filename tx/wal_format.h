@@ -5,6 +5,7 @@
  * Directory (urt_config.log_dir):
  *   LOCK                      flock()ed by the process that owns the log
  *   epochs                    the durable-marker file (below)
+ *   cuts.log                  text notes of what recoveries cut (wal_recover.c)
  *   ch-<gen:16 hex>-<worker:4 hex>.wal   one log channel per worker and session
  * A session (one runtime) gets a new generation number gen, one above the
  * largest found; files of earlier sessions stay (recovery already cut them).

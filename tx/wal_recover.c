@@ -20,7 +20,8 @@
  *      never lowers R.
  *   6. Cut: each channel is truncated (then fsync'd) at the earlier of its
  *      corrupt point and its first record of an epoch above R; every cut is
- *      reported with its reason. Records of non-durable epochs are cut so that
+ *      reported with its reason (ops->cut) and noted in dir/cuts.log, one
+ *      line per cut: "<unix time> <file> offset <n> bytes <n> <reason>". Records of non-durable epochs are cut so that
  *      a later session's markers (which start above every epoch seen) can
  *      never make them replayable.
  *   7. Replay: the records of epochs <= R of all channels, merged in epoch
@@ -39,6 +40,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tx/wal.h"
@@ -105,6 +107,7 @@ static int check_dir(const char *dir, char *err, size_t errlen)
         uint32_t w;
         const char *n = e->d_name;
         if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "LOCK") || !strcmp(n, "epochs") ||
+            !strcmp(n, "cuts.log") ||
             parse_channel_name(n, &g, &w))
             continue;
         rc = fail(err, errlen, -EMEDIUMTYPE, "log directory %s: not a urt log directory (it holds \"%s\")", dir, n);
@@ -232,6 +235,23 @@ static uint64_t lost_from(const struct rchan *c)
             return h;
     }
     return g;
+}
+
+static void note_cut(int dirfd, const struct rchan *c, uint64_t durable, uint64_t limit)
+{
+    int fd = openat(dirfd, "cuts.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return; /* a note only: the cut itself is done and reported */
+    char line[512];
+    int n = snprintf(line, sizeof(line),
+                     "%lld %s offset %" PRIu64 " bytes %" PRIu64 " %s (durable marker %" PRIu64 ", replay up to %" PRIu64
+                     ")\n",
+                     (long long)time(NULL), c->name, c->cut_off, (uint64_t)c->size - c->cut_off, c->cut_reason, durable,
+                     limit);
+    if (n > 0 && write(fd, line, (size_t)n) < 0) {
+        /* nothing to do: the note is best effort */
+    }
+    close(fd);
 }
 
 static int replay(struct rchan *ch, size_t n, uint64_t limit, bool all, const struct urt_log_recover_ops *ops,
@@ -379,6 +399,7 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
                     goto out;
                 }
                 close(fd);
+                note_cut(dirfd, c, res.durable_marker, limit);
             }
         }
     }

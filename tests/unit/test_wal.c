@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -339,6 +340,31 @@ Test(wal, commits_every_response_then_recovery, .timeout = 60)
     cr_assert_eq(urt_runtime_create(&cfg, &rt2), -EBUSY, "%s", urt_last_error());
     cr_assert_eq(urt_log_recover(dir, 0, NULL, NULL, NULL), -EBUSY);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    /* ... and so is one held by another process */
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct urt_config c2;
+        test_config(&c2, 1);
+        c2.log_dir = dir;
+        c2.log_prealloc_kb = 0;
+        urt_runtime *crt = NULL;
+        char ok = urt_runtime_create(&c2, &crt) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    cr_assert_eq(read(ready[0], &ok, 1), 1);
+    cr_assert_eq(ok, 'y');
+    cr_assert_eq(urt_log_recover(dir, 0, NULL, NULL, NULL), -EBUSY);
+    cr_assert(strstr(urt_last_error(), "in use"), "%s", urt_last_error());
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
 
     struct rec_ctx ctx;
     struct urt_log_recovery out;
@@ -660,6 +686,9 @@ Test(wal, urt_wal_tool, .timeout = 60)
     cr_assert_eq(run_tool(args, out, sizeof(out)), 1, "%s", out);
     snprintf(args, sizeof(args), "verify %s", dir);
     cr_assert_eq(run_tool(args, out, sizeof(out)), 0, "after recovery: %s", out);
+    char note[4300];
+    snprintf(note, sizeof(note), "%s/cuts.log", dir);
+    cr_assert_gt(file_size(note), 0, "recovery left no note of its cut");
     cr_assert_eq(run_tool("list /nonexistent/dir", out, sizeof(out)), 2);
     cr_assert(strstr(out, "does not exist"), "%s", out);
     remove_dir(dir);
