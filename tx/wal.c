@@ -697,6 +697,7 @@ static void xs_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t
 /* Starts writing the gathering buffer (owner; no flush in flight). */
 static void flush_now(struct chan *ch)
 {
+    assert(sched_self() == ch->w); /* rule 2: owner only */
     struct wal *wal = ch->wal;
     struct wal_buf *x = ch->gather;
     if (ch->flight || (!x->n_recs && !ch->repair))
@@ -988,6 +989,7 @@ static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_
 static void append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task)
 {
     struct chan *ch = wal->chans[w->index];
+    assert(ch->w == w && sched_self() == w); /* rule 2: owner only */
     struct wal_buf *x = ch->gather;
     int err = buf_reserve(x, x->len + commit_bytes(c) + WAL_TERMINATOR + WAL_ALIGN);
     if (err) {
