@@ -307,18 +307,21 @@ void tracer_print_log2_hist(FILE *f, const struct urt_log2_hist *h, const char *
     }
     if (last < 0)
         return;
-    fprintf(f, "%*s%-*s : count    distribution\n", 10, "", 15, unit);
+    /* bcc's widths: narrow columns while the largest slot is below 2^32. */
+    bool wide = last > 32;
+    int width = wide ? 20 : 10;
+    fprintf(f, "%*s%-*s : count    distribution\n", wide ? 15 : 5, "", wide ? 29 : 19, unit);
     for (int i = 0; i <= last; i++) {
         uint64_t low = (1ull << (i + 1)) >> 1, high = (1ull << (i + 1)) - 1;
         if (low == high)
             low -= 1;
-        fprintf(f, "%*llu -> %-*llu : %-8llu |", 14, (unsigned long long)low, 14, (unsigned long long)high,
+        fprintf(f, "%*llu -> %-*llu : %-8llu |", width, (unsigned long long)low, width, (unsigned long long)high,
                 (unsigned long long)h->slots[i]);
         stars(f, h->slots[i], max, 40);
         fprintf(f, "|\n");
     }
     if (h->count)
-        fprintf(f, "%*savg = %llu %s, max = %llu %s, total = %llu\n", 10, "",
+        fprintf(f, "%*savg = %llu %s, max = %llu %s, total = %llu\n", width, "",
                 (unsigned long long)(h->total_ns / h->count), unit, (unsigned long long)h->max_ns, unit,
                 (unsigned long long)h->count);
 }

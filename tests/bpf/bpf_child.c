@@ -46,17 +46,35 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Waits until `want` task calls ran and every worker is suspended. */
+static bool quiet(const struct urt_stats *st, uint64_t want)
+{
+    if (st->total.tasks_run != want || atomic_load(&calls) != want)
+        return false;
+    for (uint32_t w = 0; w < st->n_workers; w++)
+        if (!st->workers[w].sleeping)
+            return false;
+    /* No wake message in flight (it would wake a worker: wake_received, suspend). */
+    return st->total.wakes_sent + st->foreign_wakes_sent == st->total.wakes_received;
+}
+
+/* Waits until `want` task calls ran, every worker is suspended and no wake
+ * is in flight, twice 5 ms apart with nothing fired in between. */
 static struct urt_stats *quiesce(uint64_t want)
 {
-    for (int i = 0; i < 20000; i++) {
-        struct urt_stats *st = urt_stats_snapshot(rt);
-        bool all_asleep = st->total.tasks_run == want;
-        for (uint32_t w = 0; w < st->n_workers && all_asleep; w++)
-            all_asleep = st->workers[w].sleeping;
-        if (all_asleep && atomic_load(&calls) == want)
-            return st;
-        urt_stats_free(st);
+    for (int i = 0; i < 4000; i++) {
+        struct urt_stats *a = urt_stats_snapshot(rt);
+        if (quiet(a, want)) {
+            sleep_ms(5);
+            struct urt_stats *b = urt_stats_snapshot(rt);
+            bool same = quiet(b, want) && b->probes_fired == a->probes_fired &&
+                        b->total.suspends == a->total.suspends;
+            urt_stats_free(a);
+            if (same)
+                return b;
+            urt_stats_free(b);
+        } else {
+            urt_stats_free(a);
+        }
         sleep_ms(1);
     }
     fprintf(stderr, "bpf_child: load did not quiesce\n");
