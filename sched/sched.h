@@ -98,6 +98,7 @@ struct worker {
     _Atomic uint32_t wake_pending;        /* 1 while a wake message to it is in flight */
     _Atomic uint64_t wake_sent_ns;        /* stamp of that message (0: none); written by its sender */
     int ring_fd;                          /* target of wake messages */
+    _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
     uint32_t index;
     struct sched *s;
     struct worker_placement place;
@@ -117,6 +118,7 @@ struct worker {
     uint32_t idle_polls;    /* consecutive polls that found nothing */
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */
+    uint32_t failed_sweeps; /* consecutive steal sweeps that found nothing */
     uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
     struct worker_counters stats;
@@ -179,9 +181,10 @@ struct worker *sched_pick_worker(struct sched *s);
 /* A suspended worker, or NULL. */
 struct worker *sched_find_sleeping(struct sched *s);
 
-/* After a push into w's inbox or sticky queue: wake w if it sleeps and no
- * wake is in flight. self = the calling worker of s or NULL. Any thread. */
-void sched_notify(struct sched *s, struct worker *w, struct worker *self);
+/* After a push into w's inbox or sticky queue (a seq_cst exchange): wake w if
+ * it sleeps and no wake is in flight. self = the calling worker of s or NULL.
+ * Returns true if a wake message is on its way to w. Any thread. */
+bool sched_notify(struct sched *s, struct worker *w, struct worker *self);
 
 /* Cancels t: its cancel callback (if any) runs, pooled tasks go back to the pool. */
 void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t);

@@ -7,7 +7,8 @@
  *   reap CQEs -> pick (sticky vs main by ratio; inbox first every
  *   inbox_check_interval tasks) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
- *   pace (task_polling_wait) -> after worker_try_count empty polls: suspend
+ *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
+ *   after worker_try_count empty polls: suspend
  *
  * ---- No lost wakeup (the argument, once) -----------------------------------
  *
@@ -82,7 +83,7 @@ struct worker *sched_current(const struct sched *s)
 
 /* ---- wake ------------------------------------------------------------------ */
 
-static void send_wake(struct sched *s, struct worker *target, struct worker *self)
+static bool send_wake(struct sched *s, struct worker *target, struct worker *self)
 {
     int err;
     /* The stamp belongs to the winner of wake_pending (W4) until the sleeper
@@ -101,31 +102,43 @@ static void send_wake(struct sched *s, struct worker *target, struct worker *sel
         /* Nothing is in flight: let the next submitter try again. */
         atomic_store_explicit(&target->wake_pending, 0, memory_order_seq_cst);
         atomic_fetch_add_explicit(&s->foreign_wake_failures, 1, memory_order_relaxed);
+        return false;
     }
+    return true;
 }
 
-void sched_notify(struct sched *s, struct worker *w, struct worker *self)
+bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
 {
     /* W3: seq_cst, after the caller's seq_cst push (W1); pairs with S2. */
     if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
-        return;
+        return false;
     /* W4: one message in flight at most; cleared by the sleeper at R2. */
     if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
-        return;
-    send_wake(s, w, self == w ? NULL : self);
+        return true;
+    return send_wake(s, w, self == w ? NULL : self);
 }
 
 struct worker *sched_find_sleeping(struct sched *s)
 {
     if (atomic_load_explicit(&s->n_sleeping, memory_order_relaxed) == 0)
         return NULL;
+    /* Prefer a sleeper that last ran on the caller's CPU: the kernel tends
+     * to wake a thread where it last ran, and a wake on the waker's own CPU
+     * costs a few µs where a wake across CPUs costs tens (an IPI to an idle
+     * vCPU). */
+    int cpu = sched_getcpu();
+    struct worker *any = NULL;
     uint32_t start = atomic_load_explicit(&s->rr, memory_order_relaxed);
     for (uint32_t i = 0; i < s->n_workers; i++) {
         struct worker *w = s->workers[(start + i) % s->n_workers];
-        if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_SLEEPING)
+        if (atomic_load_explicit(&w->state, memory_order_relaxed) != W_SLEEPING)
+            continue;
+        if (atomic_load_explicit(&w->last_cpu, memory_order_relaxed) == cpu)
             return w;
+        if (!any)
+            any = w;
     }
-    return NULL;
+    return any;
 }
 
 /* Wake one suspended peer so it can steal self's surplus. */
@@ -133,12 +146,11 @@ static __attribute__((cold)) void wake_peer_for_surplus(struct sched *s, struct 
 {
     if (atomic_exchange_explicit(&s->surplus_waking, 1, memory_order_acq_rel))
         return;
+    /* The flag is cleared by the woken worker when it resumes, or here when
+     * no wake is on its way (the target resumed meanwhile). */
     struct worker *w = sched_find_sleeping(s);
-    if (!w || w == self) {
+    if (!w || w == self || !sched_notify(s, w, self))
         atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
-        return;
-    }
-    sched_notify(s, w, self);
 }
 
 static inline void maybe_wake_peer(struct sched *s, struct worker *self)
@@ -263,6 +275,8 @@ static inline bool sticky_maybe_nonempty(struct worker *w)
            atomic_load_explicit(&w->sticky.stub.priv.next, memory_order_relaxed) != NULL;
 }
 
+#define STEAL_BACKOFF_AFTER 32
+
 static struct urt_task *find_task(struct worker *w)
 {
     struct sched *s = w->s;
@@ -300,8 +314,16 @@ static struct urt_task *find_task(struct worker *w)
         return t;
     }
     if (s->n_workers > 1 && ++w->empty_local >= cfg->stealing_wait) {
-        if ((t = steal(w)))
-            return t;
+        /* After STEAL_BACKOFF_AFTER fruitless sweeps, sweep only every 8th
+         * poll: reading the victims' deque indices on every poll keeps
+         * pulling those lines away from their owners. */
+        if (w->failed_sweeps < STEAL_BACKOFF_AFTER || (w->tick & 7) == 0) {
+            if ((t = steal(w))) {
+                w->failed_sweeps = 0;
+                return t;
+            }
+            w->failed_sweeps++;
+        }
     }
     return NULL;
 }
@@ -411,6 +433,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     ASSERT_OWNER(w);
     if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
         return;
+    atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1 */
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W1/W3 (see the top of this file) */
@@ -440,6 +463,8 @@ static void pace(struct worker *w)
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(wait - 2) * 1000};
     nanosleep(&ts, NULL);
 }
+
+#define IDLE_YIELD_EVERY 64 /* empty polls between two sched_yield() while spinning */
 
 static void worker_loop(struct worker *w)
 {
@@ -475,6 +500,11 @@ static void worker_loop(struct worker *w)
         }
         if (cfg->busy_worker || w->idle_polls < cfg->worker_try_count) {
             pace(w);
+            /* Offer the CPU to other runnable threads now and then (a no-op
+             * when there are none): with more threads than CPUs, a spinning
+             * worker must not starve the thread that submits its work. */
+            if ((w->idle_polls & (IDLE_YIELD_EVERY - 1)) == 0)
+                sched_yield();
             continue;
         }
         worker_suspend(w, s->suspend_timeout_ns);
@@ -604,6 +634,7 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
         w->ring_fd = -1;
         atomic_init(&w->state, W_RUNNING);
         atomic_init(&w->wake_pending, 0);
+        atomic_init(&w->last_cpu, -1);
         atomic_init(&w->idle_sweeps, 0);
         inbox_init(&w->inbox);
         inbox_init(&w->sticky);
