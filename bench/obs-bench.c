@@ -44,7 +44,10 @@ static uint64_t now_ns(void)
 
 static void finish_one(void)
 {
-    if (atomic_fetch_add_explicit(&counter, 1, memory_order_acq_rel) + 1 == target)
+    /* target is read before the fetch_add: the last child's acq_rel add and
+     * its release of t1 order every read before main's next write. */
+    uint64_t want = target;
+    if (atomic_fetch_add_explicit(&counter, 1, memory_order_acq_rel) + 1 == want)
         atomic_store_explicit(&t1, now_ns(), memory_order_release);
 }
 
