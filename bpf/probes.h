@@ -22,6 +22,14 @@
  * Stamps are CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns()). A stamp is
  * 0 when it was not taken (the consumer appeared after the event).
  *
+ * For the durability layer (issue 5): take stamps only when
+ * probe_log_timing_on(); call probe_flush() / probe_durable() where the log
+ * flushes and becomes durable; when a commit's response is delivered, call
+ * probe_commit_done(&w->hists, w->index, URT_LAT_COMMIT_{ACCEPTED,AVAILABLE,
+ * STORED}, submit_ns, probe_now_ns()) on the worker that delivers it: it
+ * records the latency in that worker's histogram of that kind (read back
+ * through urt_stats_snapshot) and fires commit_done.
+ *
  * ---- The gate (one load on the task path) ---------------------------------
  * The semaphores live in three 64-bit words (struct probe_gate, bpf/probes.c)
  * as 16-bit lanes; the assembler names each lane urt_<probe>_semaphore, so the
@@ -133,7 +141,20 @@ extern volatile unsigned short urt_submit_semaphore URT__HIDDEN, urt_start_semap
         }                                                                                                  \
     } while (0)
 #else
-#define URT__PROBE(word, lane, name, ...) do { } while (0)
+/* Compiled out: the arguments are cast to void (no unused warnings, no code). */
+#define URT__V1(a) (void)(a)
+#define URT__V2(a, b) (void)(a), (void)(b)
+#define URT__V3(a, b, c) URT__V2(a, b), (void)(c)
+#define URT__V4(a, b, c, d) URT__V3(a, b, c), (void)(d)
+#define URT__V5(a, b, c, d, e) URT__V4(a, b, c, d), (void)(e)
+#define URT__NARG(...) URT__NARG_(__VA_ARGS__, 5, 4, 3, 2, 1, 0)
+#define URT__NARG_(_1, _2, _3, _4, _5, n, ...) n
+#define URT__CAT(a, b) URT__CAT_(a, b)
+#define URT__CAT_(a, b) a##b
+#define URT__PROBE(word, lane, name, ...)                                                                  \
+    do {                                                                                                   \
+        URT__CAT(URT__V, URT__NARG(__VA_ARGS__))(__VA_ARGS__);                                             \
+    } while (0)
 #endif
 
 /* Casts keep the USDT argument sizes fixed (8 bytes, signed for worker ids). */
@@ -168,17 +189,21 @@ struct probe_hists {
     struct hist kind[URT_LAT_KINDS];
 };
 
+/* Slow paths (out of line and cold, in bpf/probes.c, so the hot loop's code
+ * is the same whether the USDT sites are compiled in or not). */
+struct probe_run;
+void probe_task_submit_timed(struct urt_task *t, int worker) __attribute__((cold));
+void probe_task_start_timed(uint32_t worker, const struct urt_task *t, struct probe_run *pr)
+    __attribute__((cold));
+
 /* At submission (any thread; worker = submitting worker or -1): stamps the
  * task when a consumer is on, else clears its stamp. One load when off. */
 static inline void probe_task_submit(struct urt_task *t, int worker)
 {
-    if (__builtin_expect(!probe_timing_on(), 1)) {
+    if (__builtin_expect(probe_timing_on(), 0))
+        probe_task_submit_timed(t, worker);
+    else
         t->priv.enqueue_ns = 0;
-        return;
-    }
-    t->priv.id = probe_next_task_id();
-    t->priv.enqueue_ns = probe_now_ns();
-    URT_PROBE_SUBMIT(worker, t->priv.id, t->priv.enqueue_ns);
 }
 
 /* What run_task keeps across fn (fn may free the task). */
@@ -186,50 +211,43 @@ struct probe_run {
     uint64_t id, enqueue_ns, start_ns, end_ns;
 };
 
-/* Before fn: true (and stamps taken) when a consumer is on. One load when off. Worker only. */
+/* Before fn: true (and stamps taken, start fired) when a consumer is on. One
+ * load when off. Worker only. */
 static inline bool probe_task_start(uint32_t worker, const struct urt_task *t, struct probe_run *pr)
 {
     pr->end_ns = 0; /* a stack store; keeps run_task's yield path simple */
     if (__builtin_expect(!probe_timing_on(), 1))
         return false;
-    pr->id = t->priv.id;
-    pr->enqueue_ns = t->priv.enqueue_ns;
-    pr->start_ns = probe_now_ns();
-    URT_PROBE_START(worker, pr->id, pr->enqueue_ns, pr->start_ns);
+    probe_task_start_timed(worker, t, pr);
     return true;
 }
 
-/* After fn, when probe_task_start returned true: records queue delay and run
- * time in the worker's histograms and fires done. Owner only. */
-static inline void probe_task_done(struct probe_hists *h, uint32_t worker, struct probe_run *pr)
-{
-    pr->end_ns = probe_now_ns();
-    if (pr->enqueue_ns != 0 && pr->start_ns >= pr->enqueue_ns)
-        hist_record(&h->kind[URT_LAT_QUEUE], pr->start_ns - pr->enqueue_ns);
-    hist_record(&h->kind[URT_LAT_RUN], pr->end_ns - pr->start_ns);
-    URT_PROBE_DONE(worker, pr->id, pr->enqueue_ns, pr->start_ns, pr->end_ns);
-}
+/* After fn, when probe_task_start returned true: stamps the end, records
+ * queue delay and run time in the worker's histograms, fires done. Owner only. */
+void probe_task_done(struct probe_hists *h, uint32_t worker, struct probe_run *pr) __attribute__((cold));
 
-/* The woken worker reaped a wake message stamped sent_ns (0: not stamped). Owner only. */
+/* The woken worker reaped a wake message stamped sent_ns (0: not stamped):
+ * records the wake latency, fires wake_received. Owner only. */
+void probe_wake_received_timed(struct probe_hists *h, uint32_t worker, uint64_t sent_ns) __attribute__((cold));
 static inline void probe_wake_received(struct probe_hists *h, uint32_t worker, uint64_t sent_ns)
 {
-    if (sent_ns == 0 && !PROBE_LANE_ON(PROBE_W_WAKE, 1))
-        return;
-    uint64_t now = probe_now_ns();
-    if (sent_ns != 0 && now >= sent_ns)
-        hist_record(&h->kind[URT_LAT_WAKE], now - sent_ns);
-    URT_PROBE_WAKE_RECEIVED(worker, sent_ns, now);
+    if (sent_ns != 0 || PROBE_LANE_ON(PROBE_W_WAKE, 1))
+        probe_wake_received_timed(h, worker, sent_ns);
 }
 
-/* A commit of the given kind (URT_LAT_COMMIT_*) completed on this worker:
- * records done_ns - submit_ns and fires commit_done. Take the stamps only
- * when probe_log_timing_on(). Owner only (h is the calling worker's). */
-static inline void probe_commit_done(struct probe_hists *h, uint32_t worker, enum urt_latency_kind kind,
-                                     uint64_t submit_ns, uint64_t done_ns)
-{
-    if (submit_ns != 0 && done_ns >= submit_ns && kind >= URT_LAT_COMMIT_ACCEPTED && kind < URT_LAT_KINDS)
-        hist_record(&h->kind[kind], done_ns - submit_ns);
-    URT_PROBE_COMMIT_DONE(worker, kind, submit_ns, done_ns);
-}
+/* ---- the durability layer's events (issue 5) -------------------------------------------- */
+
+/* The log of `worker` starts writing `bytes` up to `lsn`. Any thread that owns the log. */
+void probe_flush(int worker, uint64_t lsn, uint64_t bytes);
+
+/* The log is durable up to lsn (flush_start_ns: stamp of the flush, 0 if not taken). */
+void probe_durable(int worker, uint64_t lsn, uint64_t flush_start_ns, uint64_t durable_ns);
+
+/* A commit's response of the given kind (URT_LAT_COMMIT_*) was delivered on
+ * this worker: records done_ns - submit_ns in h (the calling worker's
+ * histograms; owner only) and fires commit_done. Stamps taken only when
+ * probe_log_timing_on(); submit_ns 0 records nothing. */
+void probe_commit_done(struct probe_hists *h, uint32_t worker, enum urt_latency_kind kind, uint64_t submit_ns,
+                       uint64_t done_ns);
 
 #endif
