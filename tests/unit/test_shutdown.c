@@ -590,3 +590,85 @@ Test(shutdown, create_destroy_cycles, .timeout = 120)
     }
     leak_check();
 }
+
+/* ---- file descriptors: worker rings, probe rings, per-thread wake rings ------------------ */
+
+#include <dirent.h>
+
+static int fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+struct one_shot {
+    _Atomic uint32_t hit;
+    _Atomic int err;
+};
+
+static void *one_shot_main(void *arg)
+{
+    struct one_shot *o = arg;
+    int err = urt_spawn(g_rt, hit_fn, (void *)&o->hit, 0);
+    if (err)
+        atomic_store(&o->err, err);
+    else if (!WAIT_UNTIL(atomic_load(&o->hit) == 1, 10000))
+        atomic_store(&o->err, -ETIMEDOUT);
+    return NULL;
+}
+
+static void fd_case(uint32_t ring_disable)
+{
+    int before = fd_count();
+    for (int cycle = 0; cycle < 5; cycle++) {
+        struct urt_config c;
+        test_config(&c, 2);
+        c.worker_try_count = 1;
+        c.ring_disable = ring_disable;
+        g_rt = rt_create_or_skip(&c);
+        /* Threads that are not workers come and go; each wakes a suspended
+         * worker (with its own small ring unless ring-less messages work). */
+        for (int i = 0; i < 40; i++) {
+            cr_assert(rt_wait_all_sleeping(g_rt, 2, 10000));
+            struct one_shot o;
+            memset(&o, 0, sizeof(o));
+            pthread_t th;
+            cr_assert_eq(pthread_create(&th, NULL, one_shot_main, &o), 0);
+            pthread_join(th, NULL);
+            cr_assert_eq(atomic_load(&o.err), 0, "thread %d: %d", i, atomic_load(&o.err));
+        }
+        int running = fd_count();
+        cr_assert_leq(running, before + 2 + 1, "cycle %d: %d fds open with 2 workers, %d before: per-thread rings "
+                      "of exited threads are not released", cycle, running, before);
+        rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+        int after = fd_count();
+        if (cycle == 0) {
+            /* destroy wakes workers from this thread: without ring-less
+             * messages that gives this thread its own small ring, kept
+             * until the thread exits (by design) */
+            cr_assert_leq(after, before + 1, "%d fds open after destroy, %d before", after, before);
+            before = after;
+        }
+        cr_assert_eq(after, before, "cycle %d: %d fds open after destroy, %d after the first", cycle, after, before);
+    }
+}
+
+Test(shutdown, no_fd_leak_ringless, .timeout = 60)
+{
+    fd_case(0);
+}
+
+Test(shutdown, no_fd_leak_per_thread_rings, .timeout = 60)
+{
+    fd_case(URT_RING_RINGLESS_MSG);
+}
+
+Test(shutdown, no_fd_leak_plain_rings, .timeout = 60)
+{
+    fd_case(URT_RING_ALL_FEATURES);
+}
