@@ -6,7 +6,8 @@
 #   attached  probes compiled in, urt-trace attached (done/steal/suspend/wake BPF programs)
 #   stats     probes compiled in, URT_STATS_TIMING=true (in-process histograms)
 # Modes are interleaved ROUNDS times (the machine is shared: ratios, not absolutes);
-# the table gives the median over rounds of each run's median ns per unit.
+# the table gives the median and the best (lowest) over rounds of each run's
+# median ns per unit: on a loaded machine the best is the steadier estimate.
 # Two drivers: urt-load (tools/, WORKLOADS.md protocol; out/idle/stats) and
 # bench/obs-bench (same two workloads; it can wait for urt-trace to attach, so
 # it also gives the attached row).
@@ -68,21 +69,22 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+best() { tr ' ' '\n' | grep -v '^$' | sort -g | head -1; }
 table() { # title, name of the assoc array, modes...
   local title=$1 arr=$2; shift 2
   local -n A=$arr
   echo "$title"
   echo
-  echo "| mode | spawn_many_local ns/task | vs out | yield_many ns/yield | vs out |"
+  echo "| mode | spawn_many_local ns/task (median / best) | vs out | yield_many ns/yield (median / best) | vs out |"
   echo "|---|---:|---:|---:|---:|"
-  local bs by s y m
-  bs=$(median <<<"${A[out,spawn_many_local]}")
-  by=$(median <<<"${A[out,yield_many]}")
+  local bs by s y m s1 y1 bs1 by1
+  bs=$(median <<<"${A[out,spawn_many_local]}"); bs1=$(best <<<"${A[out,spawn_many_local]}")
+  by=$(median <<<"${A[out,yield_many]}"); by1=$(best <<<"${A[out,yield_many]}")
   for m in "$@"; do
-    s=$(median <<<"${A[$m,spawn_many_local]}")
-    y=$(median <<<"${A[$m,yield_many]}")
-    awk -v m="$m" -v s="$s" -v y="$y" -v bs="$bs" -v by="$by" \
-      'BEGIN {printf "| %s | %.2f | %+.1f%% | %.2f | %+.1f%% |\n", m, s, 100*(s-bs)/bs, y, 100*(y-by)/by}'
+    s=$(median <<<"${A[$m,spawn_many_local]}"); s1=$(best <<<"${A[$m,spawn_many_local]}")
+    y=$(median <<<"${A[$m,yield_many]}"); y1=$(best <<<"${A[$m,yield_many]}")
+    awk -v m="$m" -v s="$s" -v y="$y" -v bs="$bs" -v by="$by" -v s1="$s1" -v y1="$y1" -v bs1="$bs1" -v by1="$by1" \
+      'BEGIN {printf "| %s | %.2f / %.2f | %+.1f%% / %+.1f%% | %.2f / %.2f | %+.1f%% / %+.1f%% |\n", m, s, s1, 100*(s-bs)/bs, 100*(s1-bs1)/bs1, y, y1, 100*(y-by)/by, 100*(y1-by1)/by1}'
   done
   echo
   for m in "$@"; do echo "# $title $m spawn: ${A[$m,spawn_many_local]} yield: ${A[$m,yield_many]}" >&2; done
