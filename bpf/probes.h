@@ -21,6 +21,10 @@
  *
  * Stamps are CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns()). A stamp is
  * 0 when it was not taken (the consumer appeared after the event).
+ * Task ids, like the stamps, are assigned only while task timestamps are
+ * taken (0 or stale otherwise, e.g. in a steal event with only steal attached).
+ * A layer that queues a task without sched_submit/sched_push_* must call
+ * probe_task_submit() itself, or its queue delay is not measured.
  *
  * For the durability layer (issue 5): take stamps only when
  * probe_log_timing_on(); call probe_flush() / probe_durable() where the log
