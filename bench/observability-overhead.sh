@@ -20,7 +20,7 @@ SPAWN_IT=${SPAWN_IT:-40}
 YIELD_IT=${YIELD_IT:-300}
 [[ -d build-bench-out ]] || meson setup build-bench-out --buildtype=release -Dtests=false -Dprobes=false >/dev/null
 [[ -d build-bench-in ]] || meson setup build-bench-in --buildtype=release -Dtests=false >/dev/null
-ninja -C build-bench-out obs-bench tools/urt-load >/dev/null
+ninja -C build-bench-out bench/obs-bench tools/urt-load >/dev/null
 ninja -C build-bench-in >/dev/null
 HAVE_TRACE=0
 if [[ $(id -u) -eq 0 && -x build-bench-in/tools/urt-trace ]] && mountpoint -q /sys/fs/bpf; then HAVE_TRACE=1; fi
@@ -36,11 +36,11 @@ load() { # mode workload -> ns per unit, from urt-load's rate line
 run() { # mode workload iterations -> ns per unit
   local mode=$1 wl=$2 it=$3 out
   case $mode in
-    out) out=$(build-bench-out/obs-bench "$wl" "$it") ;;
-    idle) out=$(build-bench-in/obs-bench "$wl" "$it") ;;
-    stats) out=$(URT_STATS_TIMING=true build-bench-in/obs-bench "$wl" "$it") ;;
+    out) out=$(build-bench-out/bench/obs-bench "$wl" "$it") ;;
+    idle) out=$(build-bench-in/bench/obs-bench "$wl" "$it") ;;
+    stats) out=$(URT_STATS_TIMING=true build-bench-in/bench/obs-bench "$wl" "$it") ;;
     attached)
-      build-bench-in/obs-bench "$wl" "$it" --wait-trace >/tmp/obs-bench.$$ 2>/dev/null &
+      build-bench-in/bench/obs-bench "$wl" "$it" --wait-trace >/tmp/obs-bench.$$ 2>/dev/null &
       local bp=$!
       sleep 0.2
       build-bench-in/tools/urt-trace -p "$bp" 1 >/dev/null 2>&1 &
