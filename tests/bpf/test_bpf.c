@@ -11,10 +11,13 @@
  *  - the pinned maps dump through `bpftool map dump pinned ... -j` and parse,
  *    with the same totals;
  *  - detaching removes the pins and lowers the semaphores (the child's
- *    probe-fired counter stops moving).
+ *    probe-fired counter stops moving);
+ *  - tools/urt-trace prints per-worker histograms and removes its pins both
+ *    when its count runs out and on Ctrl-C (SIGINT).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <spawn.h>
@@ -206,4 +209,90 @@ Test(bpf, refuses_a_process_without_liburt, .timeout = 30)
     cr_assert_eq(err, -ENOEXEC, "attach to a process without liburt.so: %d (%s)", err, msg);
     cr_assert_null(t);
     cr_assert_not_null(strstr(msg, "liburt"), "message does not name liburt: %s", msg);
+}
+
+/* Runs urt-trace -p pid args... with its stdout to a file; returns its pid. */
+static pid_t trace_start(pid_t target, const char *interval, const char *count, const char *out)
+{
+    char pid_text[16];
+    snprintf(pid_text, sizeof(pid_text), "%d", (int)target);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char *argv[] = {(char *)URT_TRACE, "-p", pid_text, (char *)interval, (char *)count, NULL};
+    pid_t pid;
+    int err = posix_spawn(&pid, URT_TRACE, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_assert_eq(err, 0, "posix_spawn %s: %s", URT_TRACE, strerror(err));
+    return pid;
+}
+
+static bool pinned(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/queue_lat", dir);
+    return access(path, F_OK) == 0;
+}
+
+/* urt-trace prints its "Tracing" line once the probes are attached (after pinning). */
+static void wait_attached(const char *dir, const char *out)
+{
+    bool attached = false;
+    for (int i = 0; i < 1000 && !attached; i++) {
+        char text[512] = "";
+        FILE *f = fopen(out, "r");
+        if (f) {
+            size_t n = fread(text, 1, sizeof(text) - 1, f);
+            text[n] = '\0';
+            fclose(f);
+        }
+        attached = strstr(text, "Tracing urt") != NULL;
+        if (!attached)
+            usleep(10000);
+    }
+    cr_assert(attached, "urt-trace did not attach");
+    cr_assert(pinned(dir), "urt-trace attached but its maps are not in %s", dir);
+}
+
+Test(bpf, urt_trace_prints_and_cleans_up, .timeout = 120)
+{
+    skip_unless_traceable();
+    struct child c;
+    child_start(&c);
+    char line[256], dir[64], out[64];
+    child_expect(&c, "ready", line, sizeof(line));
+    snprintf(dir, sizeof(dir), "%s/%d", TRACER_PIN_ROOT, (int)c.pid);
+    snprintf(out, sizeof(out), "/tmp/urt-trace-test.%d", (int)getpid());
+
+    /* 1: five intervals of 0.5 s, load at the start: exits by itself, pins gone. */
+    pid_t tp = trace_start(c.pid, "0.5", "5", out);
+    wait_attached(dir, out);
+    fprintf(c.in, "go 2000\n");
+    do
+        child_expect(&c, "end", line, sizeof(line));
+    while (strcmp(line, "end\n") != 0);
+    int status;
+    cr_assert_eq(waitpid(tp, &status, 0), tp);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "urt-trace status %#x", status);
+    cr_assert_not(pinned(dir), "pins left after urt-trace's count ran out");
+    FILE *f = fopen(out, "r");
+    cr_assert_not_null(f);
+    char text[65536];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    cr_assert_not_null(strstr(text, "queue latency (submit -> start)"), "no queue histogram in:\n%s", text);
+    cr_assert_not_null(strstr(text, "run time"), "no run-time histogram in:\n%s", text);
+    cr_assert_not_null(strstr(text, " -> "), "no histogram rows in:\n%s", text);
+
+    /* 2: no count: Ctrl-C detaches and unpins. */
+    tp = trace_start(c.pid, "1", NULL, out);
+    wait_attached(dir, out);
+    kill(tp, SIGINT);
+    cr_assert_eq(waitpid(tp, &status, 0), tp);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "urt-trace status after SIGINT %#x", status);
+    cr_assert_not(pinned(dir), "pins left after SIGINT");
+    cr_assert_neq(access(dir, F_OK), 0, "%s left after SIGINT", dir);
+    unlink(out);
+    child_finish(&c);
 }
