@@ -9,10 +9,14 @@
  * Latency histograms (C17) follow the same rule: each worker records into its
  * own log-linear histograms (16 sub-buckets per power of two, so a percentile
  * is at most 6.25 % above the true value); a snapshot merges them on read.
- * Timestamps are taken only while a consumer is on: a runtime created with
- * stats_timing=true (in this process), or a USDT probe attached (urt-trace,
- * bpftrace). Otherwise the histograms stay empty and the hot path pays one
- * load per task.
+ * Percentiles are the upper bound of the bucket holding the rank, capped at
+ * the exact max. Timestamps (CLOCK_MONOTONIC) are taken only while a consumer
+ * is on: any runtime of this process created with stats_timing=true (the
+ * check is one load of a process-wide gate, so it turns stamps on for every
+ * runtime in the process), or a USDT probe attached (urt-trace, bpftrace).
+ * Otherwise the histograms stay empty and the hot path pays one load per
+ * submission and per task call; with stamps, three clock reads per task
+ * (bench/observability-overhead.md).
  */
 #ifndef URT_STATS_H
 #define URT_STATS_H
