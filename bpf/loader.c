@@ -123,6 +123,11 @@ int tracer_check(pid_t pid, char *lib, size_t lib_len, char *msg, size_t msg_len
                     (int)pid, (int)pid);
     if (err)
         return fail(err, msg, msg_len, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-err));
+    size_t n = strlen(lib);
+    if (n > 10 && strcmp(lib + n - 10, " (deleted)") == 0)
+        return fail(-ESTALE, msg, msg_len,
+                    "the liburt.so process %d runs (%s) was replaced on disk since it started: restart it", (int)pid,
+                    lib);
     return 0;
 }
 

@@ -39,7 +39,7 @@ struct tracer;
 /* The checks of rule 1 without loading anything: 0, or -errno with a message
  * for the user in msg (not root: -EPERM; bpffs not mounted: -ENOENT with the
  * mount command; no uprobes: -EOPNOTSUPP; no such pid: -ESRCH; no liburt in
- * the pid: -ENOEXEC). lib receives liburt's path as mapped by the pid. */
+ * the pid: -ENOEXEC; its liburt.so was deleted or replaced on disk: -ESTALE). lib receives liburt's path as mapped by the pid. */
 int tracer_check(pid_t pid, char *lib, size_t lib_len, char *msg, size_t msg_len);
 
 /* Rule 1. Returns 0 and *out, or -errno with msg filled. */
