@@ -26,7 +26,7 @@
 
 #include "tests/helpers.h"
 
-#define N_TASKS SCALE(10000000ull, 1000000ull)
+#define N_TASKS SCALE(10000000ull, 3000000ull)
 #define N_THREADS 4
 #define CHUNK 50
 #define N_EMB ((CHUNK - 1) / 2) /* even offsets 2, 4, ..., CHUNK-2 */
@@ -215,7 +215,7 @@ Test(exactly_once, four_workers_suspending, .timeout = 300)
 
 /* ---- yielding tasks: every task's fn is called exactly yields + 1 times ------------------------ */
 
-#define N_YIELD_TASKS SCALE(2000000ull, 200000ull)
+#define N_YIELD_TASKS SCALE(2000000ull, 600000ull)
 #define YIELD_WINDOW 50000
 
 static _Atomic uint8_t *calls;

@@ -36,7 +36,7 @@
 
 #include "tests/helpers.h"
 
-#define TOTAL SCALE(100000u, 20000u)
+#define TOTAL SCALE(100000u, 40000u)
 #define WAIT_LIMIT_S 10
 #define MAX_BATCH 8
 

@@ -614,9 +614,11 @@ static void fallback_case(uint32_t disable)
         cr_assert_eq(f.setup_flags & IORING_SETUP_DEFER_TASKRUN, 0);
         if (bf.defer_taskrun && !(disable & URT_RING_COOP_TASKRUN))
             cr_assert(f.coop_taskrun, "a kernel with DEFER_TASKRUN has COOP_TASKRUN: %s", desc);
-    } else {
-        cr_assert_eq(f.defer_taskrun, bf.defer_taskrun);
+    } else if (!(disable & URT_RING_SINGLE_ISSUER)) {
+        cr_assert_eq(f.defer_taskrun, bf.defer_taskrun, "%s", desc);
     }
+    if ((disable & URT_RING_SINGLE_ISSUER) && !(disable & URT_RING_COOP_TASKRUN) && (bf.defer_taskrun || bf.coop_taskrun))
+        cr_assert(f.coop_taskrun, "without SINGLE_ISSUER, COOP_TASKRUN is the fallback: %s", desc);
     if (disable & URT_RING_COOP_TASKRUN)
         cr_assert_not(f.coop_taskrun, "%s", desc);
     if (disable & URT_RING_SINGLE_ISSUER) {
@@ -877,3 +879,7 @@ Test(ring_fallback, sqpoll_opt_in, .timeout = 120)
     }
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+Test(ring_fallback, only_single_issuer_masked, .timeout = 120) { fallback_case(S); }
+Test(ring_fallback, only_coop_masked, .timeout = 120) { fallback_case(C); }
+Test(ring_fallback, only_registered_fd_masked, .timeout = 120) { fallback_case(URT_RING_REGISTERED_FD); }
