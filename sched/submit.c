@@ -57,11 +57,17 @@ static __attribute__((cold)) struct foreign_tls *foreign_state_slow(struct sched
             return &tls_foreign[i];
         }
     }
-    /* First submission of this thread to this runtime. */
+    /* First submission of this thread to this runtime. The preferred worker
+     * takes a round-robin slot only when it is used: otherwise a thread's
+     * first urt_spawn (which gets here for the task cache) would shift the
+     * per-submission round robin, e.g. with 2 workers every short-lived
+     * thread's single spawn went to worker 1. */
     uint32_t i = tls_foreign_next++ % FOREIGN_SLOTS;
     struct foreign_tls *f = &tls_foreign[i];
     f->sched_id = s->id;
-    f->preferred = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
+    f->preferred = s->cfg->use_preferred_worker_for_current_thread
+                       ? atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers
+                       : 0;
     f->cache.head = NULL;
     f->cache.count = 0;
     tls_foreign_last = i;
@@ -107,6 +113,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 int sched_submit(struct sched *s, struct urt_task *t, unsigned flags)
 {
     struct worker *self = sched_current(s);
+    probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
     if (!self)
         return submit_foreign(s, t, flags);
     if (flags & URT_SUBMIT_URGENT) {

@@ -883,3 +883,44 @@ Test(ring_fallback, sqpoll_opt_in, .timeout = 120)
 Test(ring_fallback, only_single_issuer_masked, .timeout = 120) { fallback_case(S); }
 Test(ring_fallback, only_coop_masked, .timeout = 120) { fallback_case(C); }
 Test(ring_fallback, only_registered_fd_masked, .timeout = 120) { fallback_case(URT_RING_REGISTERED_FD); }
+
+/* Per-submission round robin holds for urt_spawn from short-lived threads
+ * too: a thread's first spawn must not consume a round-robin slot of its own
+ * (with 2 workers that would send every thread's single spawn to worker 1). */
+struct single_spawn {
+    struct probe p;
+    _Atomic int err;
+};
+
+static void *single_spawn_main(void *arg)
+{
+    struct single_spawn *ss = arg;
+    atomic_store(&ss->err, urt_spawn(g_rt, probe_where_fn, &ss->p, 0));
+    return NULL;
+}
+
+Test(placement, round_robin_spawn_from_short_lived_threads, .timeout = 60)
+{
+    struct urt_config c;
+    placement_config(&c, 2);
+    c.use_preferred_worker_for_current_thread = false;
+    g_rt = rt_create_or_skip(&c);
+    enum { THREADS = 20 };
+    int per_worker[2] = {0};
+    for (int i = 0; i < THREADS; i++) {
+        struct single_spawn ss;
+        memset(&ss, 0, sizeof(ss));
+        probe_init(&ss.p);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, single_spawn_main, &ss), 0);
+        pthread_join(th, NULL);
+        cr_assert_eq(atomic_load(&ss.err), 0);
+        cr_assert(probe_wait(&ss.p, 10000));
+        int w = atomic_load(&ss.p.worker);
+        cr_assert(w == 0 || w == 1);
+        per_worker[w]++;
+    }
+    cr_assert_eq(per_worker[0], THREADS / 2, "round robin per submission: %d tasks on worker 0, %d on worker 1",
+                 per_worker[0], per_worker[1]);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
