@@ -10,14 +10,17 @@
  *   3. Durable marker D: the largest marker of a valid epoch-file slot.
  *   4. Read every channel whole and scan it (wal_scan): the valid prefix, and
  *      where and why it stopped.
- *   5. Damage below D: a channel that stopped on corrupt data lost records of
- *      epochs >= h, h = the epoch in the damaged record's header when it is
- *      readable and not below the last good record's epoch g, else g. If
- *      h <= D the epochs h..D are incomplete on that channel, so the replay
- *      limit becomes R = min(D, h - 1) (never replay part of an epoch). A torn
- *      tail after a crash holds only records of epochs above D (a record is
- *      covered by D only after its write and fdatasync completed), so a crash
- *      never lowers R.
+ *   5. Damage below D: a channel that stopped on corrupt data FOLLOWED by
+ *      valid records (larger lsn: damage in the middle, not a torn tail) lost
+ *      records of epochs >= h, h = the epoch in the damaged record's header
+ *      when it is readable and not below the last good record's epoch g, else
+ *      g. If h <= D the epochs h..D are incomplete on that channel, so the
+ *      replay limit becomes R = min(D, h - 1) (never replay part of an
+ *      epoch). A torn tail (nothing valid after it) is what a crash leaves:
+ *      it holds only records of epochs above D (a record is covered by D only
+ *      after its write and fdatasync completed), whatever its torn header
+ *      says, so it never lowers R — an acknowledged commit is never dropped
+ *      because a crash tore the record behind it.
  *   6. Cut: each channel is truncated (then fsync'd) at the earlier of its
  *      corrupt point and its first record of an epoch above R; every cut is
  *      reported with its reason (ops->cut) and noted in dir/cuts.log, one
@@ -345,7 +348,7 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
             res.max_epoch = c->scan.header.start_epoch;
         if (c->scan.last_epoch > res.max_epoch)
             res.max_epoch = c->scan.last_epoch;
-        if (c->scan.end == WAL_SCAN_END_CORRUPT) {
+        if (c->scan.end == WAL_SCAN_END_CORRUPT && c->scan.resync_found) {
             uint64_t h = lost_from(c);
             if (h <= limit)
                 limit = h ? h - 1 : 0;

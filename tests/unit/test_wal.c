@@ -694,3 +694,48 @@ Test(wal, urt_wal_tool, .timeout = 60)
     remove_dir(dir);
     leak_check();
 }
+
+/* A crash can tear the record written after durable ones, header included
+ * (its epoch field still zero): that tail is cut, and the durable records
+ * before it are all replayed (the torn header must not lower the marker). */
+Test(wal, torn_header_after_durable_records_keeps_them, .timeout = 60)
+{
+    char *dir = make_dir();
+    urt_runtime *rt = log_rt(dir, 1, 0);
+    for (uint64_t id = 0; id < 10; id++)
+        cr_assert_eq(commit_wait(rt, id, 100, URT_COMMIT_STORED), 0);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4300] = "";
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "ch-", 3))
+            snprintf(path, sizeof(path), "%s/%.60s", dir, e->d_name);
+    closedir(d);
+    uint64_t size = file_size(path);
+    uint8_t *b = malloc(size);
+    int fd = open(path, O_RDWR);
+    cr_assert_eq(pread(fd, b, size, 0), (ssize_t)size);
+    struct wal_scan_result r;
+    wal_scan(b, size, NULL, NULL, &r);
+    /* a torn record: length and type written, the rest (epoch, crc) not */
+    uint8_t torn[64];
+    memset(torn, 0, sizeof(torn));
+    uint32_t len = 20;
+    uint16_t type = WAL_REC_COMMIT;
+    memcpy(torn, &len, 4);
+    memcpy(torn + 4, &type, 2);
+    cr_assert_eq(pwrite(fd, torn, sizeof(torn), (off_t)r.valid_end), (ssize_t)sizeof(torn));
+    close(fd);
+    free(b);
+    struct rec_ctx ctx;
+    struct urt_log_recovery out;
+    cr_assert_eq(recover(dir, 0, &ctx, 20, &out), 0);
+    cr_assert_eq(ctx.cuts.n, 1);
+    cr_assert_eq(ctx.cuts.offs[0], r.valid_end);
+    cr_assert_eq(ctx.rp.n, 10, "durable records lost behind a torn header: %llu", (unsigned long long)ctx.rp.n);
+    cr_assert_eq(out.replay_marker, out.durable_marker);
+    free(ctx.rp.seen);
+    remove_dir(dir);
+    leak_check();
+}
