@@ -175,6 +175,7 @@ struct chan {
     int32_t eres_w, eres_s;
     bool ebusy, eagain;
     bool echained;              /* the epoch write is linked behind a log write */
+    bool single;                /* ... in a single-flush chain: its CQEs count in cqes (submit_write) */
     uint64_t emarker;
     uint64_t epending;          /* a chained epoch write was cancelled: write it after the log write */
     uint64_t flush_seq, done_seq, echain_seq;
@@ -443,13 +444,15 @@ static uint64_t durable_after(struct wal *wal, const struct chan *self)
 
 static void ew_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
 static void es_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
+static void flush_complete(struct chan *ch);
 
 static void submit_epoch_write(struct chan *ch, uint64_t m)
 {
     struct wal *wal = ch->wal;
     ch->ebusy = true;
     ch->emarker = m;
-    wal_epoch_slot_encode(ch->eslot, m);
+    struct wal_epoch_slot es = {.marker = m};
+    wal_epoch_slot_encode(ch->eslot, &es); /* written after the data's own fdatasync: no condition */
     uint64_t slot = atomic_fetch_add_explicit(&wal->eslot_next, 1, memory_order_relaxed) % EPOCH_SLOTS;
     need_sqes(ch->w, 2);
     struct io_uring_sqe *sqe = prep(ch, &ch->io_ew, ew_done);
@@ -533,6 +536,11 @@ static void ew_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t
     struct chan *ch = CH_OF(io, io_ew);
     ch->inflight--;
     ch->eres_w = res;
+    if (ch->single) {
+        if (--ch->cqes == 0)
+            flush_complete(ch);
+        return;
+    }
     if (--ch->ecqes == 0)
         epoch_write_complete(ch);
 }
@@ -543,6 +551,11 @@ static void es_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t
     struct chan *ch = CH_OF(io, io_es);
     ch->inflight--;
     ch->eres_s = res;
+    if (ch->single) {
+        if (--ch->cqes == 0)
+            flush_complete(ch);
+        return;
+    }
     if (--ch->ecqes == 0)
         epoch_write_complete(ch);
 }
@@ -579,6 +592,25 @@ static void arm_timer(struct chan *ch)
     }
 }
 
+/* Offset in x after the last record of epoch <= p (records from x->start;
+ * epochs never decrease). A slot's condition names only records that a
+ * recovery with marker p keeps, so a later recovery still finds it true. */
+static size_t records_end(const struct wal_buf *x, uint64_t p)
+{
+    size_t off = x->start, end = x->start;
+    while (off + WAL_HDR_SIZE <= x->len) {
+        uint32_t len;
+        uint64_t epoch;
+        memcpy(&len, x->data + off, 4);
+        memcpy(&epoch, x->data + off + 8, 8);
+        if (epoch > p)
+            break;
+        off += wal_rec_size(len);
+        end = off;
+    }
+    return end;
+}
+
 static void submit_write(struct chan *ch, bool chain_ok)
 {
     struct wal *wal = ch->wal;
@@ -594,9 +626,21 @@ static void submit_write(struct chan *ch, bool chain_ok)
     ch->wr_fake_short = inject == WAL_FAULT_SHORT_CANCEL;
     ch->wr_len = n;
     /* Chain the epoch-file write behind the log write when this write is
-     * what the durable marker waits for: write -> fdatasync -> epoch slot ->
-     * fdatasync run back to back in the kernel (one wake-up per group). A
-     * failure or short write anywhere cancels the rest of the chain. */
+     * what the durable marker waits for (p passes every marker sent so
+     * far). Two forms, both run back to back in the kernel (one wake-up per
+     * group commit), a failure or short write cancelling the rest:
+     *  - single-flush chain, when the write stays inside the preallocated
+     *    (zero-filled) range, so the log file's metadata does not change:
+     *      write(log) -> sync_file_range(log, wait) [not with O_DIRECT]
+     *      -> write(slot "p, if ch-<gen>-<me> is valid up to end")
+     *      -> fdatasync(epochs)
+     *    The epoch file's fdatasync ends with a device cache flush, which
+     *    covers the log bytes written (and waited for) before it: one flush
+     *    per group instead of two. The slot's condition lets recovery ignore
+     *    it should the device have kept the slot and lost the log bytes.
+     *  - otherwise write(log) -> fdatasync(log) -> write(slot p) ->
+     *    fdatasync(epochs).
+     * Without a marker to send: write(log) -> fdatasync(log). */
     uint64_t p = 0;
     bool chain = false;
     if (chain_ok && !inject && !ch->ebusy && !ch->repair) {
@@ -606,24 +650,41 @@ static void submit_write(struct chan *ch, bool chain_ok)
             chain = atomic_compare_exchange_weak_explicit(&wal->target, &t, p, memory_order_seq_cst,
                                                           memory_order_relaxed); /* O2 */
     }
+    bool single = chain && x->base + ch->wr_to <= ch->prealloc_end;
     need_sqes(ch->w, chain ? 4 : 2);
     struct io_uring_sqe *sqe = prep(ch, &ch->io_w, w_done);
     uint64_t ud = sqe->user_data;
     io_uring_prep_write(sqe, ch->fd, x->data + ch->wr_from, (unsigned)n, x->base + ch->wr_from);
     sqe->user_data = ud;
     sqe->flags |= IOSQE_IO_LINK;
-    sqe = prep(ch, &ch->io_s, s_done);
-    ud = sqe->user_data;
-    io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
-    sqe->user_data = ud;
-    ch->cqes = 2;
+    ch->cqes = 1;
+    ch->res_s = 0;
+    if (!single || !wal->o_direct) {
+        sqe = prep(ch, &ch->io_s, s_done);
+        ud = sqe->user_data;
+        if (single)
+            io_uring_prep_sync_file_range(sqe, ch->fd, (unsigned)n, x->base + ch->wr_from,
+                                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                              SYNC_FILE_RANGE_WAIT_AFTER);
+        else
+            io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
+        sqe->user_data = ud;
+        ch->cqes++;
+    }
     if (chain) {
         sqe->flags |= IOSQE_IO_LINK;
         ch->ebusy = true;
         ch->echained = true;
+        ch->single = single;
         ch->echain_seq = ch->flush_seq;
         ch->emarker = p;
-        wal_epoch_slot_encode(ch->eslot, p);
+        struct wal_epoch_slot es = {.marker = p};
+        if (single) {
+            es.gen = wal->gen;
+            es.worker = (uint16_t)ch->index;
+            es.end = x->base + records_end(x, p); /* this write's records of epochs <= p */
+        }
+        wal_epoch_slot_encode(ch->eslot, &es);
         uint64_t slot = atomic_fetch_add_explicit(&wal->eslot_next, 1, memory_order_relaxed) % EPOCH_SLOTS;
         sqe = prep(ch, &ch->io_ew, ew_done);
         ud = sqe->user_data;
@@ -634,7 +695,10 @@ static void submit_write(struct chan *ch, bool chain_ok)
         ud = sqe->user_data;
         io_uring_prep_fsync(sqe, wal->epochfd, IORING_FSYNC_DATASYNC);
         sqe->user_data = ud;
-        ch->ecqes = 2;
+        if (single)
+            ch->cqes += 2; /* the whole chain is this flush */
+        else
+            ch->ecqes = 2;
     }
     cnt_add(&ch->n_flushes, 1);
     sched_io_flush(ch->w);
@@ -827,8 +891,45 @@ static void flush_succeeded(struct chan *ch)
         arm_timer(ch);
 }
 
+/* The single-flush chain completed (all its CQEs are in). */
+static void single_complete(struct chan *ch)
+{
+    struct wal *wal = ch->wal;
+    size_t want = ch->wr_to - ch->wr_from;
+    ch->single = false;
+    ch->ebusy = false;
+    ch->echained = false;
+    ch->eagain = false;
+    if (ch->res_w == (int32_t)want && ch->res_s == 0 && ch->eres_w == (int32_t)EPOCH_SLOT_SIZE && ch->eres_s == 0) {
+        cnt_add(&ch->n_epoch_writes, 1);
+        fetch_max(&wal->persisted, ch->emarker); /* O2 */
+        release_durable(wal, ch->w);             /* the durability callback first, then earlier waiters */
+        flush_succeeded(ch);                     /* this write's waiters: covered now */
+        return;
+    }
+    /* Something failed or was cancelled: the marker is written again once
+     * the data is durable (flush_succeeded, epending). */
+    if (ch->emarker > ch->epending)
+        ch->epending = ch->emarker;
+    if (ch->res_w < 0) {
+        flush_failed(ch, ch->res_w);
+    } else if ((size_t)ch->res_w < want) {
+        size_t done = (size_t)ch->res_w;
+        if (wal->o_direct)
+            done &= ~(size_t)511;
+        ch->wr_from += done;
+        submit_write(ch, false);
+    } else {
+        submit_write(ch, false); /* data written, durability unknown: again, with its own fdatasync */
+    }
+}
+
 static void flush_complete(struct chan *ch)
 {
+    if (ch->single) {
+        single_complete(ch);
+        return;
+    }
     size_t want = ch->wr_to - ch->wr_from;
     if (ch->res_w < 0)
         flush_failed(ch, ch->res_w);

@@ -166,21 +166,27 @@ int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal
     return ret;
 }
 
-void wal_epoch_slot_encode(void *dst, uint64_t marker)
+void wal_epoch_slot_encode(void *dst, const struct wal_epoch_slot *e)
 {
     uint8_t *d = dst;
-    uint32_t magic = WAL_EPOCH_MAGIC;
-    memcpy(d, &marker, 8);
-    memcpy(d + 8, &magic, 4);
-    uint32_t crc = wal_crc32c(d, 12);
-    memcpy(d + 12, &crc, 4);
+    uint16_t magic = WAL_EPOCH_MAGIC16;
+    memcpy(d, &e->marker, 8);
+    memcpy(d + 8, &e->gen, 8);
+    memcpy(d + 16, &e->end, 8);
+    memcpy(d + 24, &e->worker, 2);
+    memcpy(d + 26, &magic, 2);
+    uint32_t crc = wal_crc32c(d, 28);
+    memcpy(d + 28, &crc, 4);
 }
 
-bool wal_epoch_slot_valid(const void *slot, uint64_t *marker)
+bool wal_epoch_slot_valid(const void *slot, struct wal_epoch_slot *out)
 {
     const uint8_t *s = slot;
-    if (rd32(s + 8) != WAL_EPOCH_MAGIC || rd32(s + 12) != wal_crc32c(s, 12))
+    if (rd16(s + 26) != WAL_EPOCH_MAGIC16 || rd32(s + 28) != wal_crc32c(s, 28))
         return false;
-    *marker = rd64(s);
+    out->marker = rd64(s);
+    out->gen = rd64(s + 8);
+    out->end = rd64(s + 16);
+    out->worker = rd16(s + 24);
     return true;
 }

@@ -35,12 +35,20 @@
  * type 0), overwritten by the next write: whatever lies behind the last
  * record (preallocated zeros, the rest of a failed write) is never reached.
  *
- * Epoch file "epochs": EPOCH_SLOTS slots of 16 bytes {u64 marker, u32 magic
- * WAL_EPOCH_MAGIC, u32 crc32c of the first 12 bytes}, written round robin.
- * The durable marker is the largest marker of a valid slot (0 if none): all
- * records of epochs <= marker were on stable storage on every channel when
- * the slot was written, and the slot itself was fdatasync'd before any
- * commit of those epochs was acknowledged `stored`.
+ * Epoch file "epochs": EPOCH_SLOTS slots of 32 bytes, written round robin:
+ *   0 u64 marker   8 u64 gen   16 u64 end   24 u16 worker   26 u16 magic
+ *   WAL_EPOCH_MAGIC16   28 u32 crc32c of bytes [0, 28)
+ * A slot says: every record of every epoch <= marker is on stable storage on
+ * every channel, provided (when end != 0) that channel ch-<gen>-<worker>
+ * holds valid records up to offset `end`. The condition is how one device
+ * flush covers both a log write and its marker (wal.c "single-flush
+ * chain"): the log bytes and the slot are written, then the epoch file is
+ * fdatasync'd; should the device have kept the slot but lost the log bytes
+ * (power loss between the two writes), the condition fails and the slot is
+ * ignored. Slots with end == 0 were written after the log's own fdatasync.
+ * The durable marker is the largest marker of a valid slot whose condition
+ * holds (0 if none); it was fdatasync'd before any commit of those epochs
+ * was acknowledged `stored`.
  *
  * Reader (wal_scan): walks records from offset 0; stops at the first of
  *   - end of data, or a zero header (WAL_SCAN_END_CLEAN);
@@ -75,8 +83,8 @@
 #define WAL_TERMINATOR 32u
 #define WAL_MAX_PAYLOAD (16u << 20)
 #define WAL_MAGIC "URTWAL01"
-#define WAL_EPOCH_MAGIC 0x48435045u /* "EPCH" */
-#define EPOCH_SLOT_SIZE 16u
+#define WAL_EPOCH_MAGIC16 0x4845u /* "EH" */
+#define EPOCH_SLOT_SIZE 32u
 #define EPOCH_SLOTS 4096u
 #define WAL_VERSION 1u
 
@@ -134,7 +142,12 @@ typedef int wal_rec_fn(void *arg, const struct wal_rec *r);
 int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal_scan_result *out);
 
 /* Epoch slot encode / check. */
-void wal_epoch_slot_encode(void *dst, uint64_t marker);
-bool wal_epoch_slot_valid(const void *slot, uint64_t *marker);
+struct wal_epoch_slot {
+    uint64_t marker;
+    uint64_t gen, end; /* end == 0: no condition */
+    uint16_t worker;
+};
+void wal_epoch_slot_encode(void *dst, const struct wal_epoch_slot *s);
+bool wal_epoch_slot_valid(const void *slot, struct wal_epoch_slot *out);
 
 #endif

@@ -7,9 +7,11 @@
  *      run (tools/urt-wal) takes no lock and changes nothing.
  *   2. Identify: every entry must be LOCK, epochs or ch-<gen>-<worker>.wal;
  *      anything else means this is not a urt log directory (-EMEDIUMTYPE).
- *   3. Durable marker D: the largest marker of a valid epoch-file slot.
- *   4. Read every channel whole and scan it (wal_scan): the valid prefix, and
+ *   3. Read every channel whole and scan it (wal_scan): the valid prefix, and
  *      where and why it stopped.
+ *   4. Durable marker D: the largest marker of a valid epoch-file slot whose
+ *      condition holds (its channel's valid prefix reaches the slot's `end`;
+ *      wal_format.h).
  *   5. Damage below D: a channel that stopped on corrupt data FOLLOWED by
  *      valid records (larger lsn: damage in the middle, not a torn tail) lost
  *      records of epochs >= h, h = the epoch in the damaged record's header
@@ -208,23 +210,43 @@ static int cmp_chan(const void *a, const void *b)
     return x->worker < y->worker ? -1 : x->worker > y->worker;
 }
 
-static uint64_t read_epochs(int dirfd, uint32_t *next_slot)
+/* Every valid slot of the epoch file (step 3); *next_slot follows the slot
+ * with the largest marker. Returns the count (slots in *out, to free). */
+static size_t read_epochs(int dirfd, struct wal_epoch_slot **out, uint32_t *next_slot)
 {
     uint8_t *b;
-    size_t n;
+    size_t n, count = 0;
     uint64_t best = 0;
+    *out = NULL;
     *next_slot = 0;
     if (read_whole(dirfd, "epochs", &b, &n) || !b)
         return 0;
-    for (size_t i = 0; i + EPOCH_SLOT_SIZE <= n && i / EPOCH_SLOT_SIZE < EPOCH_SLOTS; i += EPOCH_SLOT_SIZE) {
-        uint64_t m;
-        if (wal_epoch_slot_valid(b + i, &m) && m >= best) {
-            best = m;
+    struct wal_epoch_slot *v = malloc((n / EPOCH_SLOT_SIZE + 1) * sizeof(*v));
+    for (size_t i = 0; v && i + EPOCH_SLOT_SIZE <= n && i / EPOCH_SLOT_SIZE < EPOCH_SLOTS; i += EPOCH_SLOT_SIZE) {
+        struct wal_epoch_slot e;
+        if (!wal_epoch_slot_valid(b + i, &e))
+            continue;
+        v[count++] = e;
+        if (e.marker >= best) {
+            best = e.marker;
             *next_slot = (uint32_t)((i / EPOCH_SLOT_SIZE + 1) % EPOCH_SLOTS);
         }
     }
     free(b);
-    return best;
+    *out = v;
+    return count;
+}
+
+/* Does the slot's condition hold: channel (gen, worker) has valid records up
+ * to `end` (step 3)? Slots without a condition always hold. */
+static bool slot_holds(const struct wal_epoch_slot *e, const struct rchan *ch, size_t n)
+{
+    if (!e->end)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (ch[i].gen == e->gen && ch[i].worker == e->worker)
+            return ch[i].scan.valid_end >= e->end;
+    return false;
 }
 
 /* The epoch from which a corrupt channel lost records (step 5). */
@@ -336,8 +358,6 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
     if (n)
         qsort(ch, n, sizeof(*ch), cmp_chan);
 
-    res.durable_marker = read_epochs(dirfd, &res.epoch_slot_next);
-    uint64_t limit = res.durable_marker;
     for (size_t i = 0; i < n; i++) {
         struct rchan *c = &ch[i];
         if ((rc = read_whole(dirfd, c->name, &c->data, &c->size)))
@@ -348,6 +368,16 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
             res.max_epoch = c->scan.header.start_epoch;
         if (c->scan.last_epoch > res.max_epoch)
             res.max_epoch = c->scan.last_epoch;
+    }
+    struct wal_epoch_slot *slots;
+    size_t n_slots = read_epochs(dirfd, &slots, &res.epoch_slot_next);
+    for (size_t k = 0; k < n_slots; k++)
+        if (slots[k].marker > res.durable_marker && slot_holds(&slots[k], ch, n))
+            res.durable_marker = slots[k].marker;
+    free(slots);
+    uint64_t limit = res.durable_marker;
+    for (size_t i = 0; i < n; i++) {
+        struct rchan *c = &ch[i];
         if (c->scan.end == WAL_SCAN_END_CORRUPT && c->scan.resync_found) {
             uint64_t h = lost_from(c);
             if (h <= limit)

@@ -57,7 +57,7 @@ static void scan_checked(const uint8_t *buf, size_t n, struct wal_scan_result *r
     wal_scan(buf, n, on_rec, c, res);
     if (res->valid_end > n)
         __builtin_trap();
-    uint64_t m;
+    struct wal_epoch_slot m;
     if (n >= EPOCH_SLOT_SIZE)
         (void)wal_epoch_slot_valid(buf, &m);
 }
