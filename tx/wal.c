@@ -20,7 +20,12 @@
  *   flush (at most one in flight per channel; the next batch gathers behind
  *     it): E is advanced past the buffer's largest epoch (the epochs it holds
  *     are now closed), the buffers swap, and W's ring gets
- *     write(buffer + a zero terminator) --IOSQE_IO_LINK--> fdatasync.
+ *     write(buffer + a zero terminator) --IOSQE_IO_LINK--> fdatasync, or,
+ *     when this write is what the durable marker waits for, the write linked
+ *     with the epoch-file update in one chain (submit_write: with the
+ *     channel preallocated, write -> sync_file_range -> conditional epoch
+ *     slot -> fdatasync(epochs): one device cache flush covers the log bytes
+ *     and the marker, so a lone client waits about one fdatasync).
  *     Triggers: a stored commit waits and no flush is in flight (at once);
  *     a flush completes and stored commits gathered behind it (pipelining);
  *     the epoch timer (epoch_duration_us, armed while records wait); the

@@ -9,9 +9,11 @@
  *   URT_COMMIT_AVAILABLE — the same, the marker is known (urt_commit_marker);
  *                          for a transaction: after pre-commit, visible to others;
  *   URT_COMMIT_STORED    — the durable marker covers the commit's marker: the
- *                          record was written and fdatasync'd on its channel,
- *                          every channel flushed that epoch, and the marker was
- *                          fdatasync'd into the epoch file.
+ *                          record was written and a device flush covering it
+ *                          completed (its channel's fdatasync, or the epoch
+ *                          file's fdatasync chained behind the write and its
+ *                          sync_file_range), every channel flushed that epoch,
+ *                          and the marker was fdatasync'd into the epoch file.
  * Group commit: records of many commits share one write + fdatasync.
  *
  * Lifecycle of a struct urt_commit (caller-embedded, no allocation):
@@ -98,7 +100,8 @@ typedef void urt_durable_fn(uint64_t marker, void *arg);
 URT_API int urt_log_on_durable(urt_runtime *rt, urt_durable_fn *fn, void *arg);
 
 struct urt_log_stats {
-    uint64_t fsyncs;        /* log fdatasyncs completed (one per group commit) */
+    uint64_t fsyncs;        /* group commits made durable (one fdatasync each: the
+                               channel's, or the epoch file's in a single-flush chain) */
     uint64_t flushes;       /* log writes submitted */
     uint64_t bytes;         /* log bytes written */
     uint64_t commits;       /* records appended */

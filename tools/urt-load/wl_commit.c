@@ -11,8 +11,9 @@
  * step runs in the commit's callback, on a worker: t_b := now, count it,
  * build the next record (untimed), t_a := now, commit again.
  *   commit_stored:    response URT_COMMIT_STORED: the callback runs once the
- *                     durable marker covers the record (written, fdatasync'd,
- *                     marker fdatasync'd into the epoch file).
+ *                     durable marker covers the record (written, covered by a
+ *                     completed device flush, marker fdatasync'd into the
+ *                     epoch file; tx/wal.c).
  *   commit_available: response URT_COMMIT_AVAILABLE: the callback is queued as
  *                     soon as the record is in the channel's buffer: it
  *                     acknowledges BEFORE the log write(2) (the write follows
@@ -26,10 +27,11 @@
  * Timing: the external thread builds the clients (ready), takes t_s, sets
  * t0 = t_s + 300 ms, t1 = t0 + DURATION_MS, releases the clients (one spawn
  * each). A commit is counted iff t0 <= t_b < t1; a client stops after its
- * first commit with t_b >= t1. fsyncs_per_s: the log's fdatasync counter
- * (urt_log_stats().fsyncs, one per group commit, epoch-file syncs not
- * included; they are shown on stderr) read at t0 and t1 by the external
- * thread (clock_nanosleep TIMER_ABSTIME).
+ * first commit with t_b >= t1. fsyncs_per_s: the log's sync counter
+ * (urt_log_stats().fsyncs: one per group commit — the channel's fdatasync,
+ * or, in a single-flush chain, the epoch file's fdatasync that covers the
+ * group; epoch-file writes are shown on stderr) read at t0 and t1 by the
+ * external thread (clock_nanosleep TIMER_ABSTIME).
  *
  * Directory: mkdtemp("$DB_DIR/urt-commit.XXXXXX") (DB_DIR default FIO_DIR,
  * else /tmp) set as log_dir by the configure hook; removed at exit, after
