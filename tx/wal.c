@@ -128,6 +128,7 @@ static inline uint64_t log_stamp(void)
 
 #define WAL_ALIGN 4096u
 #define WAL_FLUSH_BYTES (1u << 20) /* a gathering buffer this full is written without waiting for the timer */
+#define WAL_HOLD_BYTES (16u << 20) /* past this (a write in flight), accepted/available answers wait for it */
 #define EPOCH_NONE UINT64_MAX
 #define CH_OF(io, field) ((struct chan *)((char *)(io) - offsetof(struct chan, field)))
 
@@ -163,6 +164,7 @@ struct chan {
 
     struct urt_task flush_task;
     bool flush_queued, flush_yielded;
+    struct urt_commit *held_head, *held_tail; /* backpressure: answers held until the write in flight ends */
 
     struct sched_io io_w, io_s; /* log write + fdatasync */
     uint32_t cqes;
@@ -806,6 +808,14 @@ static void flush_now(struct chan *ch)
     maybe_extend(ch, end_off);
 }
 
+/* Backpressure release: the write in flight ended, the held answers go out. */
+static void release_held(struct chan *ch)
+{
+    struct urt_commit *list = ch->held_head;
+    ch->held_head = ch->held_tail = NULL;
+    notify_list(ch->wal, ch->w, list);
+}
+
 static void flush_failed(struct chan *ch, int err)
 {
     struct wal *wal = ch->wal;
@@ -846,6 +856,7 @@ static void flush_failed(struct chan *ch, int err)
      * write over the failed range is durable: D cannot cover those records. */
     ch->repair = true;
     notify_list(wal, ch->w, failed);
+    release_held(ch);
     arm_timer(ch); /* retry after an epoch, not in a tight loop */
 }
 
@@ -862,6 +873,7 @@ static void flush_succeeded(struct chan *ch)
     buf_reset_batch(x);
     ch->flight = NULL;
     ch->repair = false;
+    release_held(ch);
     atomic_store_explicit(&ch->pending_min, y->n_recs ? y->min_epoch : EPOCH_NONE,
                           memory_order_seq_cst); /* O1: pairs with the loads in compute_durable */
     if (waiters) {
@@ -1129,6 +1141,18 @@ static void append_commit(struct wal *wal, struct worker *w, struct urt_commit *
         request_flush(ch); /* bounded buffers without stored commits too */
     else if (!ch->flight)
         arm_timer(ch);
+    if (ch->flight && x->len - x->start >= WAL_HOLD_BYTES) {
+        /* Backpressure: the disk is behind; answer when the write in flight
+         * ends instead of letting the buffer grow without bound. */
+        c->priv.state = CS_RELEASE;
+        c->priv.next = NULL;
+        if (ch->held_tail)
+            ch->held_tail->priv.next = c;
+        else
+            ch->held_head = c;
+        ch->held_tail = c;
+        return;
+    }
 deliver:
     c->priv.state = CS_RELEASE;
     c->priv.next = NULL;
@@ -1483,6 +1507,13 @@ void wal_close(struct wal *wal)
         struct chan *ch = wal->chans[i];
         if (!ch)
             continue;
+        for (struct urt_commit *c = ch->held_head, *n; c; c = n) {
+            n = c->priv.next; /* accepted/available: the answer was only held back */
+            c->priv.next = NULL;
+            *tail = c;
+            tail = &c->priv.next;
+        }
+        ch->held_head = ch->held_tail = NULL;
         for (int b = 0; b < 2; b++) {
             for (struct urt_commit *c = ch->bufs[b].wait_head, *n; c; c = n) {
                 n = c->priv.next;

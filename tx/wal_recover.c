@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -184,6 +185,36 @@ static int read_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
     close(fd);
     *out = b;
     *size = got;
+    return 0;
+}
+
+/* A channel file mapped read-only (a log can be far larger than memory we
+ * want to copy it into). Only bytes before the cut point are touched after
+ * a cut, so truncating the file while it is mapped is safe. */
+static int map_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
+{
+    *out = NULL;
+    *size = 0;
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    struct stat st;
+    if (fstat(fd, &st)) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        *out = p;
+        *size = (size_t)st.st_size;
+    }
+    close(fd);
     return 0;
 }
 
@@ -360,7 +391,7 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
 
     for (size_t i = 0; i < n; i++) {
         struct rchan *c = &ch[i];
-        if ((rc = read_whole(dirfd, c->name, &c->data, &c->size)))
+        if ((rc = map_whole(dirfd, c->name, &c->data, &c->size)))
             goto out;
         if ((rc = wal_scan(c->data, c->size, collect, c, &c->scan)))
             goto out;
@@ -440,7 +471,8 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
         rc = replay(ch, n, limit, flags & URT_LOG_RECOVER_ALL, ops, arg, &res.replayed);
 out:
     for (size_t i = 0; i < n; i++) {
-        free(ch[i].data);
+        if (ch[i].data && ch[i].size)
+            munmap(ch[i].data, ch[i].size);
         free(ch[i].recs);
     }
     free(ch);

@@ -210,10 +210,26 @@ static void remove_dir(void)
     rmdir(DIR_PATH);
 }
 
+static unsigned long rss_anon_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "RssAnon: %lu", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 static void at_exit(void)
 {
     if (!DIR_PATH[0])
         return;
+    if (RUN.name)
+        measure_note(RUN.name, "anonymous memory at exit (runtime destroyed, before the check): %lu KiB",
+                     rss_anon_kb());
     int bad = 0;
     if (RUN.clients) {
         struct urt_log_recover_ops ops = {.record = check_record};
