@@ -145,6 +145,7 @@ struct sched {
     _Atomic uint64_t foreign_inflight;       /* foreign submissions between phase check and push */
     _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
+    struct ring_shared wake_fallback;        /* threads without a wake ring of their own (uring/ring.h) */
 
     pthread_mutex_t start_lock;
     pthread_cond_t start_cond;

@@ -96,6 +96,8 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
         STAT_INC(self, wakes_sent);
     } else {
         err = ring_send_wake_foreign(target->ring_fd, 0, s->caps.ringless_msg);
+        if (__builtin_expect(err < 0, 0) && s->wake_fallback.ready) /* no ring of its own: the shared one */
+            err = ring_shared_send_wake(&s->wake_fallback, target->ring_fd, 0);
         atomic_fetch_add_explicit(&s->foreign_wakes, 1, memory_order_relaxed);
     }
     if (__builtin_expect(err < 0, 0)) {
@@ -609,6 +611,11 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
     atomic_init(&s->foreign_wake_failures, 0);
     if ((err = taskpool_init(&s->pool)))
         return err;
+    /* Threads that are not workers wake workers through rings of their own;
+     * one that cannot get its ring (no free fd) sends through this one. Best
+     * effort: without it, such a wake would wait for the suspend timeout. */
+    if (!caps->ringless_msg)
+        ring_shared_init(&s->wake_fallback);
     pthread_mutex_init(&s->start_lock, NULL);
     pthread_cond_init(&s->start_cond, NULL);
     s->n_started = 0;
@@ -673,6 +680,7 @@ fail_workers:
 fail_pool:
     pthread_cond_destroy(&s->start_cond);
     pthread_mutex_destroy(&s->start_lock);
+    ring_shared_exit(&s->wake_fallback);
     taskpool_destroy(&s->pool);
     return err;
 }
@@ -771,6 +779,7 @@ int sched_stop(struct sched *s, bool drain_first)
     for (uint32_t i = 0; i < s->n_workers; i++)
         cancelled += cancel_leftovers(s, s->workers[i]);
     free_workers(s);
+    ring_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
     pthread_cond_destroy(&s->start_cond);
     pthread_mutex_destroy(&s->start_lock);
     taskpool_destroy(&s->pool);
