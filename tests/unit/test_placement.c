@@ -13,6 +13,11 @@
  * Where a worker runs is checked twice: the statistics (node, cpu) and the
  * affinity mask seen by a task running on that worker.
  *
+ * Per-thread state of threads that are not workers is per runtime: a thread
+ * feeding two runtimes keeps its preferred worker and its spawn cache in
+ * each; with round robin per submission, short-lived threads that spawn once
+ * spread over all workers.
+ *
  * Ring fallback: ring_disable masks features to simulate an older kernel;
  * each configuration must report the fallback in urt_runtime_features(),
  * keep the features it did not mask as the unmasked probe found them, run

@@ -16,10 +16,16 @@
  *    cancelled) or refused with -ESHUTDOWN; after the first refusal every
  *    later one is refused. A blocker keeps destroy from returning until the
  *    submitting thread has stopped, so no call touches a freed runtime.
+ *  - CANCEL while running tasks keep spawning (trees far too big to finish):
+ *    spawned == ran + cancelled, destroy returns the number cancelled.
  *  - destroy(NULL) == 0, an unknown mode -> -EINVAL (runtime unharmed), destroy
- *    from a worker -> -EDEADLK.
- * Leaks (task pool, rings, per-thread wake rings) are LeakSanitizer's job in
- * the ASan build.
+ *    from a worker -> -EDEADLK; create/destroy cycles in both modes.
+ *  - Resources: no file descriptor left behind (worker rings, probe ring,
+ *    per-thread wake rings of threads that exited), also when create fails
+ *    half-way because rings cannot be created (RLIMIT_NOFILE); a thread that
+ *    cannot open a wake ring of its own still wakes a suspended worker at once.
+ * Memory leaks (task pool, rings, per-thread wake rings) are LeakSanitizer's
+ * job in the ASan build (leak_check() in tests/helpers.h).
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
