@@ -9,6 +9,10 @@
  * (worker_try_count = 1) and the suspend timeout is 60 s, so only a wake
  * message gets a suspended worker going within a test. A "blocker" task
  * that spins until the test releases it keeps one worker busy on purpose.
+ * One exception is by design: a worker does not suspend while any deque
+ * holds work, it polls, and after stealing_wait empty polls it steals; so a
+ * task pushed to a busy worker's deque may end up elsewhere, and the tests
+ * then require the statistics to count exactly that steal.
  *
  * Where a worker runs is checked twice: the statistics (node, cpu) and the
  * affinity mask seen by a task running on that worker.
@@ -23,7 +27,9 @@
  * keep the features it did not mask as the unmasked probe found them, run
  * tasks, and deliver wake-ups to suspended workers from a thread that is not
  * a worker (a new thread per round: per-thread wake rings are created and
- * released) and from a worker (urgent submission to a suspended peer).
+ * released) and from a worker (urgent submission to a suspended peer); and
+ * destroy must not wait for the suspended workers' 60 s timeout. SQPOLL
+ * rings (opt-in) too.
  */
 #include <criterion/criterion.h>
 #include <liburing.h>
