@@ -35,11 +35,13 @@
 #include "sched/deque.h"
 #include "sched/inbox.h"
 #include "sched/taskpool.h"
+#include "sched/watchdog.h"
 #include "uring/ring.h"
 
 /* task->priv.flags */
 #define TASK_POOLED 0x1u   /* from the task pool: returned there after it ran */
 #define TASK_QUEUED 0x2u   /* debug: between submit and run */
+#define TASK_ADMITTED 0x4u /* holds a pending-task slot (sched/admission.h) */
 
 enum worker_state {
     W_RUNNING = 0,
@@ -118,6 +120,7 @@ struct worker {
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
     struct worker_counters stats;
     void *upper;            /* per-worker state of the layers above (tx/) */
+    struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
     pthread_t thread;
     int start_err;
 };
@@ -131,6 +134,8 @@ struct sched {
     struct taskpool pool;
     struct sched_hooks hooks;
     uint64_t suspend_timeout_ns;
+    struct admission *adm;   /* pending-task limit, NULL when off (sched/admission.c) */
+    struct watcher *watcher; /* conditional tasks and watchdog (sched/watcher.c) */
 
     alignas(64) _Atomic uint32_t n_sleeping; /* workers in W_SLEEPING */
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */

@@ -22,6 +22,7 @@
 #include <urt/task.h>
 
 #include "sched/sched.h"
+#include "sched/admission.h"
 
 /* struct sched is the first member of struct urt_runtime (runtime/runtime.c). */
 static inline struct sched *sched_of(const urt_runtime *rt)
@@ -134,8 +135,11 @@ URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned fla
     if (err)
         return err;
     task->priv.submit_flags = flags;
-    task->priv.flags &= ~TASK_POOLED;
-    return sched_submit(sched_of(rt), task, flags);
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
+    struct sched *s = sched_of(rt);
+    if (__builtin_expect(s->adm != NULL, 0))
+        return admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
+    return sched_submit(s, task, flags);
 }
 
 URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
@@ -153,7 +157,7 @@ URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *c
     t->priv.lane = NULL;
     t->priv.flags = TASK_POOLED;
     t->priv.submit_flags = flags;
-    int err = sched_submit(s, t, flags);
+    int err = __builtin_expect(s->adm != NULL, 0) ? admission_submit(s, t, flags) : sched_submit(s, t, flags);
     if (err) {
         struct worker *self = sched_current(s);
         taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);

@@ -48,6 +48,7 @@
  * queue that each worker found empty is still empty.
  */
 #include "sched/sched.h"
+#include "sched/admission.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -305,7 +306,14 @@ static inline void run_task(struct worker *w, struct urt_task *t)
     struct sched *s = w->s;
     uint32_t flags = t->priv.flags;     /* read before fn: fn may free t */
     struct urt_lane *lane = t->priv.lane;
+    bool watched = s->cfg->task_runtime_limit_us != 0; /* watchdog (sched/watchdog.h) */
+    if (__builtin_expect(watched, 0))
+        watchdog_begin(&w->wd, t);
     enum urt_task_result r = t->fn(t, t->arg);
+    if (__builtin_expect(watched, 0))
+        watchdog_end(&w->wd);
+    if (__builtin_expect((flags & TASK_ADMITTED) && r == URT_TASK_DONE, 0))
+        admission_release(s->adm); /* a yield is not a completion */
     STAT_INC(w, tasks_run);
     if (lane) {
         s->hooks.lane_task_done(s->hooks.ctx, w, t, r);
@@ -325,6 +333,8 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
     uint32_t flags = t->priv.flags;
     if (t->cancel)
         t->cancel(t, t->arg);
+    if (flags & TASK_ADMITTED)
+        admission_release(s->adm);
     if (self)
         STAT_INC(self, tasks_cancelled);
     if (flags & TASK_POOLED) {
