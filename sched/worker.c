@@ -266,6 +266,8 @@ static inline bool sticky_maybe_nonempty(struct worker *w)
            atomic_load_explicit(&w->sticky.stub.priv.next, memory_order_relaxed) != NULL;
 }
 
+#define STEAL_BACKOFF_AFTER 32
+
 static struct urt_task *find_task(struct worker *w)
 {
     struct sched *s = w->s;
@@ -303,8 +305,16 @@ static struct urt_task *find_task(struct worker *w)
         return t;
     }
     if (s->n_workers > 1 && ++w->empty_local >= cfg->stealing_wait) {
-        if ((t = steal(w)))
-            return t;
+        /* After STEAL_BACKOFF_AFTER fruitless sweeps, sweep only every 8th
+         * poll: reading the victims' deque indices on every poll keeps
+         * pulling those lines away from their owners. */
+        if (w->failed_sweeps < STEAL_BACKOFF_AFTER || (w->tick & 7) == 0) {
+            if ((t = steal(w))) {
+                w->failed_sweeps = 0;
+                return t;
+            }
+            w->failed_sweeps++;
+        }
     }
     return NULL;
 }

@@ -130,6 +130,7 @@ static void drain_case(uint32_t workers, uint32_t depth, uint32_t roots)
     }
     free(ys);
     free(node_runs);
+    leak_check();
 }
 
 Test(shutdown, drain_runs_growing_trees_and_yielders, .timeout = 120)
@@ -335,6 +336,7 @@ static void cancel_case(uint32_t workers, size_t n_tasks)
     free(rf.probes);
     free(tasks);
     free(bl);
+    leak_check();
 }
 
 Test(shutdown, cancel_queued_tasks_one_worker, .timeout = 120)
@@ -374,6 +376,7 @@ Test(shutdown, cancel_with_running_yielders, .timeout = 60)
     }
     cr_assert_eq(ret, cancelled, "destroy returned %d, %d cancel callbacks ran", ret, cancelled);
     free(ys);
+    leak_check();
 }
 
 /* ---- submissions racing destroy ---------------------------------------------------------- */
@@ -488,6 +491,7 @@ static void race_case(enum urt_shutdown mode)
         free(rc[i].hits);
     }
     cr_assert_gt(ended, 0);
+    leak_check();
 }
 
 Test(shutdown, foreign_submissions_racing_drain, .timeout = 120)
@@ -584,4 +588,5 @@ Test(shutdown, create_destroy_cycles, .timeout = 120)
                          atomic_load(&hits), r, n);
         }
     }
+    leak_check();
 }
