@@ -395,6 +395,7 @@ Test(admission, destroy_wakes_blocked_submitters_with_eshutdown, .timeout = 60)
         cr_assert_eq(atomic_load(&b[i].result), -ESHUTDOWN, "waiter %d got %d", i, atomic_load(&b[i].result));
     }
     pthread_join(rel, NULL);
+    leak_check();
 }
 
 Test(admission, no_limit_counts_nothing, .timeout = 30)

@@ -461,6 +461,7 @@ static void shutdown_case(enum urt_shutdown mode)
         cr_assert_eq(atomic_load(&queued->cancels), 1, "cancel mode cancels a queued body");
     }
     free(ps);
+    leak_check();
 }
 
 Test(watcher, shutdown_drain_cancels_watched_and_runs_queued_bodies, .timeout = 60)
