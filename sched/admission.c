@@ -51,6 +51,7 @@ struct admission {
     pthread_mutex_t lock;
     struct adm_waiter *head, *tail; /* FIFO of blocked submitters (under lock) */
     alignas(64) _Atomic uint64_t max_pending, rejected, blocked;
+    _Atomic uint32_t blockers; /* submitters in the blocking path (until their call returns) */
 };
 
 int admission_create(struct sched *s)
@@ -69,6 +70,7 @@ int admission_create(struct sched *s)
     atomic_init(&a->max_pending, 0);
     atomic_init(&a->rejected, 0);
     atomic_init(&a->blocked, 0);
+    atomic_init(&a->blockers, 0);
     pthread_mutex_init(&a->lock, NULL);
     s->adm = a;
     return 0;
@@ -160,8 +162,9 @@ static __attribute__((cold)) int take_blocking(struct admission *a)
     return me.result;
 }
 
-/* 0 with a slot taken, -EAGAIN or -ESHUTDOWN. */
-static int take(struct sched *s, struct admission *a, unsigned flags)
+/* 0 with a slot taken, -EAGAIN or -ESHUTDOWN; *blocking tells whether the
+ * caller entered the blocking path (and must leave it, see admission_submit). */
+static int take(struct sched *s, struct admission *a, unsigned flags, bool *blocking)
 {
     /* Fast path only when nobody waits: a newcomer never overtakes a waiter. */
     if (atomic_load_explicit(&a->n_waiters, memory_order_relaxed) == 0 && take_slot(a))
@@ -170,21 +173,30 @@ static int take(struct sched *s, struct admission *a, unsigned flags)
         atomic_fetch_add_explicit(&a->rejected, 1, memory_order_relaxed);
         return -EAGAIN;
     }
+    /* Shutdown fence: admission_shutdown() waits until blockers is 0 again, so
+     * the runtime outlives every submitter it woke. Pairs with its seq_cst load. */
+    atomic_fetch_add_explicit(&a->blockers, 1, memory_order_seq_cst);
+    *blocking = true;
     return take_blocking(a);
 }
 
 int admission_submit(struct sched *s, struct urt_task *t, unsigned flags)
 {
     struct admission *a = s->adm;
-    int err = take(s, a, flags);
-    if (err)
-        return err;
-    t->priv.flags |= TASK_ADMITTED;
-    err = sched_submit(s, t, flags);
-    if (__builtin_expect(err != 0, 0)) {
-        t->priv.flags &= ~TASK_ADMITTED;
-        admission_release(a);
+    bool blocking = false;
+    int err = take(s, a, flags, &blocking);
+    if (!err) {
+        t->priv.flags |= TASK_ADMITTED;
+        err = sched_submit(s, t, flags);
+        if (__builtin_expect(err != 0, 0)) {
+            t->priv.flags &= ~TASK_ADMITTED;
+            admission_release(a);
+        }
     }
+    if (err && (t->priv.flags & TASK_POOLED))
+        sched_task_free(s, t); /* urt_spawn's task goes back to the pool */
+    if (blocking) /* last touch of the runtime by this submitter */
+        atomic_fetch_sub_explicit(&a->blockers, 1, memory_order_release);
     return err;
 }
 
@@ -205,6 +217,9 @@ void admission_shutdown(struct sched *s)
     a->tail = NULL;
     atomic_store_explicit(&a->n_waiters, 0, memory_order_relaxed);
     pthread_mutex_unlock(&a->lock);
+    /* Let every woken submitter leave the runtime's code before it is torn down. */
+    while (atomic_load_explicit(&a->blockers, memory_order_seq_cst) != 0)
+        sched_yield();
 }
 
 void admission_read_stats(const struct sched *s, struct urt_admission_stats *o)

@@ -19,7 +19,8 @@
  * Lifecycle:
  *  1. admission_create() after the workers started, before create returns.
  *  2. admission_shutdown() first thing in destroy: waiters return -ESHUTDOWN
- *     and no new submitter blocks; slots keep being released.
+ *     and no new submitter blocks; slots keep being released. It returns once
+ *     every submitter that was blocking has left the runtime's code.
  *  3. admission_destroy() after the workers stopped (no waiter can remain).
  *
  * Load: one CAS on a shared line per submission and one fetch_sub per
@@ -47,7 +48,10 @@ void admission_destroy(struct sched *s);
 
 /* Takes a slot for t (per flags and the caller's kind), submits t and marks
  * it TASK_ADMITTED. Returns sched_submit's result, -EAGAIN, or -ESHUTDOWN;
- * on failure the slot is released and t is the caller's. Any thread. */
+ * on failure the slot is released and t is the caller's — except a pooled
+ * task (urt_spawn), which goes back to the pool here: a submitter woken by
+ * the shutdown must be done with the runtime when admission_shutdown()
+ * returns. Any thread. */
 int admission_submit(struct sched *s, struct urt_task *t, unsigned flags);
 
 /* Takes a slot without waiting and without queueing behind waiters (the

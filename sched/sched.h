@@ -196,5 +196,7 @@ void sched_read_stats(const struct sched *s, uint32_t w, struct urt_worker_stats
 
 /* Task-pool helpers for the public spawn entry points. */
 struct urt_task *sched_task_alloc(struct sched *s);
+/* Gives a task from sched_task_alloc() back (its submission failed). */
+void sched_task_free(struct sched *s, struct urt_task *t);
 
 #endif

@@ -104,6 +104,12 @@ struct urt_task *sched_task_alloc(struct sched *s)
     return taskpool_alloc(&s->pool, c);
 }
 
+void sched_task_free(struct sched *s, struct urt_task *t)
+{
+    struct worker *self = sched_current(s);
+    taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);
+}
+
 /* ---- public entry points ------------------------------------------------------------------ */
 
 URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg)
@@ -157,11 +163,11 @@ URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *c
     t->priv.lane = NULL;
     t->priv.flags = TASK_POOLED;
     t->priv.submit_flags = flags;
-    int err = __builtin_expect(s->adm != NULL, 0) ? admission_submit(s, t, flags) : sched_submit(s, t, flags);
-    if (err) {
-        struct worker *self = sched_current(s);
-        taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);
-    }
+    if (__builtin_expect(s->adm != NULL, 0))
+        return admission_submit(s, t, flags); /* max_pending_tasks; frees t on failure (sched/admission.c) */
+    int err = sched_submit(s, t, flags);
+    if (err)
+        sched_task_free(s, t);
     return err;
 }
 

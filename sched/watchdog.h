@@ -8,18 +8,20 @@
  * stores by the owner, no read-modify-write, nothing shared written. With the
  * limit off, run_task() skips both on a branch.
  *
- * ---- Memory-ordering contract (a seqlock whose sequence is the start stamp)
+ * ---- Memory-ordering contract (a seqlock whose sequence is the start stamp,
+ * built from release stores and acquire loads: no standalone fences, which
+ * GCC's ThreadSanitizer does not support)
  * Writer (the worker):                    Reader (watchdog_read, any thread):
  *   end:   E1 start := 0         relaxed    Q1 s1 := start           acquire
- *   begin: B1 release fence                 Q2 task, job             relaxed
- *          B2 task, job          relaxed    Q3 acquire fence
+ *   begin: B2 task, job          release    Q2 task, job             acquire
  *          B3 start := now       release    Q4 s2 := start           relaxed
  *                                           valid iff s1 == s2 != 0
- * Q1 pairs with B3: a reader that sees a start stamp sees the task and job
- * stored before it. If Q2 saw a task or job of a later begin, then B1/Q3
- * (fence-fence synchronisation) make Q4 see E1's 0 or a later stamp, so
- * s2 != s1 and the read is discarded. Start stamps are CLOCK_MONOTONIC ns,
- * distinct for successive tasks of a worker.
+ * Q1 pairs with B3: a reader that sees a stamp sees at least the task and job
+ * stored before it. If Q2 read a task or job of a later begin, that B2
+ * release is sequenced after the E1 that ended the stamped run, so E1
+ * happens before Q4, which then reads 0 or a later stamp: s2 != s1 and the
+ * read is discarded. Start stamps are CLOCK_MONOTONIC ns, distinct for
+ * successive tasks of a worker. On x86 every one of these is a plain move.
  */
 #ifndef URT_SCHED_WATCHDOG_H
 #define URT_SCHED_WATCHDOG_H
@@ -47,9 +49,8 @@ static inline uint64_t watchdog_now_ns(void)
 /* Owner only. */
 static inline void watchdog_begin(struct watchdog_slot *wd, struct urt_task *t)
 {
-    atomic_thread_fence(memory_order_release); /* B1: pairs with Q3 */
-    atomic_store_explicit(&wd->task, t, memory_order_relaxed);
-    atomic_store_explicit(&wd->job, t->priv.job, memory_order_relaxed);
+    atomic_store_explicit(&wd->task, t, memory_order_release);          /* B2: pairs with Q2 */
+    atomic_store_explicit(&wd->job, t->priv.job, memory_order_release);
     atomic_store_explicit(&wd->start_ns, watchdog_now_ns(), memory_order_release); /* B3: pairs with Q1 */
 }
 
@@ -67,9 +68,8 @@ static inline bool watchdog_read(struct watchdog_slot *wd, uint64_t *start, stru
     uint64_t s1 = atomic_load_explicit(&wd->start_ns, memory_order_acquire); /* Q1: pairs with B3 */
     if (s1 == 0)
         return false;
-    *task = atomic_load_explicit(&wd->task, memory_order_relaxed);
-    *job = atomic_load_explicit(&wd->job, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire); /* Q3: pairs with B1 */
+    *task = atomic_load_explicit(&wd->task, memory_order_acquire); /* Q2: pairs with B2 */
+    *job = atomic_load_explicit(&wd->job, memory_order_acquire);
     uint64_t s2 = atomic_load_explicit(&wd->start_ns, memory_order_relaxed);
     *start = s1;
     return s1 == s2;

@@ -32,19 +32,22 @@
  *
  * ---- Memory-ordering contract ---------------------------------------------
  * No lost wake-up (same argument as sched/worker.c, with the watcher as the
- * sleeper):
+ * sleeper, and without fences: every access of the Dekker pair is seq_cst):
  *   Sleeper (watcher_sleep):                Waker (watcher_notify, after A1/C1):
- *     S1 state := SLEEPING                    A1 push on the add queue (exchange) or
- *     S2 seq_cst fence                        C1 fetch_add(cancel_requests), or a store of stop
- *     S3 look at add queue, cancel_requests,  W2 seq_cst fence
- *        stop                                 W3 load state
- *     S4 if nothing: wait in the ring         W4 if SLEEPING and exchange(wake_pending, 1) == 0:
- *                                                send MSG_RING to the watcher's ring
- *   S2 pairs with W2: either S3 sees the work or W3 sees SLEEPING, and then a
- *   message is in flight (wake_pending is cleared only when its CQE is reaped,
- *   R2, or by the sender whose send failed). After the wait: R1 state :=
- *   RUNNING, R2 reap (clears wake_pending), R3 seq_cst fence, then the loop
- *   looks at everything again.
+ *     S1 state := SLEEPING       seq_cst      A1 push on the add queue (seq_cst exchange,
+ *     S3 load add-queue head, cancel_         inbox.h I3), or C1 fetch_add(cancel_requests),
+ *        requests, stop          seq_cst      or a store of stop                 seq_cst
+ *     S4 if nothing: wait in the ring         W3 load state                      seq_cst
+ *                                             W4 if SLEEPING and exchange(wake_pending, 1)
+ *                                                == 0 (seq_cst): send MSG_RING to the ring
+ *   All in one total order S: if W3 read RUNNING it precedes S1, so A1 < S1 <
+ *   S3 and S3 sees the work; otherwise W3 saw SLEEPING and a message is in
+ *   flight (sent by this waker, or by an earlier one whose wake_pending is
+ *   still 1: it is cleared only when the wake CQE is reaped, R2, or by a
+ *   sender whose send failed). After the wait: R1 state := RUNNING (seq_cst),
+ *   R2 reap (wake_pending := 0, seq_cst). A waker whose W4 read 1 precedes R2
+ *   in S, so its A1 precedes the S3 of the next sleep, which sees it.
+ *   (No standalone fences: GCC's ThreadSanitizer does not support them.)
  *
  * Add queue: the inbox's own contract (sched/inbox.h): the adder's writes to
  * the cond happen before its push (release), the watcher's pop acquires them.
@@ -178,10 +181,11 @@ static inline uint64_t now_ns(void)
 
 static void watcher_notify(struct watcher *w)
 {
-    atomic_thread_fence(memory_order_seq_cst); /* W2: pairs with S2 */
-    if (atomic_load_explicit(&w->state, memory_order_relaxed) != W_SLEEPING) /* W3 */
+    /* W3: seq_cst, after the caller's seq_cst A1/C1; pairs with S1/S3. */
+    if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
         return;
-    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_acq_rel)) /* W4 */
+    /* W4: one message in flight at most; cleared by the watcher at R2. */
+    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
         return;
     if (ring_send_wake_foreign(w->ring_fd, 0, w->s->caps.ringless_msg) < 0)
         atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst); /* nothing in flight */
@@ -192,7 +196,7 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
     struct watcher *w = ctx;
     (void)res;
     if ((ud & RING_UD_TAG_MASK) == RING_UD_WAKE) {
-        /* R2: a new wake may be sent from now on; pairs with W4's exchange. */
+        /* R2: a new wake may be sent from now on; pairs with W4's exchange (seq_cst). */
         atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
         WSTAT_INC(w, wake_messages);
     }
@@ -614,19 +618,25 @@ static void timer_set(struct watcher *w, uint64_t due)
 
 /* ---- the loop ----------------------------------------------------------------------------------- */
 
+/* S3: anything to do? seq_cst loads (the add queue's head as in inbox_maybe_nonempty). */
+static bool watcher_has_work(struct watcher *w)
+{
+    struct urt_task *head = atomic_load_explicit(&w->adds.head, memory_order_seq_cst);
+    return head != &w->adds.stub || atomic_load_explicit(&w->adds.stub.priv.next, memory_order_seq_cst) != NULL ||
+           atomic_load_explicit(&w->cancel_requests, memory_order_seq_cst) != 0 ||
+           atomic_load_explicit(&w->stop, memory_order_seq_cst) != 0;
+}
+
 static void watcher_sleep(struct watcher *w)
 {
-    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_relaxed); /* S1 */
-    atomic_thread_fence(memory_order_seq_cst);                           /* S2: pairs with W2 */
-    if (!inbox_maybe_nonempty(&w->adds) && !atomic_load_explicit(&w->cancel_requests, memory_order_relaxed) &&
-        !atomic_load_explicit(&w->stop, memory_order_relaxed)) { /* S3 */
+    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1: pairs with W3 */
+    if (!watcher_has_work(w)) {                                          /* S3 */
         WSTAT_INC(w, sleeps);
         ring_wait(&w->ring, UINT64_MAX); /* S4 */
         WSTAT_INC(w, wakeups);
     }
-    atomic_store_explicit(&w->state, W_RUNNING, memory_order_relaxed); /* R1 */
-    reap(w);                                                            /* R2 */
-    atomic_thread_fence(memory_order_seq_cst);                          /* R3: pairs with W2 */
+    atomic_store_explicit(&w->state, W_RUNNING, memory_order_seq_cst); /* R1 */
+    reap(w);                                                           /* R2 */
 }
 
 /* At stop: every task still watched gets its cancel callback. */
