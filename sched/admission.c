@@ -2,9 +2,9 @@
  * sched/admission.c — pending-task limit with FIFO hand-off to blocked
  * submitters (design, invariants and lifecycle in sched/admission.h).
  *
- * Only threads that are not workers ever block (on a condition variable of
- * their own, under the limiter's mutex); workers and the watcher get -EAGAIN
- * or retry later, so nothing on a worker's path waits on a lock held by a
+ * Only threads that are neither workers nor the watcher ever block (on a
+ * condition variable of their own, under the limiter's mutex); workers and
+ * the watcher get -EAGAIN or retry later, so nothing on a worker's path waits on a lock held by a
  * sleeper.
  *
  * ---- Memory-ordering contract -------------------------------------------
@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "sched/sched.h"
+#include "sched/watcher.h"
 
 struct adm_waiter {
     struct adm_waiter *next;
@@ -169,7 +170,7 @@ static int take(struct sched *s, struct admission *a, unsigned flags, bool *bloc
     /* Fast path only when nobody waits: a newcomer never overtakes a waiter. */
     if (atomic_load_explicit(&a->n_waiters, memory_order_relaxed) == 0 && take_slot(a))
         return 0;
-    if (!(flags & URT_SUBMIT_BLOCK) || sched_current(s) != NULL) {
+    if (!(flags & URT_SUBMIT_BLOCK) || sched_current(s) != NULL || watcher_current(s)) {
         atomic_fetch_add_explicit(&a->rejected, 1, memory_order_relaxed);
         return -EAGAIN;
     }

@@ -151,6 +151,13 @@ struct watcher {
                           memory_order_relaxed)
 #define WSTAT_INC(w, field) WSTAT_ADD(w, field, 1)
 
+static _Thread_local struct watcher *tls_watcher; /* set on the watcher thread */
+
+bool watcher_current(const struct sched *s)
+{
+    return tls_watcher != NULL && tls_watcher->s == s;
+}
+
 static inline struct sched *sched_of(const urt_runtime *rt)
 {
     return (struct sched *)rt; /* struct sched is the first member (runtime/runtime.c) */
@@ -679,6 +686,7 @@ static void *watcher_main(void *arg)
     struct watcher *w = arg;
     struct sched *s = w->s;
     pthread_setname_np(pthread_self(), "urt-watcher");
+    tls_watcher = w;
     int err = ring_init(&w->ring, &s->caps, 16, 64);
     pthread_mutex_lock(&w->start_lock);
     w->start_err = err;
@@ -694,6 +702,7 @@ static void *watcher_main(void *arg)
     ring_get_events(&w->ring);
     ring_reap(&w->ring, on_tag, w);
     ring_exit(&w->ring);
+    tls_watcher = NULL;
     return NULL;
 }
 

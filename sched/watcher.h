@@ -14,9 +14,14 @@
 #ifndef URT_SCHED_WATCHER_H
 #define URT_SCHED_WATCHER_H
 
+#include <stdbool.h>
+
 struct sched;
 
 int watcher_start(struct sched *s);
+/* True on s's watcher thread (in a check or a cancel callback): it must
+ * not block (admission) nor destroy the runtime. */
+bool watcher_current(const struct sched *s);
 void watcher_stop(struct sched *s);
 void watcher_free(struct sched *s);
 

@@ -472,3 +472,29 @@ Test(admission, watcher_postpones_bodies_at_the_limit, .timeout = 60)
     cr_assert_leq(astats().max_pending, 1);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+static _Atomic int g_check_spawn = 1;
+
+static bool spawning_check(struct urt_cond *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    atomic_store(&g_check_spawn, urt_spawn(g_rt, count_fn, NULL, URT_SUBMIT_BLOCK));
+    return false;
+}
+
+Test(admission, the_watcher_never_blocks_either, .timeout = 30)
+{
+    make_rt(1, 1);
+    cr_assert_eq(urt_spawn(g_rt, hold_fn, NULL, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_started) == 1, 5000));
+    struct urt_cond c;
+    urt_cond_init(&c, spawning_check, cond_body, NULL);
+    c.cancel = cond_cancel;
+    cr_assert_eq(urt_cond_add(g_rt, &c), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_check_spawn) != 1, 5000));
+    cr_assert_eq(atomic_load(&g_check_spawn), -EAGAIN);
+    atomic_store(&g_release, true);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&g_cond_cancelled), 1, "destroy cancels the watched task");
+}

@@ -497,3 +497,34 @@ Test(watcher, config_fields, .timeout = 30)
     cr_assert_eq(urt_config_validate(&c, NULL, 0), -EINVAL);
     cr_assert(strstr(urt_last_error(), "watcher_interval_us") != NULL, "%s", urt_last_error());
 }
+
+/* ---- what a check must not do ------------------------------------------------------------------------ */
+
+static _Atomic int g_destroy_in_check = 1;
+
+static bool destroying_check(struct urt_cond *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    atomic_store(&g_destroy_in_check, urt_runtime_destroy(g_rt, URT_SHUTDOWN_DRAIN));
+    return true;
+}
+
+static enum urt_task_result noop_body(struct urt_cond *c, void *arg)
+{
+    (void)c;
+    atomic_fetch_add((_Atomic int *)arg, 1);
+    return URT_TASK_DONE;
+}
+
+Test(watcher, destroy_from_a_check_is_refused, .timeout = 30)
+{
+    make_rt(1, 1000);
+    _Atomic int ran = 0;
+    struct urt_cond c;
+    urt_cond_init(&c, destroying_check, noop_body, &ran);
+    cr_assert_eq(urt_cond_add(g_rt, &c), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&ran) == 1, 5000));
+    cr_assert_eq(atomic_load(&g_destroy_in_check), -EDEADLK);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
