@@ -100,6 +100,14 @@ struct watcher_counters {
         timer_fires, wake_messages, watchdog_reports;
 };
 
+/* What the watchdog knows of a worker's current run (the watcher writes;
+ * urt_dump_state() may read from any thread: relaxed atomics). */
+struct wd_seen {
+    _Atomic uint64_t seq;      /* run sequence (sched/watchdog.h), 0: none */
+    _Atomic uint64_t first_ns; /* when a pass first saw it running */
+    bool reported;             /* watcher only */
+};
+
 struct watcher {
     struct sched *s;
 
@@ -136,7 +144,7 @@ struct watcher {
     bool timer_armed;                         /* its CQE has not been reaped yet */
     uint64_t timer_due;                       /* what it is armed for (UINT64_MAX: removal sent) */
     uint64_t wd_limit_ns, wd_period_ns, wd_next_ns;
-    uint64_t *wd_reported;                    /* per worker: start stamp already reported */
+    struct wd_seen *wd_seen;                  /* per worker: the run the watchdog last saw */
     struct watcher_counters stats;
 
     pthread_t thread;
@@ -488,26 +496,35 @@ static void run_due(struct watcher *w, uint64_t now)
 static void default_watchdog(void *ctx, const struct urt_watchdog_report *r)
 {
     (void)ctx;
-    fprintf(stderr, "urt watchdog: task %p (job %p) on worker %u has run for %.3f ms (limit %.3f ms)\n",
+    fprintf(stderr, "urt watchdog: task %p (job %p) on worker %u has run for at least %.3f ms (limit %.3f ms)\n",
             (void *)r->task, (void *)r->job, r->worker, r->elapsed_ns / 1e6, r->limit_ns / 1e6);
 }
 
 static void dump_state(struct sched *s, int fd)
 {
     uint64_t now = now_ns();
+    struct watcher *wt = s->watcher;
+    bool on = s->cfg->task_runtime_limit_us != 0;
     dprintf(fd, "urt state: %u workers, %u suspended\n", s->n_workers,
             atomic_load_explicit(&s->n_sleeping, memory_order_relaxed));
     for (uint32_t i = 0; i < s->n_workers; i++) {
         struct worker *wk = s->workers[i];
-        uint64_t start = 0;
+        uint64_t seq = 0;
         struct urt_task *t = NULL;
         struct urt_job *j = NULL;
-        char running[128];
-        if (watchdog_read(&wk->wd, &start, &t, &j))
-            snprintf(running, sizeof(running), "task %p (job %p) running for %.3f ms", (void *)t, (void *)j,
-                     (now - start) / 1e6);
-        else
+        char running[160];
+        if (!on) {
+            snprintf(running, sizeof(running), "running task unknown (task_runtime_limit_us is 0)");
+        } else if (watchdog_read(&wk->wd, &seq, &t, &j)) {
+            int n = snprintf(running, sizeof(running), "task %p (job %p) running", (void *)t, (void *)j);
+            if (wt && atomic_load_explicit(&wt->wd_seen[i].seq, memory_order_relaxed) == seq) {
+                uint64_t first = atomic_load_explicit(&wt->wd_seen[i].first_ns, memory_order_relaxed);
+                snprintf(running + n, sizeof(running) - (size_t)n, " for at least %.3f ms",
+                         now > first ? (now - first) / 1e6 : 0.0);
+            }
+        } else {
             snprintf(running, sizeof(running), "no task running");
+        }
         bool sleeping = atomic_load_explicit(&wk->state, memory_order_relaxed) == W_SLEEPING;
         dprintf(fd, "urt state: worker %u: %s; %s; deque %" PRId64 ", inbox %s, sticky %s; tasks run %" PRIu64 "\n",
                 i, sleeping ? "suspended" : "awake", running, deque_size(&wk->deque),
@@ -515,9 +532,9 @@ static void dump_state(struct sched *s, int fd)
                 inbox_maybe_nonempty(&wk->sticky) ? "non-empty" : "empty",
                 atomic_load_explicit(&wk->stats.tasks_run, memory_order_relaxed));
     }
-    if (s->watcher)
+    if (wt)
         dprintf(fd, "urt state: watcher: %" PRIu64 " conditional tasks watched\n",
-                atomic_load_explicit(&s->watcher->watching, memory_order_relaxed));
+                atomic_load_explicit(&wt->watching, memory_order_relaxed));
     if (s->adm) {
         struct urt_admission_stats a;
         admission_read_stats(s, &a);
@@ -541,6 +558,8 @@ static void watchdog_report(struct watcher *w, const struct urt_watchdog_report 
     }
 }
 
+/* Every worker's running task: a run seen for the first time is stamped
+ * now; a run seen longer than the limit is reported, once. */
 static void watchdog_pass(struct watcher *w, uint64_t now)
 {
     if (w->wd_limit_ns == 0 || now < w->wd_next_ns)
@@ -548,16 +567,26 @@ static void watchdog_pass(struct watcher *w, uint64_t now)
     w->wd_next_ns = now + w->wd_period_ns;
     struct sched *s = w->s;
     for (uint32_t i = 0; i < s->n_workers; i++) {
-        uint64_t start;
+        struct wd_seen *seen = &w->wd_seen[i];
+        uint64_t seq;
         struct urt_task *t;
         struct urt_job *j;
-        if (!watchdog_read(&s->workers[i]->wd, &start, &t, &j))
+        if (!watchdog_read(&s->workers[i]->wd, &seq, &t, &j)) {
+            atomic_store_explicit(&seen->seq, 0, memory_order_relaxed);
             continue;
-        if (now <= start || now - start <= w->wd_limit_ns || w->wd_reported[i] == start)
+        }
+        if (atomic_load_explicit(&seen->seq, memory_order_relaxed) != seq) {
+            atomic_store_explicit(&seen->first_ns, now, memory_order_relaxed);
+            atomic_store_explicit(&seen->seq, seq, memory_order_relaxed);
+            seen->reported = false;
             continue;
-        w->wd_reported[i] = start; /* once per run */
+        }
+        uint64_t first = atomic_load_explicit(&seen->first_ns, memory_order_relaxed);
+        if (seen->reported || now - first <= w->wd_limit_ns)
+            continue;
+        seen->reported = true; /* once per run */
         struct urt_watchdog_report r = {
-            .worker = i, .task = t, .job = j, .elapsed_ns = now - start, .limit_ns = w->wd_limit_ns};
+            .worker = i, .task = t, .job = j, .elapsed_ns = now - first, .limit_ns = w->wd_limit_ns};
         watchdog_report(w, &r);
     }
 }
@@ -713,7 +742,7 @@ static void watcher_dealloc(struct watcher *w)
     pthread_mutex_destroy(&w->cb_lock);
     pthread_mutex_destroy(&w->start_lock);
     pthread_cond_destroy(&w->start_cond);
-    free(w->wd_reported);
+    free(w->wd_seen);
     free(w->heap);
     free(w);
 }
@@ -744,10 +773,14 @@ int watcher_start(struct sched *s)
     pthread_mutex_init(&w->cb_lock, NULL);
     pthread_mutex_init(&w->start_lock, NULL);
     pthread_cond_init(&w->start_cond, NULL);
-    w->wd_reported = calloc(s->n_workers, sizeof(*w->wd_reported));
-    if (!w->wd_reported) {
+    w->wd_seen = calloc(s->n_workers, sizeof(*w->wd_seen));
+    if (!w->wd_seen) {
         watcher_dealloc(w);
         return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        atomic_init(&w->wd_seen[i].seq, 0);
+        atomic_init(&w->wd_seen[i].first_ns, 0);
     }
     int err = -pthread_create(&w->thread, NULL, watcher_main, w);
     if (err) {

@@ -15,12 +15,15 @@
  * -ESHUTDOWN. With max_pending_tasks = 0 (the default) nothing is counted.
  *
  * Watchdog. With task_runtime_limit_us = L > 0, the watcher thread looks at
- * every worker's running task every max(L/4, 100 µs); a task that has run
- * longer than L is reported once (per run of its function) through the
- * watchdog callback. The default callback writes one line to stderr. With
+ * every worker's running task every P = max(L/4, 100 µs); a task seen running
+ * for longer than L is reported once (per run of its function) through the
+ * watchdog callback, between L and L + 2P after it started. The run time is
+ * measured from the first look that saw the task running (workers read no
+ * clock per task), so elapsed_ns is a lower bound, short of the true run
+ * time by less than P. The default callback writes one line to stderr. With
  * watchdog_abort = true, every worker's state is then written to stderr and
- * the process aborts (SIGABRT). Workers take a timestamp per task only when
- * L > 0.
+ * the process aborts (SIGABRT). Workers publish their running task (three
+ * plain stores per task) only when L > 0.
  */
 #ifndef URT_LIMITS_H
 #define URT_LIMITS_H
@@ -48,7 +51,7 @@ struct urt_watchdog_report {
     uint32_t worker;        /* index of the worker running the task */
     struct urt_task *task;  /* the task (for identification only: it may be gone) */
     struct urt_job *job;    /* its job, or NULL */
-    uint64_t elapsed_ns;    /* how long it had run when noticed */
+    uint64_t elapsed_ns;    /* how long it had run when reported (a lower bound, see above) */
     uint64_t limit_ns;      /* task_runtime_limit_us in ns */
 };
 
