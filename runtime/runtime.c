@@ -127,7 +127,7 @@ URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode)
     if (watcher_current(&rt->sched))
         return urt__error(-EDEADLK, "urt_runtime_destroy: called from the runtime's watcher thread");
     admission_shutdown(&rt->sched); /* blocked submitters return -ESHUTDOWN */
-    watcher_stop(&rt->sched);       /* watched tasks get their cancel callback */
+    watcher_close(&rt->sched);      /* watched tasks get their cancel callback (joined in sched_stop) */
     int cancelled = sched_stop(&rt->sched, mode == URT_SHUTDOWN_DRAIN);
     watcher_free(&rt->sched);
     admission_destroy(&rt->sched);

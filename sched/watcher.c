@@ -148,6 +148,7 @@ struct watcher {
     struct watcher_counters stats;
 
     pthread_t thread;
+    bool joined;                              /* destroying thread only */
     pthread_mutex_t start_lock;
     pthread_cond_t start_cond;
     bool started;
@@ -801,16 +802,24 @@ int watcher_start(struct sched *s)
     return 0;
 }
 
-void watcher_stop(struct sched *s)
+void watcher_close(struct sched *s)
 {
     struct watcher *w = s->watcher;
-    if (!w)
+    if (!w || atomic_load_explicit(&w->stop, memory_order_relaxed))
         return;
     atomic_store_explicit(&w->closed, 1, memory_order_seq_cst);
     while (atomic_load_explicit(&w->inflight, memory_order_seq_cst) != 0)
         sched_yield();
     atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
     watcher_notify(w);
+}
+
+void watcher_stop(struct sched *s)
+{
+    struct watcher *w = s->watcher;
+    if (!w || w->joined)
+        return;
+    watcher_close(s);
     while (pthread_tryjoin_np(w->thread, NULL) == EBUSY) {
         /* It may sleep with a wake already pending: keep poking. */
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
@@ -818,6 +827,7 @@ void watcher_stop(struct sched *s)
         atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
         watcher_notify(w);
     }
+    w->joined = true;
 }
 
 void watcher_free(struct sched *s)

@@ -57,6 +57,7 @@
  */
 #include "sched/sched.h"
 #include "sched/admission.h"
+#include "sched/watcher.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -754,6 +755,7 @@ int sched_stop(struct sched *s, bool drain_first)
             sleep_us(200);
         }
     }
+    watcher_stop(s); /* joins the watcher thread before the workers and the pool go (sched/watcher.c) */
     int cancelled = 0;
     for (uint32_t i = 0; i < s->n_workers; i++)
         cancelled += cancel_leftovers(s, s->workers[i]);
