@@ -6,7 +6,8 @@
  * (single issuer), woken exactly like a worker: by a MSG_RING wake message or
  * by a CQE of its own ring. Its loop:
  *
- *   take new tasks (MPSC add queue -> min-heap on due time, due = now)
+ *   take new tasks (MPSC add queue -> min-heap on due time, due = now: the
+ *   first check runs at once)
  *   -> drop cancelled tasks (only when a cancel was requested)
  *   -> retry hand-overs that the pending-task limit postponed
  *   -> run every due check: passed -> hand the body to a worker (urgent
@@ -56,9 +57,15 @@
  * sees priv filled; the IDLE store before a callback is release, paired with
  * the next adder's acquire CAS.
  * Shutdown fence with adders/cancellers: they increment inflight, then load
- * closed (both seq_cst); watcher_stop stores closed, then waits for
- * inflight == 0 (seq_cst). So an adder either sees closed or its push is
- * finished before the watcher is told to stop (and drains the queue).
+ * closed (both seq_cst); watcher_close stores closed, then waits for
+ * inflight == 0 (seq_cst), then stores stop. So an adder either sees closed
+ * or its push is finished before the watcher is told to stop (and drains the
+ * queue).
+ * Watchdog: workers publish their running task and a run sequence (seqlock
+ * contract in sched/watchdog.h); the watcher stamps a run the first time a
+ * pass sees it and reports it once when now - first seen > the limit. Its
+ * wd_seen entries are relaxed atomics only so that urt_dump_state() may read
+ * them from any thread.
  * Statistics: owner-written counters are relaxed load+store by the watcher;
  * the latency counters are written by workers with relaxed RMWs. Readers use
  * relaxed loads.
