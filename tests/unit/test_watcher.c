@@ -528,3 +528,53 @@ Test(watcher, destroy_from_a_check_is_refused, .timeout = 30)
     cr_assert_eq(atomic_load(&g_destroy_in_check), -EDEADLK);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- no lost wake-up ---------------------------------------------------------------------------------
+ * One task at a time, added (or cancelled) from another thread while the
+ * watcher has nothing else to wait for: no timer is armed, so a lost wake
+ * message would leave the task unseen until the test's deadline. */
+
+static void *rounds_thread(void *arg)
+{
+    int n = (int)(uintptr_t)arg;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < n; i++) {
+        struct probe *p = &g_probes[i];
+        if (i % 2 == 0) {
+            /* passes at once: the body proves the add woke the watcher */
+            if (urt_cond_add(g_rt, &p->cond) != 0 || !WAIT_UNTIL(atomic_load(&p->bodies) == 1, 5000))
+                return (void *)(uintptr_t)(i + 1);
+        } else {
+            /* never passes, 1 h interval: the cancel callback proves the cancel woke it */
+            if (urt_cond_add(g_rt, &p->cond) != 0 || !WAIT_UNTIL(atomic_load(&p->checks) == 1, 5000) ||
+                urt_cond_cancel(g_rt, &p->cond) != 0 || !WAIT_UNTIL(atomic_load(&p->cancels) == 1, 5000))
+                return (void *)(uintptr_t)(i + 1);
+        }
+        if (rng_next(&rng) % 4 == 0)
+            sleep_us(rng_next(&rng) % 200); /* sometimes let the watcher fall asleep */
+    }
+    return NULL;
+}
+
+Test(watcher, no_lost_wakeup_on_add_or_cancel, .timeout = 120)
+{
+    int n = SCALE(3000, 600);
+    make_rt(1, 1000);
+    g_probes = calloc((size_t)n, sizeof(*g_probes));
+    cr_assert_not_null(g_probes);
+    for (int i = 0; i < n; i++)
+        probe_init(&g_probes[i], i % 2 == 0 ? 1 : 0, i % 2 == 0 ? 0 : 3600ull * 1000 * 1000);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, rounds_thread, (void *)(uintptr_t)n), 0);
+    void *failed = NULL;
+    pthread_join(th, &failed);
+    cr_assert_null(failed, "round %lu stalled: a wake-up was lost", (unsigned long)(uintptr_t)failed - 1);
+    struct urt_watcher_stats s = wstats();
+    cr_assert_eq(s.bodies_scheduled, (uint64_t)(n + 1) / 2);
+    cr_assert_eq(s.cancelled, (uint64_t)n / 2);
+    cr_assert_gt(s.wake_messages, 0);
+    cr_log_info("%d rounds: %lu sleeps, %lu wake messages, %lu timer expiries", n, (unsigned long)s.sleeps,
+                (unsigned long)s.wake_messages, (unsigned long)s.timer_fires);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    free(g_probes);
+}
