@@ -916,6 +916,8 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
         return -EINVAL;
     if (c->interval_us > 3600000000ull)
         return -EINVAL;
+    if (c->job)
+        return -ENOTSUP; /* job link: see urt/watcher.h (comes with the job API, SPEC C7) */
     struct watcher *w = sched_of(rt)->watcher;
     if (!enter(w))
         return -ESHUTDOWN;
@@ -933,7 +935,7 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
     t->fn = body_task;
     t->arg = c;
     t->cancel = body_cancelled;
-    t->priv.job = c->job; /* passed through (jobs: SPEC C7) */
+    t->priv.job = NULL; /* no job link yet (see urt_cond_add) */
     t->priv.lane = NULL;
     t->priv.flags = 0;
     t->priv.submit_flags = URT_SUBMIT_URGENT;

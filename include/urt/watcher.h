@@ -76,7 +76,8 @@ struct urt_cond {
     urt_cond_cancel_fn *cancel; /* optional */
     void *arg;
     uint64_t interval_us;       /* 0: the runtime's watcher_interval_us */
-    struct urt_job *job;        /* optional: the job the body belongs to (passed through to the task) */
+    struct urt_job *job;        /* reserved for the job the body belongs to: must be NULL
+                                   until the job API (SPEC C7) is linked in (-ENOTSUP) */
     struct urt_cond_private priv;
 };
 
@@ -85,7 +86,8 @@ URT_API void urt_cond_init(struct urt_cond *cond, urt_cond_check_fn *check, urt_
 
 /* Starts watching cond. Returns 0, -EINVAL (NULL argument, no check or body,
  * interval_us above one hour), -EBUSY (cond is already watched or its body
- * is pending), -ESHUTDOWN (the runtime is being destroyed). Wait-free apart
+ * is pending), -ESHUTDOWN (the runtime is being destroyed), -ENOTSUP (job is
+ * set: conditional tasks of a job come with the job API). Wait-free apart
  * from waking the watcher when it sleeps. Any thread. */
 URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *cond);
 
