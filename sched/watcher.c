@@ -75,6 +75,7 @@
  */
 #include "sched/watcher.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -173,6 +174,9 @@ bool watcher_current(const struct sched *s)
 {
     return tls_watcher != NULL && tls_watcher->s == s;
 }
+
+/* Debug builds: owner-only code runs on the watcher thread (STYLE 5). */
+#define ASSERT_WATCHER(w) assert(tls_watcher == (w))
 
 static inline struct sched *sched_of(const urt_runtime *rt)
 {
@@ -351,6 +355,7 @@ static inline bool is_cancelling(struct urt_cond *c)
 /* A cancel was requested: find the cancelled tasks in the heap and the ready list. */
 static void sweep_cancelled(struct watcher *w)
 {
+    ASSERT_WATCHER(w);
     struct urt_cond *found = NULL;
     for (uint32_t i = 0; i < w->n_heap; i++) {
         struct urt_cond *c = w->heap[i];
@@ -389,6 +394,7 @@ static void sweep_cancelled(struct watcher *w)
 
 static void take_adds(struct watcher *w, uint64_t now)
 {
+    ASSERT_WATCHER(w);
     w->add_backoff = false;
     for (;;) {
         if (heap_reserve(w, w->n_heap + 1) != 0) {
@@ -475,6 +481,7 @@ static void retry_ready(struct watcher *w)
 
 static void run_due(struct watcher *w, uint64_t now)
 {
+    ASSERT_WATCHER(w);
     while (w->n_heap && w->heap[0]->priv.due_ns <= now) {
         struct urt_cond *c = w->heap[0];
         heap_remove(w, 0);
@@ -570,6 +577,7 @@ static void watchdog_report(struct watcher *w, const struct urt_watchdog_report 
  * now; a run seen longer than the limit is reported, once. */
 static void watchdog_pass(struct watcher *w, uint64_t now)
 {
+    ASSERT_WATCHER(w);
     if (w->wd_limit_ns == 0 || now < w->wd_next_ns)
         return;
     w->wd_next_ns = now + w->wd_period_ns;
@@ -627,6 +635,7 @@ static uint64_t next_deadline(struct watcher *w, uint64_t now)
  * CQE then marks the timer unarmed and the next loop arms it again. */
 static void timer_set(struct watcher *w, uint64_t due)
 {
+    ASSERT_WATCHER(w);
     if (due == UINT64_MAX) {
         if (!w->timer_armed || w->timer_due == UINT64_MAX)
             return;
