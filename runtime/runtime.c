@@ -13,6 +13,7 @@
 
 #include <urt/runtime.h>
 
+#include "bpf/probes.h"
 #include "runtime/runtime.h"
 #include "sched/admission.h"
 #include "sched/watcher.h"
@@ -112,6 +113,8 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
         runtime_free(rt);
         return err;
     }
+    if (rt->cfg.stats_timing)
+        probe_stats_users_add(1); /* timestamps on (bpf/probes.h: the gate) */
     *out = rt;
     return 0;
 }
@@ -131,6 +134,8 @@ URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode)
     int cancelled = sched_stop(&rt->sched, mode == URT_SHUTDOWN_DRAIN);
     watcher_free(&rt->sched);
     admission_destroy(&rt->sched);
+    if (rt->cfg.stats_timing)
+        probe_stats_users_add(-1);
     runtime_free(rt);
     return cancelled;
 }

