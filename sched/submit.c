@@ -58,11 +58,17 @@ static __attribute__((cold)) struct foreign_tls *foreign_state_slow(struct sched
             return &tls_foreign[i];
         }
     }
-    /* First submission of this thread to this runtime. */
+    /* First submission of this thread to this runtime. The preferred worker
+     * takes a round-robin slot only when it is used: otherwise a thread's
+     * first urt_spawn (which gets here for the task cache) would shift the
+     * per-submission round robin, e.g. with 2 workers every short-lived
+     * thread's single spawn went to worker 1. */
     uint32_t i = tls_foreign_next++ % FOREIGN_SLOTS;
     struct foreign_tls *f = &tls_foreign[i];
     f->sched_id = s->id;
-    f->preferred = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
+    f->preferred = s->cfg->use_preferred_worker_for_current_thread
+                       ? atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers
+                       : 0;
     f->cache.head = NULL;
     f->cache.count = 0;
     tls_foreign_last = i;
