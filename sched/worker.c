@@ -355,11 +355,11 @@ static inline void run_task(struct worker *w, struct urt_task *t)
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
     enum urt_task_result r = t->fn(t, t->arg);
+    STAT_INC(w, tasks_run);
     if (__builtin_expect(watched, 0))
         watchdog_end(&w->wd);
     if (__builtin_expect((flags & TASK_ADMITTED) && r == URT_TASK_DONE, 0))
         admission_release(s->adm); /* a yield is not a completion */
-    STAT_INC(w, tasks_run);
     if (__builtin_expect(timed, 0))
         probe_task_done(&w->hists, w->index, &pr);
     if (lane) {
