@@ -56,6 +56,8 @@
  * queue that each worker found empty is still empty.
  */
 #include "sched/sched.h"
+#include "sched/admission.h"
+#include "sched/watcher.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -349,10 +351,17 @@ static inline void run_task(struct worker *w, struct urt_task *t)
     struct sched *s = w->s;
     uint32_t flags = t->priv.flags;     /* read before fn: fn may free t */
     struct urt_lane *lane = t->priv.lane;
+    bool watched = s->cfg->task_runtime_limit_us != 0; /* watchdog (sched/watchdog.h) */
+    if (__builtin_expect(watched, 0))
+        watchdog_begin(&w->wd, t);
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
     enum urt_task_result r = t->fn(t, t->arg);
     STAT_INC(w, tasks_run);
+    if (__builtin_expect(watched, 0))
+        watchdog_end(&w->wd);
+    if (__builtin_expect((flags & TASK_ADMITTED) && r == URT_TASK_DONE, 0))
+        admission_release(s->adm); /* a yield is not a completion */
     if (__builtin_expect(timed, 0))
         probe_task_done(&w->hists, w->index, &pr);
     if (lane) {
@@ -374,6 +383,8 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
     uint32_t flags = t->priv.flags;
     if (t->cancel)
         t->cancel(t, t->arg);
+    if (flags & TASK_ADMITTED)
+        admission_release(s->adm);
     if (self)
         STAT_INC(self, tasks_cancelled);
     if (flags & TASK_POOLED) {
@@ -775,6 +786,7 @@ int sched_stop(struct sched *s, bool drain_first)
             sleep_us(200);
         }
     }
+    watcher_stop(s); /* joins the watcher thread before the workers and the pool go (sched/watcher.c) */
     int cancelled = 0;
     for (uint32_t i = 0; i < s->n_workers; i++)
         cancelled += cancel_leftovers(s, s->workers[i]);
