@@ -301,3 +301,10 @@ Test(lost_wakeup, relay_from_workers_no_defer, .timeout = 120)
     lost_wakeup((struct variant){.workers = 3, .threads = 3, .try_count = 2, .relay = true,
                                  .ring_disable = URT_RING_DEFER_TASKRUN | URT_RING_COOP_TASKRUN});
 }
+
+/* Oversubscribed: 8 workers and 8 submitters on a small machine, so threads
+ * are preempted inside the suspend and wake protocols. */
+Test(lost_wakeup, oversubscribed_eight_workers, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 8, .threads = 8, .try_count = 1, .urgent = true});
+}
