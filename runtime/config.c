@@ -61,6 +61,10 @@ static const struct field FIELDS[] = {
     BOOL(sqpoll, "false", "SQPOLL kernel thread per ring (opt-in)"),
     U32(sqpoll_idle_ms, 1, 60000, "100", "SQPOLL thread idle time (ms)"),
     BOOL(stats_timing, "false", "take timestamps for the latency statistics"),
+    U64(watcher_interval_us, 1, 3600000000ull, "1000", "default check interval of conditional tasks (µs)"),
+    U64(max_pending_tasks, 0, 1ull << 40, "0", "runtime-wide cap on pending tasks (0 = unlimited)"),
+    U64(task_runtime_limit_us, 0, 3600000000ull, "0", "watchdog: report a task running longer (µs; 0 = off)"),
+    BOOL(watchdog_abort, "false", "watchdog policy: dump every worker's state, then abort()"),
     /* C12 write-ahead log */
     {"log_dir", F_STR, offsetof(struct urt_config, log_dir), 0, 0, "(none)",
      "log directory: durable commits (urt/log.h) need one; NULL = no log"},
@@ -100,6 +104,10 @@ URT_API void urt_config_init(struct urt_config *c)
     c->sqpoll = false;
     c->sqpoll_idle_ms = 100;
     c->stats_timing = false;
+    c->watcher_interval_us = 1000;
+    c->max_pending_tasks = 0;
+    c->task_runtime_limit_us = 0;
+    c->watchdog_abort = false;
     c->log_dir = NULL;
     c->epoch_duration_us = 1000;
     c->o_direct = false;
@@ -206,6 +214,8 @@ URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t le
                     c->ring_entries);
     if (!is_pow2(c->deque_capacity))
         return fail(err, len, "deque_capacity: %u is not a power of two", c->deque_capacity);
+    if (c->watchdog_abort && c->task_runtime_limit_us == 0)
+        return fail(err, len, "watchdog_abort: true needs task_runtime_limit_us > 0 (the watchdog is off)");
     if (c->topology && check_topology(c->topology, err, len))
         return -EINVAL;
     if (c->log_dir && !*c->log_dir)

@@ -7,10 +7,12 @@
 
 #include <urt/common.h>
 #include <urt/config.h>
+#include <urt/limits.h>
 #include <urt/log.h>
 #include <urt/runtime.h>
 #include <urt/stats.h>
 #include <urt/task.h>
+#include <urt/watcher.h>
 
 #define URT_VERSION_MAJOR 0
 #define URT_VERSION_MINOR 1
