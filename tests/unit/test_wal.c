@@ -795,3 +795,40 @@ Test(wal, epoch_slot_condition_guards_lost_log_bytes, .timeout = 60)
     remove_dir(dir);
     leak_check();
 }
+
+/* Lifecycle rule 3: a commit still waiting when the runtime is destroyed in
+ * cancel mode gets its callback exactly once (0 if it became durable,
+ * -ECANCELED otherwise); none is lost, none runs twice. */
+static _Atomic int cancel_calls, cancel_ok, cancel_cancelled, cancel_other;
+static void cancel_cb(struct urt_commit *c, int status, void *arg)
+{
+    (void)c, (void)arg;
+    atomic_fetch_add(&cancel_calls, 1);
+    if (status == 0)
+        atomic_fetch_add(&cancel_ok, 1);
+    else if (status == -ECANCELED)
+        atomic_fetch_add(&cancel_cancelled, 1);
+    else
+        atomic_fetch_add(&cancel_other, 1);
+}
+
+Test(wal, destroy_cancel_answers_every_commit_once, .timeout = 60)
+{
+    char *dir = make_dir();
+    urt_runtime *rt = log_rt(dir, 2, 0);
+    enum { N = 400 };
+    static struct urt_commit c[N];
+    static uint8_t rec[64];
+    int accepted = 0;
+    for (int i = 0; i < N; i++)
+        if (urt_log_commit(rt, &c[i], (uint64_t)i, rec, sizeof(rec),
+                           i % 4 ? URT_COMMIT_STORED : URT_COMMIT_AVAILABLE, cancel_cb, NULL) == 0)
+            accepted++;
+    cr_assert_eq(accepted, N);
+    int r = urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL);
+    cr_assert_geq(r, 0, "%s", urt_last_error());
+    cr_assert_eq(atomic_load(&cancel_calls), N, "%d callbacks for %d commits", atomic_load(&cancel_calls), N);
+    cr_assert_eq(atomic_load(&cancel_other), 0);
+    remove_dir(dir);
+    leak_check();
+}
