@@ -60,6 +60,8 @@ static int probe_rings(struct urt_runtime *rt)
 static int start_workers(struct urt_runtime *rt)
 {
     int err = topology_build(&rt->cfg, &rt->topo);
+    if (err == -EINVAL)
+        return err; /* the message names the CPU */
     if (err)
         return urt__error(err, "topology: %s", strerror(-err));
     struct worker_placement *place = calloc(rt->cfg.workers, sizeof(*place));

@@ -561,3 +561,20 @@ Test(config, describe_lists_every_field_with_value, .timeout = 10)
     cr_assert_lt(strlen(small), sizeof(small));
     cr_assert_eq(urt_config_describe(&c, NULL, 0), n);
 }
+
+/* A topology override may name only CPUs the process may run on. */
+Test(config, topology_cpu_outside_affinity_rejected, .timeout = 30)
+{
+    struct urt_config c;
+    urt_config_init(&c);
+    c.workers = 2;
+    c.topology = "0;1023";
+    urt_runtime *rt = NULL;
+    int err = urt_runtime_create(&c, &rt);
+    if (err == -ENOSYS || err == -EPERM)
+        cr_skip_test("io_uring unavailable");
+    cr_assert_eq(err, -EINVAL);
+    cr_assert_null(rt);
+    cr_assert(strstr(urt_last_error(), "topology") && strstr(urt_last_error(), "1023"), "message: %s",
+              urt_last_error());
+}
