@@ -122,6 +122,7 @@ struct worker {
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */
     uint32_t failed_sweeps; /* consecutive steal sweeps that found nothing */
+    uint32_t fed;           /* tasks taken from the inbox or stolen since the worker last woke */
     uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
     struct worker_counters stats;

@@ -239,6 +239,7 @@ static struct urt_task *drain_inbox(struct worker *w)
         }
         moved++;
     }
+    w->fed += 1 + moved;
     if (moved > 0)
         maybe_wake_peer(w->s, w);
     return first;
@@ -292,6 +293,7 @@ static struct urt_task *find_task(struct worker *w)
         w->inbox_countdown = cfg->inbox_check_interval;
         if ((t = inbox_pop(&w->inbox))) {
             STAT_INC(w, inbox_drains);
+            w->fed++;
             return t;
         }
     }
@@ -324,6 +326,7 @@ static struct urt_task *find_task(struct worker *w)
         if (w->failed_sweeps < STEAL_BACKOFF_AFTER || (w->tick & 7) == 0) {
             if ((t = steal(w))) {
                 w->failed_sweeps = 0;
+                w->fed++;
                 return t;
             }
             w->failed_sweeps++;
@@ -464,6 +467,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     reap(w);                                   /* R2 (the wait ran deferred task work) */
     atomic_thread_fence(memory_order_seq_cst); /* R3: pairs with W1/W4 (see the top of this file) */
     w->idle_polls = 0;
+    w->fed = 0;
 }
 
 static void pace(struct worker *w)
@@ -515,10 +519,13 @@ static void worker_loop(struct worker *w)
         }
         if (cfg->busy_worker || w->idle_polls < cfg->worker_try_count) {
             pace(w);
-            /* Offer the CPU to other runnable threads now and then (a no-op
-             * when there are none): with more threads than CPUs, a spinning
-             * worker must not starve the thread that submits its work. */
-            if ((w->idle_polls & (IDLE_YIELD_EVERY - 1)) == 0)
+            /* While a stream of work arrives (more than one task from the
+             * inbox or by stealing since this worker woke), offer the CPU to
+             * other runnable threads now and then (a no-op when there are
+             * none): with more threads than CPUs, a spinning worker must not
+             * starve the thread that submits its work. After a lone task the
+             * spin stays free of system calls. */
+            if (w->fed > 1 && (w->idle_polls & (IDLE_YIELD_EVERY - 1)) == 0)
                 sched_yield();
             continue;
         }
