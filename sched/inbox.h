@@ -86,9 +86,26 @@ static inline struct urt_task *inbox_pop(struct inbox *q)
     return NULL;
 }
 
-/* Any thread: false only if the queue was empty and no push was in transit at
- * the moment of the load. Pair with a seq_cst fence before it (see worker.c). */
+/* Consumer only: false only if the queue was empty and no push was in
+ * transit at the moment of the loads. Pair with a seq_cst fence before it
+ * (see worker.c S2/S3). All three places a task can be must be looked at:
+ *  - tail != stub: the consumer stopped at a real node it could not pop yet
+ *    (a producer exchanged head but has not linked the node behind it);
+ *    meanwhile the consumer may have re-pushed the stub, so head == stub and
+ *    stub.next == NULL although two tasks are queued;
+ *  - head != stub: something was pushed since the stub was last pushed;
+ *  - stub.next != NULL: the stub has a successor. */
 static inline bool inbox_maybe_nonempty(struct inbox *q)
+{
+    if (q->tail != &q->stub)
+        return true;
+    struct urt_task *head = atomic_load_explicit(&q->head, memory_order_seq_cst);
+    return head != &q->stub || atomic_load_explicit(&q->stub.priv.next, memory_order_seq_cst) != NULL;
+}
+
+/* Any thread (diagnostics only): approximate, it cannot see a consumer that
+ * stopped at a node in transit (the consumer's tail is its own). */
+static inline bool inbox_maybe_nonempty_foreign(struct inbox *q)
 {
     struct urt_task *head = atomic_load_explicit(&q->head, memory_order_relaxed);
     return head != &q->stub || atomic_load_explicit(&q->stub.priv.next, memory_order_relaxed) != NULL;

@@ -543,8 +543,8 @@ static void dump_state(struct sched *s, int fd)
         bool sleeping = atomic_load_explicit(&wk->state, memory_order_relaxed) == W_SLEEPING;
         dprintf(fd, "urt state: worker %u: %s; %s; deque %" PRId64 ", inbox %s, sticky %s; tasks run %" PRIu64 "\n",
                 i, sleeping ? "suspended" : "awake", running, deque_size(&wk->deque),
-                inbox_maybe_nonempty(&wk->inbox) ? "non-empty" : "empty",
-                inbox_maybe_nonempty(&wk->sticky) ? "non-empty" : "empty",
+                inbox_maybe_nonempty_foreign(&wk->inbox) ? "non-empty" : "empty",
+                inbox_maybe_nonempty_foreign(&wk->sticky) ? "non-empty" : "empty",
                 atomic_load_explicit(&wk->stats.tasks_run, memory_order_relaxed));
     }
     if (wt)
@@ -671,12 +671,11 @@ static void timer_set(struct watcher *w, uint64_t due)
 
 /* ---- the loop ----------------------------------------------------------------------------------- */
 
-/* S3: anything to do? seq_cst loads (the add queue's head as in inbox_maybe_nonempty). */
+/* S3: anything to do? The add queue as seen by its consumer (inbox_maybe_nonempty:
+ * its tail, then seq_cst loads of head and the stub's link), then seq_cst flags. */
 static bool watcher_has_work(struct watcher *w)
 {
-    struct urt_task *head = atomic_load_explicit(&w->adds.head, memory_order_seq_cst);
-    return head != &w->adds.stub || atomic_load_explicit(&w->adds.stub.priv.next, memory_order_seq_cst) != NULL ||
-           atomic_load_explicit(&w->cancel_requests, memory_order_seq_cst) != 0 ||
+    return inbox_maybe_nonempty(&w->adds) || atomic_load_explicit(&w->cancel_requests, memory_order_seq_cst) != 0 ||
            atomic_load_explicit(&w->stop, memory_order_seq_cst) != 0;
 }
 

@@ -177,3 +177,39 @@ Test(inbox, stress_four_producers_fifo_exactly_once, .timeout = 120)
     }
     leak_check();
 }
+
+/* The interleaving that lost tasks (found by the lost-wakeup stress suite,
+ * relay variant, about one run in ten):
+ *   consumer: pops up to X (the last node), reads head == X, goes on to
+ *             re-push the stub;
+ *   producer: y.next = NULL; prev = exchange(head, Y) -> X; (not linked yet)
+ *   consumer: stub.next = NULL; exchange(head, stub) -> Y; Y.next = stub;
+ *             X.next is still NULL: pop returns NULL.
+ * Now tail == X, head == stub, stub.next == NULL while X and Y are queued. A
+ * check that looks only at head and the stub said "empty": the worker
+ * suspended, and the producer's wake check (made while it was awake) sent
+ * nothing. The state is built by hand, as the two threads leave it. */
+Test(inbox, nonempty_while_consumer_waits_on_a_link_in_transit, .timeout = 10)
+{
+    struct inbox q;
+    inbox_init(&q);
+    struct urt_task x, y;
+    urt_task_init(&x, NULL, NULL);
+    urt_task_init(&y, NULL, NULL);
+
+    atomic_store(&x.priv.next, NULL);       /* the producer's link X -> Y is in transit */
+    atomic_store(&y.priv.next, &q.stub);    /* the consumer's stub push landed behind Y */
+    atomic_store(&q.stub.priv.next, NULL);
+    atomic_store(&q.head, &q.stub);
+    q.tail = &x;                            /* the consumer stopped at X */
+
+    cr_assert(inbox_maybe_nonempty(&q), "two tasks queued, the suspend check must see them");
+    cr_assert_eq(inbox_pop(&q), NULL, "X cannot be popped before its successor is linked");
+    cr_assert(inbox_maybe_nonempty(&q));
+
+    atomic_store(&x.priv.next, &y);         /* the producer completes its push */
+    cr_assert_eq(inbox_pop(&q), &x);
+    cr_assert_eq(inbox_pop(&q), &y);
+    cr_assert_eq(inbox_pop(&q), NULL);
+    cr_assert_not(inbox_maybe_nonempty(&q));
+}
