@@ -45,7 +45,7 @@ static const struct field FIELDS[] = {
     BOOL(busy_worker, "false", "idle workers never suspend"),
     U32(worker_try_count, 1, 100000000, "1000", "empty polls before a worker suspends"),
     U64(worker_suspend_timeout_us, 1, 3600000000ull, "1000000", "longest suspension (µs)"),
-    U32(task_polling_wait, 0, 1000000, "0", "empty-poll pacing: 0 none, 1 sched_yield, n>=2 sleep n-2 µs"),
+    U32(task_polling_wait, 0, 1000000, "0", "pacing of every empty poll: 0 none, 1 sched_yield, n>=2 sleep n-2 µs (a spinning worker also yields every 64 empty polls)"),
     U32(stealing_wait, 0, 1000000, "1", "empty local polls before stealing"),
     BOOL(use_preferred_worker_for_current_thread, "true",
          "foreign threads submit to one preferred worker (else round robin per task)"),

@@ -76,6 +76,10 @@ int deque_push(struct deque *d, struct urt_task *task)
 
 struct urt_task *deque_take(struct deque *d)
 {
+    /* Fast empty check without the fence: bottom is exact for the owner and
+     * top only grows, so a stale top can only make the deque look fuller. */
+    if (atomic_load_explicit(&d->bottom, memory_order_relaxed) <= atomic_load_explicit(&d->top, memory_order_relaxed))
+        return NULL;
     int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed) - 1;
     struct deque_array *a = atomic_load_explicit(&d->array, memory_order_relaxed);
     atomic_store_explicit(&d->bottom, b, memory_order_relaxed);

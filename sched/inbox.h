@@ -23,6 +23,8 @@
  *       consumer sees the task's contents.
  *  (I2) the exchange's acquire side orders a producer after the previous
  *       producer's exchange, so prev is a node that is really in the queue.
+ *  (I3) the exchange is seq_cst: the wake protocol (sched/worker.c, W1) uses
+ *       it as the waker's half of a Dekker pair without a separate fence.
  */
 #ifndef URT_SCHED_INBOX_H
 #define URT_SCHED_INBOX_H
@@ -50,8 +52,8 @@ static inline void inbox_init(struct inbox *q)
 static inline void inbox_push(struct inbox *q, struct urt_task *t)
 {
     atomic_store_explicit(&t->priv.next, NULL, memory_order_relaxed);
-    /* (I2) */
-    struct urt_task *prev = atomic_exchange_explicit(&q->head, t, memory_order_acq_rel);
+    /* (I2), (I3) */
+    struct urt_task *prev = atomic_exchange_explicit(&q->head, t, memory_order_seq_cst);
     /* (I1) link: pairs with the acquire loads of next in inbox_pop. */
     atomic_store_explicit(&prev->priv.next, t, memory_order_release);
 }

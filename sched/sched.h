@@ -111,6 +111,7 @@ struct worker {
     struct taskcache cache;
     struct urt_task *yield_head, *yield_tail;
     uint64_t tick;
+    uint32_t inbox_countdown; /* tasks until the inbox is looked at first again */
     uint32_t idle_polls;    /* consecutive polls that found nothing */
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */
@@ -175,9 +176,10 @@ struct worker *sched_pick_worker(struct sched *s);
 /* A suspended worker, or NULL. */
 struct worker *sched_find_sleeping(struct sched *s);
 
-/* After a push into w's inbox or sticky queue: wake w if it sleeps and no
- * wake is in flight. self = the calling worker of s or NULL. Any thread. */
-void sched_notify(struct sched *s, struct worker *w, struct worker *self);
+/* After a push into w's inbox or sticky queue (a seq_cst exchange): wake w if
+ * it sleeps and no wake is in flight. self = the calling worker of s or NULL.
+ * Returns true if a wake message is on its way to w. Any thread. */
+bool sched_notify(struct sched *s, struct worker *w, struct worker *self);
 
 /* Cancels t: its cancel callback (if any) runs, pooled tasks go back to the pool. */
 void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t);

@@ -7,27 +7,35 @@
  *   reap CQEs -> pick (sticky vs main by ratio; inbox first every
  *   inbox_check_interval tasks) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
- *   pace (task_polling_wait) -> after worker_try_count empty polls: suspend
+ *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
+ *   after worker_try_count empty polls: suspend
  *
  * ---- No lost wakeup (the argument, once) -----------------------------------
  *
- * Sleeper (worker_suspend):          Waker (sched_notify, after its push):
- *   S1 state := SLEEPING                W1 push task (inbox/sticky: an atomic exchange)
- *   S2 seq_cst fence                    W2 seq_cst fence
- *   S3 look at every queue              W3 load state
- *   S4 if empty: wait in the ring       W4 if SLEEPING and exchange(wake_pending, 1) == 0:
- *                                           send MSG_RING to the sleeper's ring
+ * Sleeper (worker_suspend):          Waker (after its push):
+ *   S1 state := SLEEPING                W1 push task: inbox/sticky exchange of head (seq_cst)
+ *   S2 seq_cst fence                    W3 load state (seq_cst)
+ *   S3 look at every queue              W4 if SLEEPING and exchange(wake_pending, 1) == 0
+ *   S4 if empty: wait in the ring          (seq_cst): send MSG_RING to the sleeper's ring
  *
- * By the two fences (S2, W2), either S3 sees the task or W3 sees SLEEPING
- * (Dekker). If W3 sees SLEEPING, a message is in flight to the ring: sent by
- * this waker, or by an earlier one whose wake_pending is still 1. wake_pending
- * is cleared only by the sleeper when it reaps the wake CQE (or by a sender
- * whose send failed), so a 1 always means a CQE is on its way to the ring, and
- * the ring wait (S4) returns as soon as it is there — with DEFER_TASKRUN the
- * kernel runs the ring's deferred work when the owner enters to wait, which
- * posts it. After waking, the sleeper does R1 state := RUNNING, R2 reap (clears
- * wake_pending), R3 seq_cst fence, then polls: a waker whose W3 saw SLEEPING or
- * whose exchange saw 1 has its task seen by that poll (same Dekker pair).
+ * Either S3 sees the task or W3 sees SLEEPING (Dekker). In C11 terms
+ * ([atomics.order]): W1 and W3 are seq_cst, so W1 precedes W3 in the total
+ * order S. If W3 follows the fence S2 in S, W3 observes S1 (SLEEPING). If not,
+ * W1 precedes S2 in S, and S3's loads, sequenced after the seq_cst fence S2,
+ * observe W1. (On x86 the waker's exchange is already a full barrier, so the
+ * waker pays no fence; the sleeper pays one, on its slow path.)
+ *
+ * If W3 sees SLEEPING, a message is in flight to the ring: sent by this waker,
+ * or by an earlier one whose wake_pending is still 1. wake_pending is cleared
+ * only by the sleeper when it reaps the wake CQE (or by a sender whose send
+ * failed), so a 1 always means a CQE is on its way to the ring, and the ring
+ * wait (S4) returns as soon as it is there — with DEFER_TASKRUN the kernel runs
+ * the ring's deferred work when the owner enters to wait, which posts it.
+ * After waking, the sleeper does R1 state := RUNNING, R2 reap (a seq_cst store
+ * wake_pending := 0), R3 seq_cst fence, then polls. A waker whose W4 exchange
+ * read 1 precedes R2 in the modification order of wake_pending, hence in S,
+ * and R2 precedes R3: its W1 precedes R3 in S, so the poll after R3 sees the
+ * task. A waker whose W3 saw RUNNING is covered by the next S1–S3.
  *
  * At most one wake message is in flight per worker (wake_pending), so there are
  * no wake storms. The suspend timeout (worker_suspend_timeout_us) bounds the
@@ -75,7 +83,7 @@ struct worker *sched_current(const struct sched *s)
 
 /* ---- wake ------------------------------------------------------------------ */
 
-static void send_wake(struct sched *s, struct worker *target, struct worker *self)
+static bool send_wake(struct sched *s, struct worker *target, struct worker *self)
 {
     int err;
     if (self) {
@@ -89,19 +97,20 @@ static void send_wake(struct sched *s, struct worker *target, struct worker *sel
         /* Nothing is in flight: let the next submitter try again. */
         atomic_store_explicit(&target->wake_pending, 0, memory_order_seq_cst);
         atomic_fetch_add_explicit(&s->foreign_wake_failures, 1, memory_order_relaxed);
+        return false;
     }
+    return true;
 }
 
-void sched_notify(struct sched *s, struct worker *w, struct worker *self)
+bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
 {
-    /* W2: order the caller's push before the state load; pairs with S2. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&w->state, memory_order_relaxed) != W_SLEEPING)
-        return;
+    /* W3: seq_cst, after the caller's seq_cst push (W1); pairs with S2. */
+    if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
+        return false;
     /* W4: one message in flight at most; cleared by the sleeper at R2. */
-    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_acq_rel))
-        return;
-    send_wake(s, w, self == w ? NULL : self);
+    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
+        return true;
+    return send_wake(s, w, self == w ? NULL : self);
 }
 
 struct worker *sched_find_sleeping(struct sched *s)
@@ -122,12 +131,11 @@ static __attribute__((cold)) void wake_peer_for_surplus(struct sched *s, struct 
 {
     if (atomic_exchange_explicit(&s->surplus_waking, 1, memory_order_acq_rel))
         return;
+    /* The flag is cleared by the woken worker when it resumes, or here when
+     * no wake is on its way (the target resumed meanwhile). */
     struct worker *w = sched_find_sleeping(s);
-    if (!w || w == self) {
+    if (!w || w == self || !sched_notify(s, w, self))
         atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
-        return;
-    }
-    sched_notify(s, w, self);
 }
 
 static inline void maybe_wake_peer(struct sched *s, struct worker *self)
@@ -253,9 +261,13 @@ static struct urt_task *find_task(struct worker *w)
     const struct urt_config *cfg = s->cfg;
     struct urt_task *t;
 
-    if (++w->tick % cfg->inbox_check_interval == 0 && (t = inbox_pop(&w->inbox))) {
-        STAT_INC(w, inbox_drains);
-        return t;
+    w->tick++;
+    if (__builtin_expect(--w->inbox_countdown == 0, 0)) {
+        w->inbox_countdown = cfg->inbox_check_interval;
+        if ((t = inbox_pop(&w->inbox))) {
+            STAT_INC(w, inbox_drains);
+            return t;
+        }
     }
     if (sticky_maybe_nonempty(w)) {
         bool main_first = false;
@@ -379,21 +391,19 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     ASSERT_OWNER(w);
     if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
         return;
-    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_relaxed); /* S1 */
+    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1 */
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W2 in sched_notify */
+    atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W1/W3 (see the top of this file) */
     if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
         STAT_INC(w, suspends);
         ring_wait(&w->ring, timeout_ns); /* S4 */
     }
-    atomic_store_explicit(&w->state, W_RUNNING, memory_order_relaxed); /* R1 */
+    atomic_store_explicit(&w->state, W_RUNNING, memory_order_seq_cst); /* R1 */
     atomic_fetch_sub_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     if (atomic_load_explicit(&s->surplus_waking, memory_order_relaxed))
         atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
-    if (w->ring.uring.flags & IORING_SETUP_DEFER_TASKRUN)
-        ring_get_events(&w->ring);
-    reap(w);                                   /* R2 */
-    atomic_thread_fence(memory_order_seq_cst); /* R3: pairs with W2 */
+    reap(w);                                   /* R2 (the wait ran deferred task work) */
+    atomic_thread_fence(memory_order_seq_cst); /* R3: pairs with W1/W4 (see the top of this file) */
     w->idle_polls = 0;
 }
 
@@ -409,6 +419,8 @@ static void pace(struct worker *w)
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(wait - 2) * 1000};
     nanosleep(&ts, NULL);
 }
+
+#define IDLE_YIELD_EVERY 64 /* empty polls between two sched_yield() while spinning */
 
 static void worker_loop(struct worker *w)
 {
@@ -444,6 +456,11 @@ static void worker_loop(struct worker *w)
         }
         if (cfg->busy_worker || w->idle_polls < cfg->worker_try_count) {
             pace(w);
+            /* Offer the CPU to other runnable threads now and then (a no-op
+             * when there are none): with more threads than CPUs, a spinning
+             * worker must not starve the thread that submits its work. */
+            if ((w->idle_polls & (IDLE_YIELD_EVERY - 1)) == 0)
+                sched_yield();
             continue;
         }
         worker_suspend(w, s->suspend_timeout_ns);
@@ -569,6 +586,7 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
         w->index = i;
         w->place = place[i];
         w->last_victim = i;
+        w->inbox_countdown = cfg->inbox_check_interval;
         w->ring_fd = -1;
         atomic_init(&w->state, W_RUNNING);
         atomic_init(&w->wake_pending, 0);

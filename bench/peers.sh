@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# bench/peers.sh — runs the shared peer harness with urt beside Tokio, oneTBB
+# and the jogasaki-style scheduler (../shared/peers/run-peers.sh), in the same
+# rounds, and keeps the output in bench/results/<date>-<label>.txt.
+#
+#   bench/peers.sh [label]                 all workloads urt implements
+#   ONLY="tokio tbb jogasaki_style urt" ROUNDS=5 bench/peers.sh core
+#
+# Only same-run ratios count (a noisy 2-vCPU VM): compare urt with the peers
+# of the same file, and read the "# rounds" lines for bimodal workloads.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LABEL=${1:-run}
+PEERS_DIR=${PEERS_DIR:-../shared/peers}
+[[ -x $PEERS_DIR/run-peers.sh ]] || { echo "bench/peers.sh: no $PEERS_DIR/run-peers.sh (set PEERS_DIR)" >&2; exit 2; }
+scripts/deps.sh
+[[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
+ninja -C build-release >/dev/null
+mkdir -p bench/results
+OUT=bench/results/$(date +%F-%H%M)-$LABEL.txt
+{
+  echo "# urt $(git rev-parse --short HEAD) $(date -u '+%F %T UTC')  label=$LABEL"
+  echo "# command: EXTRA_PEERS=urt=build-release/tools/urt-load ONLY=\"${ONLY:-all}\" ROUNDS=${ROUNDS:-5} $PEERS_DIR/run-peers.sh"
+  echo "# urt features: $(build-release/tools/urt-load --version 2>/dev/null | tr '\n' ' ')"
+  echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$OUT"
+EXTRA_PEERS="urt=$PWD/build-release/tools/urt-load" "$PEERS_DIR/run-peers.sh" >"$OUT.lines" 2>"$OUT.stderr" || true
+cat "$OUT.lines" >>"$OUT"
+echo >>"$OUT"
+python3 "$PEERS_DIR/common/aggregate.py" "$OUT.lines" --table >>"$OUT" 2>/dev/null || true
+rm -f "$OUT.lines"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT"
+grep -h '^# rounds' "$OUT.stderr" >>"$OUT" || true
+rm -f "$OUT.stderr"
+echo "wrote $OUT" >&2
+cat "$OUT"

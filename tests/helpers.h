@@ -1,0 +1,152 @@
+/*
+ * tests/helpers.h — bits shared by the criterion suites.
+ *
+ *  - time: now_ns(), sleep_us(), WAIT_UNTIL(cond, ms) (polls cond with short
+ *    sleeps, true if it held before the deadline);
+ *  - a test configuration (test_config()) and a runtime factory
+ *    (rt_create_or_skip()) that skips the test with a reason when the kernel
+ *    has no io_uring (-ENOSYS) or forbids it (-EPERM), and fails on any other
+ *    error;
+ *  - rt_destroy_clean(): every test ends by destroying its runtime and
+ *    checking the result (0 in drain mode, the cancel count in cancel mode);
+ *  - stats helpers (count of sleeping workers, waiting until every worker
+ *    sleeps);
+ *  - SCALE(full, sanitized): stress sizes; the sanitizer builds pass
+ *    -DURT_TEST_SANITIZED (tests/meson.build) and run smaller sizes, the plain
+ *    build the full ones.
+ *
+ * Criterion assertions may only be used on the test's main thread: helper
+ * threads record what they saw in atomics and the main thread asserts.
+ */
+#ifndef URT_TESTS_HELPERS_H
+#define URT_TESTS_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <urt/urt.h>
+
+#ifdef URT_TEST_SANITIZED
+#define SCALE(full, sanitized) (sanitized)
+#else
+#define SCALE(full, sanitized) (full)
+#endif
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void sleep_us(uint64_t us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Polls cond every 100 µs until it holds (true) or ms milliseconds passed (false). */
+#define WAIT_UNTIL(cond, ms)                                                                                 \
+    ({                                                                                                       \
+        uint64_t wu_deadline_ = now_ns() + (uint64_t)(ms) * 1000000ull;                                      \
+        bool wu_ok_ = false;                                                                                 \
+        for (;;) {                                                                                           \
+            if (cond) {                                                                                      \
+                wu_ok_ = true;                                                                               \
+                break;                                                                                       \
+            }                                                                                                \
+            if (now_ns() > wu_deadline_)                                                                     \
+                break;                                                                                       \
+            sleep_us(100);                                                                                   \
+        }                                                                                                    \
+        wu_ok_;                                                                                              \
+    })
+
+/* Defaults for tests: few workers, no binding, a suspend timeout long enough
+ * that it never rescues a lost wakeup within a test. */
+static inline void test_config(struct urt_config *cfg, uint32_t workers)
+{
+    urt_config_init(cfg);
+    cfg->workers = workers;
+    cfg->placement = URT_PLACEMENT_NONE;
+    cfg->worker_suspend_timeout_us = 60ull * 1000 * 1000;
+}
+
+/* Creates a runtime from cfg, or skips the test when io_uring is missing. */
+static inline urt_runtime *rt_create_or_skip(const struct urt_config *cfg)
+{
+    urt_runtime *rt = NULL;
+    int err = urt_runtime_create(cfg, &rt);
+    if (err == -ENOSYS || err == -EPERM)
+        cr_skip_test("io_uring unavailable (%s): %s", strerror(-err), urt_last_error());
+    cr_assert_eq(err, 0, "urt_runtime_create: %d (%s): %s", err, strerror(-err), urt_last_error());
+    cr_assert_not_null(rt);
+    return rt;
+}
+
+/* Destroys rt and checks it shut down cleanly: drain returns 0, cancel the
+ * number of cancelled tasks (expect_cancelled < 0: don't check the count). */
+static inline int rt_destroy_clean(urt_runtime *rt, enum urt_shutdown mode, int expect_cancelled)
+{
+    int r = urt_runtime_destroy(rt, mode);
+    cr_assert_geq(r, 0, "urt_runtime_destroy: %d (%s)", r, urt_last_error());
+    if (mode == URT_SHUTDOWN_DRAIN)
+        cr_assert_eq(r, 0, "drain must cancel nothing, returned %d", r);
+    else if (expect_cancelled >= 0)
+        cr_assert_eq(r, expect_cancelled, "cancel returned %d, expected %d", r, expect_cancelled);
+    return r;
+}
+
+static inline uint32_t rt_sleeping_count(const urt_runtime *rt, uint32_t *mask_out)
+{
+    struct urt_stats *st = urt_stats_snapshot(rt);
+    cr_assert_not_null(st);
+    uint32_t n = 0, mask = 0;
+    for (uint32_t i = 0; i < st->n_workers; i++) {
+        if (st->workers[i].sleeping) {
+            n++;
+            if (i < 32)
+                mask |= 1u << i;
+        }
+    }
+    urt_stats_free(st);
+    if (mask_out)
+        *mask_out = mask;
+    return n;
+}
+
+/* True once every worker of rt reports sleeping (within ms). */
+static inline bool rt_wait_all_sleeping(const urt_runtime *rt, uint32_t n_workers, unsigned ms)
+{
+    return WAIT_UNTIL(rt_sleeping_count(rt, NULL) == n_workers, ms);
+}
+
+/* Sum of wake messages sent (by workers and by other threads) and received. */
+static inline void rt_wake_counts(const urt_runtime *rt, uint64_t *sent, uint64_t *received)
+{
+    struct urt_stats *st = urt_stats_snapshot(rt);
+    cr_assert_not_null(st);
+    *sent = st->total.wakes_sent + st->foreign_wakes_sent;
+    *received = st->total.wakes_received;
+    urt_stats_free(st);
+}
+
+/* xorshift64*: deterministic per-thread random numbers. */
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * tools/urt-load/workloads.h — the registry of urt-load's workloads.
+ *
+ * A workload family is one file, wl_<family>.c, that exports a table
+ *
+ *     const struct workload WL_<FAMILY>[] = {
+ *         {.name = "...", .metrics = ..., .run = ...},
+ *         ...
+ *         {0},                          // terminator: name == NULL
+ *     };
+ *
+ * main.c walks every table listed in WORKLOAD_FAMILIES (below) for the
+ * per-process protocol (`urt-load <name>`), --list, --help, and the default
+ * run (every workload, each in a fresh child process, in table order).
+ *
+ * To add a family: write wl_<family>.c, add it to urt_load_sources in
+ * tools/meson.build, declare its table below and append it to
+ * WORKLOAD_FAMILIES. Nothing else changes.
+ *
+ * Contract of one entry (all called on the external thread, once per
+ * process, and only for the workload the process was started for):
+ *  1. configure (optional) adjusts the configuration after urt_config_init()
+ *     and before the URT_* environment variables and WORKERS are applied
+ *     (so a user can still override it), e.g. a log directory. Returns 0, or
+ *     non-zero after printing a message on stderr (the process exits 2).
+ *  2. The runtime is created with exactly WORKERS workers; urt-load sleeps
+ *     START_SLEEP_MS, then calls run(rt, name). The calling thread is the
+ *     external thread: it must never run tasks.
+ *  3. run prints the result lines (measure.h) and returns 0, or 1 when a
+ *     correctness check failed. It must leave no task of its own queued or
+ *     running when it returns (urt-load then destroys the runtime in drain
+ *     mode; memory the tasks use must outlive that).
+ *  4. metrics lists the metric names run prints, in order (NULL-terminated);
+ *     the summary table shows a missing one as such.
+ */
+#ifndef URT_LOAD_WORKLOADS_H
+#define URT_LOAD_WORKLOADS_H
+
+#include <urt/urt.h>
+
+#define WORKLOAD_MAX_METRICS 8
+
+struct workload {
+    const char *name;                                  /* NULL ends a table */
+    const char *summary;                               /* one line for --help */
+    const char *metrics[WORKLOAD_MAX_METRICS + 1];     /* metric names, NULL-terminated (rule 4) */
+    int (*configure)(struct urt_config *cfg);          /* optional, see rule 1 */
+    int (*run)(urt_runtime *rt, const char *name);     /* rule 2 and 3 */
+};
+
+/* ---- the families, in the order of the default run ------------------------ */
+extern const struct workload WL_CORE[]; /* wl_core.c: WORKLOADS.md 3.1-3.7 */
+
+#define WORKLOAD_FAMILIES WL_CORE
+
+#endif
