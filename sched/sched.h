@@ -40,6 +40,7 @@
 /* task->priv.flags */
 #define TASK_POOLED 0x1u   /* from the task pool: returned there after it ran */
 #define TASK_QUEUED 0x2u   /* debug: between submit and run */
+#define TASK_LANE_RUNNER 0x4u /* the runner task of a lane (sched/lane.c) */
 
 enum worker_state {
     W_RUNNING = 0,
@@ -86,9 +87,6 @@ struct sched_hooks {
     /* On the worker, before it suspends: return true if it created work or
      * I/O that must be waited for differently (the worker polls again). */
     bool (*before_suspend)(void *ctx, struct worker *w);
-    /* On the worker, for a task of a lane, after fn returned (lanes live above
-     * the plain queues: sched/lane.c). */
-    void (*lane_task_done)(void *ctx, struct worker *w, struct urt_task *t, enum urt_task_result r);
 };
 
 struct worker {
@@ -105,6 +103,7 @@ struct worker {
     struct inbox inbox;
     struct inbox sticky;
     alignas(64) _Atomic uint64_t idle_sweeps; /* idle polls seen during a drain (owner writes) */
+    _Atomic uint32_t lanes_active;            /* lanes owned now (sched/lane.c; advisory, relaxed) */
 
     /* --- owner only --- */
     alignas(64) struct ring ring;
@@ -132,6 +131,7 @@ struct sched {
     struct taskpool pool;
     struct sched_hooks hooks;
     uint64_t suspend_timeout_ns;
+    void *_Atomic tx_log;    /* tx/: the registered write-ahead log (tx/commit_hook.h) */
 
     alignas(64) _Atomic uint32_t n_sleeping; /* workers in W_SLEEPING */
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */
@@ -189,5 +189,7 @@ void sched_read_stats(const struct sched *s, uint32_t w, struct urt_worker_stats
 
 /* Task-pool helpers for the public spawn entry points. */
 struct urt_task *sched_task_alloc(struct sched *s);
+/* Gives back a task of sched_task_alloc that was never submitted. Any thread. */
+void sched_task_free(struct sched *s, struct urt_task *t);
 
 #endif

@@ -138,6 +138,12 @@ URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned fla
     return sched_submit(sched_of(rt), task, flags);
 }
 
+void sched_task_free(struct sched *s, struct urt_task *t)
+{
+    struct worker *self = sched_current(s);
+    taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);
+}
+
 URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
     if (!rt || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))

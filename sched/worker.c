@@ -56,6 +56,8 @@
  * queue that each worker found empty is still empty.
  */
 #include "sched/sched.h"
+#include "sched/job.h"
+#include "sched/lane.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -316,13 +318,11 @@ static inline void run_task(struct worker *w, struct urt_task *t)
 {
     struct sched *s = w->s;
     uint32_t flags = t->priv.flags;     /* read before fn: fn may free t */
-    struct urt_lane *lane = t->priv.lane;
+    struct urt_job *job = t->priv.job;
+    if (job && job_task_skip(w, t))     /* cancelled job (sched/job.c) */
+        return;
     enum urt_task_result r = t->fn(t, t->arg);
     STAT_INC(w, tasks_run);
-    if (lane) {
-        s->hooks.lane_task_done(s->hooks.ctx, w, t, r);
-        return;
-    }
     if (r == URT_TASK_YIELD) {
         STAT_INC(w, yields);
         yield_push(w, t);
@@ -330,11 +330,14 @@ static inline void run_task(struct worker *w, struct urt_task *t)
     }
     if (flags & TASK_POOLED)
         taskpool_free(&s->pool, &w->cache, t);
+    if (job)
+        job_task_finished(s, w, job);
 }
 
 void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
 {
     uint32_t flags = t->priv.flags;
+    struct urt_job *job = t->priv.job;
     if (t->cancel)
         t->cancel(t, t->arg);
     if (self)
@@ -347,6 +350,8 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
             taskpool_free(&s->pool, &c, t); /* chunk memory is freed with the pool */
         }
     }
+    if (job)
+        job_task_cancelled(s, self, job);
 }
 
 /* ---- completions -------------------------------------------------------------------- */
@@ -698,6 +703,10 @@ static int cancel_leftovers(struct sched *s, struct worker *w)
         n++;
     }
     while ((t = inbox_pop(&w->sticky)) != NULL) {
+        if (t->priv.flags & TASK_LANE_RUNNER) {
+            n += lane_cancel_runner(s, t); /* the lane's queued tasks */
+            continue;
+        }
         sched_cancel_task(s, NULL, t);
         n++;
     }

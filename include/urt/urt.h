@@ -10,6 +10,9 @@
 #include <urt/runtime.h>
 #include <urt/stats.h>
 #include <urt/task.h>
+#include <urt/lane.h>
+#include <urt/job.h>
+#include <urt/tx.h>
 
 #define URT_VERSION_MAJOR 0
 #define URT_VERSION_MINOR 1
