@@ -13,12 +13,14 @@
  *                  chosen by the placement rules (below);
  *               L3 if pending was 0: push the runner on the owner's sticky
  *                  queue (and wake the owner if it sleeps).
- *   runner:     pops the FIFO head and runs it; after its fn returned DONE,
- *               L4 fetch_sub pending; at 0 the runner stops (the lane is idle
- *               and may move at its next submission); otherwise, after a
- *               batch of LANE_BATCH tasks (fairness with the other lanes of
- *               the worker), it pushes itself to the tail of the owner's
- *               sticky queue.
+ *   runner:     pops the FIFO head and runs it, up to LANE_BATCH tasks
+ *               (fairness with the other lanes of the worker) or until the
+ *               FIFO looks empty; then L4 fetch_sub pending by the number of
+ *               tasks that finished (their fn returned DONE). At 0 the runner
+ *               stops (the lane is idle and may move at its next
+ *               submission); otherwise it pushes itself to the tail of the
+ *               owner's sticky queue. One RMW per batch, not per task, keeps
+ *               the placement word's line off the runner's path.
  *
  * Why this and not "every task into the owner's sticky queue" (jogasaki): a
  * task that yields must keep its place. In a shared sticky queue a yielded
@@ -34,9 +36,10 @@
  *       re-queues itself only while pending > 0 (so no 0 -> 1 can happen
  *       meanwhile). Hence tasks of a lane never overlap, and `current` is
  *       touched by one thread at a time.
- *  (V2) pending > 0 after L4 implies the FIFO holds a task: every submitter
- *       pushes (L1) before it counts (L2), so pushed - popped >= counted -
- *       finished > 0. The task may be "in transit" (a producer between its
+ *  (V2) pending > 0 after L4 implies the FIFO holds a task (or the yielded
+ *       `current`): every submitter pushes (L1) before it counts (L2), and at
+ *       L4 every popped task is finished and subtracted, so pushed - popped >=
+ *       counted - subtracted > 0. The task may be "in transit" (a producer between its
  *       exchange and its link): the runner then re-queues itself and retries.
  *  (V3) The owner is only chosen at 0 -> 1 and the runner runs only on the
  *       owner (sticky queues are never stolen), so a lane never migrates while
@@ -65,7 +68,7 @@
  *       sched_stop either sees its push or the submitter sees the phase.
  *
  * Load: one exchange + one CAS per submission, no lock, no allocation; the
- * runner does one fetch_sub per task and one sticky push per batch.
+ * runner does one fetch_sub and one sticky push per batch.
  */
 #include "sched/lane.h"
 
@@ -139,39 +142,41 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
 {
     struct urt_lane *l = arg;
     struct worker *w = sched_current(l->s);
-    unsigned ran = 0;
+    unsigned ran = 0, finished = 0;
     (void)runner;
     while (ran < LANE_BATCH) {
+        if (__builtin_expect(atomic_load_explicit(&l->s->phase, memory_order_relaxed) == PHASE_STOPPING, 0))
+            break; /* destroy(CANCEL): the queued tasks are cancelled, not run */
         struct urt_task *t = l->current;
         if (t)
             l->current = NULL;
         else if (!(t = inbox_pop(&l->q)))
-            break; /* (V2) in transit: retry from the sticky queue */
+            break; /* empty, or (V2) in transit */
         ran++;
         if (run_one(w, l, t) == URT_TASK_YIELD) {
             l->current = t; /* keeps its place at the head of the lane */
             break;
         }
-        void (*idle)(void *) = l->ops ? l->ops->idle : NULL;
-        void *ctx = l->ctx;
-        /* L4, release: pairs with the acquire CAS of the next 0 -> 1 (M2). */
-        uint64_t old = atomic_fetch_sub_explicit(&l->word, 1, memory_order_acq_rel);
-        if (LANE_PENDING(old) == 1) {
-            /* Idle: the lane may be re-activated (even freed) from here on;
-             * touch nothing of it. */
-            atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed);
-            if (ran > 1) {
-                STAT_ADD(w, tasks_run, ran - 1);
-                STAT_ADD(w, sticky_runs, ran - 1);
-            }
-            if (idle)
-                idle(ctx);
-            return URT_TASK_DONE;
-        }
+        finished++;
     }
     if (ran > 1) {
         STAT_ADD(w, tasks_run, ran - 1);
         STAT_ADD(w, sticky_runs, ran - 1);
+    }
+    if (finished) {
+        void (*idle)(void *) = l->ops ? l->ops->idle : NULL;
+        void *ctx = l->ctx;
+        /* L4, once per batch (every counted task is finished: its fn
+         * returned), release: pairs with the acquire CAS of the next 0 -> 1 (M2). */
+        uint64_t old = atomic_fetch_sub_explicit(&l->word, finished, memory_order_acq_rel);
+        if (LANE_PENDING(old) == finished) {
+            /* Idle: the lane may be re-activated (even freed) from here on;
+             * touch nothing of it. */
+            atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed);
+            if (idle)
+                idle(ctx);
+            return URT_TASK_DONE;
+        }
     }
     /* pending > 0: back to the tail of our own sticky queue (we are awake, no
      * wake needed; the queue's exchange orders it for has_work()). */

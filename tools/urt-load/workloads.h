@@ -50,7 +50,8 @@ struct workload {
 
 /* ---- the families, in the order of the default run ------------------------ */
 extern const struct workload WL_CORE[]; /* wl_core.c: WORKLOADS.md 3.1-3.7 */
+extern const struct workload WL_STICKY[]; /* wl_sticky.c: WORKLOADS.md 3.8 */
 
-#define WORKLOAD_FAMILIES WL_CORE
+#define WORKLOAD_FAMILIES WL_CORE, WL_STICKY
 
 #endif
