@@ -94,6 +94,7 @@ struct worker {
     alignas(64) _Atomic uint32_t state;   /* enum worker_state */
     _Atomic uint32_t wake_pending;        /* 1 while a wake message to it is in flight */
     int ring_fd;                          /* target of wake messages */
+    _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
     uint32_t index;
     struct sched *s;
     struct worker_placement place;
@@ -114,6 +115,7 @@ struct worker {
     uint32_t idle_polls;    /* consecutive polls that found nothing */
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */
+    uint32_t failed_sweeps; /* consecutive steal sweeps that found nothing */
     uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
     struct worker_counters stats;

@@ -119,13 +119,23 @@ struct worker *sched_find_sleeping(struct sched *s)
 {
     if (atomic_load_explicit(&s->n_sleeping, memory_order_relaxed) == 0)
         return NULL;
+    /* Prefer a sleeper that last ran on the caller's CPU: the kernel tends
+     * to wake a thread where it last ran, and a wake on the waker's own CPU
+     * costs a few µs where a wake across CPUs costs tens (an IPI to an idle
+     * vCPU). */
+    int cpu = sched_getcpu();
+    struct worker *any = NULL;
     uint32_t start = atomic_load_explicit(&s->rr, memory_order_relaxed);
     for (uint32_t i = 0; i < s->n_workers; i++) {
         struct worker *w = s->workers[(start + i) % s->n_workers];
-        if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_SLEEPING)
+        if (atomic_load_explicit(&w->state, memory_order_relaxed) != W_SLEEPING)
+            continue;
+        if (atomic_load_explicit(&w->last_cpu, memory_order_relaxed) == cpu)
             return w;
+        if (!any)
+            any = w;
     }
-    return NULL;
+    return any;
 }
 
 /* Wake one suspended peer so it can steal self's surplus. */
@@ -257,6 +267,8 @@ static inline bool sticky_maybe_nonempty(struct worker *w)
            atomic_load_explicit(&w->sticky.stub.priv.next, memory_order_relaxed) != NULL;
 }
 
+#define STEAL_BACKOFF_AFTER 32
+
 static struct urt_task *find_task(struct worker *w)
 {
     struct sched *s = w->s;
@@ -294,8 +306,16 @@ static struct urt_task *find_task(struct worker *w)
         return t;
     }
     if (s->n_workers > 1 && ++w->empty_local >= cfg->stealing_wait) {
-        if ((t = steal(w)))
-            return t;
+        /* After STEAL_BACKOFF_AFTER fruitless sweeps, sweep only every 8th
+         * poll: reading the victims' deque indices on every poll keeps
+         * pulling those lines away from their owners. */
+        if (w->failed_sweeps < STEAL_BACKOFF_AFTER || (w->tick & 7) == 0) {
+            if ((t = steal(w))) {
+                w->failed_sweeps = 0;
+                return t;
+            }
+            w->failed_sweeps++;
+        }
     }
     return NULL;
 }
@@ -396,6 +416,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     ASSERT_OWNER(w);
     if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
         return;
+    atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1 */
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W1/W3 (see the top of this file) */
@@ -595,6 +616,7 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
         w->ring_fd = -1;
         atomic_init(&w->state, W_RUNNING);
         atomic_init(&w->wake_pending, 0);
+        atomic_init(&w->last_cpu, -1);
         atomic_init(&w->idle_sweeps, 0);
         inbox_init(&w->inbox);
         inbox_init(&w->sticky);

@@ -11,6 +11,11 @@
  *    checking the result (0 in drain mode, the cancel count in cancel mode);
  *  - stats helpers (count of sleeping workers, waiting until every worker
  *    sleeps);
+ *  - leak_check(): in the ASan build, asks LeakSanitizer for a leak check
+ *    now and fails the test if it finds one. Needed because criterion
+ *    reports a test's result before the forked test process exits, so
+ *    LSan's report at exit would not fail anything; rt_destroy_clean() calls
+ *    it, tests that destroy otherwise call it at their end;
  *  - SCALE(full, sanitized): stress sizes; the sanitizer builds pass
  *    -DURT_TEST_SANITIZED (tests/meson.build) and run smaller sizes, the plain
  *    build the full ones.
@@ -31,6 +36,18 @@
 #include <time.h>
 
 #include <urt/urt.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+static inline void leak_check(void)
+{
+    cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "LeakSanitizer found leaks (report above)");
+}
+#else
+static inline void leak_check(void)
+{
+}
+#endif
 
 #ifdef URT_TEST_SANITIZED
 #define SCALE(full, sanitized) (sanitized)
@@ -101,6 +118,7 @@ static inline int rt_destroy_clean(urt_runtime *rt, enum urt_shutdown mode, int 
         cr_assert_eq(r, 0, "drain must cancel nothing, returned %d", r);
     else if (expect_cancelled >= 0)
         cr_assert_eq(r, expect_cancelled, "cancel returned %d, expected %d", r, expect_cancelled);
+    leak_check();
     return r;
 }
 

@@ -18,7 +18,7 @@ extern "C" {
 struct urt_worker_stats {
     uint64_t tasks_run;      /* task function calls (a yielded task counts once per call) */
     uint64_t tasks_stolen;   /* tasks this worker stole from others */
-    uint64_t steal_attempts; /* steal tries (successful or not) */
+    uint64_t steal_attempts; /* steal tries on victims whose deque was not empty (won or lost) */
     uint64_t suspends;       /* times it suspended in its ring */
     uint64_t wakes_sent;     /* wake messages this worker sent to others */
     uint64_t wakes_received; /* wake messages it received */

@@ -319,6 +319,7 @@ Test(config, runtime_create_rejects_bad_config, .timeout = 30)
     urt_config_init(&c);
     cr_assert_eq(urt_runtime_create(&c, NULL), -EINVAL, "out NULL");
     cr_assert_eq(urt_runtime_destroy(NULL, URT_SHUTDOWN_DRAIN), 0);
+    leak_check();
 }
 
 /* ---- urt_config_set ------------------------------------------------------------- */
@@ -371,6 +372,7 @@ Test(config, set_from_text, .timeout = 10)
     cr_assert_eq(c.ring_disable, URT_RING_ALL_FEATURES);
     cr_assert_eq(urt_config_set(&c, "deque_capacity", "1024"), 0);
     cr_assert_eq(c.deque_capacity, 1024);
+    leak_check();
 }
 
 Test(config, set_rejects_bad_text_naming_the_field, .timeout = 10)
@@ -457,6 +459,7 @@ Test(config, from_env_applies_urt_variables, .timeout = 10)
     char err[256];
     cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
     clear_urt_env();
+    leak_check();
 }
 
 Test(config, from_env_rejects_bad_values_naming_the_variable, .timeout = 10)

@@ -94,6 +94,7 @@ static void run_model(uint64_t seed, size_t n_ops, uint32_t capacity)
                  max_size);
     deque_destroy(&d);
     free(m.items);
+    leak_check();
 }
 
 Test(deque, model_random_sequences, .timeout = 60)
@@ -131,6 +132,7 @@ Test(deque, empty_and_single_element, .timeout = 10)
     cr_assert_eq(deque_take(&d), &b);
     cr_assert_eq(deque_size(&d), 0);
     deque_destroy(&d);
+    leak_check();
 }
 
 /* ---- 2. owner + 3 thieves -------------------------------------------------------- */
@@ -255,6 +257,7 @@ static void run_stress(size_t n_items, uint32_t capacity, uint64_t seed)
     free(s->count);
     free(s->items);
     free(s);
+    leak_check();
 }
 
 Test(deque, stress_owner_and_three_thieves, .timeout = 120)

@@ -175,4 +175,5 @@ Test(inbox, stress_four_producers_fifo_exactly_once, .timeout = 120)
         cr_assert_eq(expect_next[p], m.per_producer);
         free(m.items[p]);
     }
+    leak_check();
 }

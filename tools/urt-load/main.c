@@ -14,6 +14,9 @@
  *     `urt <workload> <metric> <value> <unit>` lines on stdout and `# ...`
  *     details on stderr. Exit 0; 1 when a correctness check failed; 2 with
  *     nothing on stdout for an unknown workload or a bad setting.
+ *     WORKERS decides the worker count; URT_WORKERS is accepted when WORKERS
+ *     is unset or equal (a contradiction is a usage error), and a URT_*
+ *     variable that names no configuration field gets a `#` warning.
  *
  *  2. Summary (no workload argument): every registered workload (or those of
  *     --only) runs in a fresh child process (/proc/self/exe <workload>), one
@@ -683,6 +686,9 @@ static void print_help(void)
            "environment:\n"
            "  WORKERS             worker threads of the runtime (default %d)\n"
            "  URT_<FIELD>         any field of struct urt_config, e.g. URT_BUSY_WORKER=true\n"
+           "\n"
+           "exit status: 0 ok; 1 a correctness check or a child failed; 2 bad usage, unknown\n"
+           "workload or bad setting (nothing on stdout)\n"
            "\n"
            "workloads:\n",
            PROGRAM, PROGRAM, WORKERS_DEFAULT, WORKERS_DEFAULT);

@@ -71,7 +71,7 @@ void measure_event_wait(struct measure_event *ev)
 void measure_done_reset(struct measure_done *d, uint64_t target)
 {
     atomic_store_explicit(&d->count, 0, memory_order_relaxed);
-    d->target = target;
+    atomic_store_explicit(&d->target, target, memory_order_relaxed);
     atomic_store_explicit(&d->t0, 0, memory_order_relaxed);
     atomic_store_explicit(&d->t1, 0, memory_order_relaxed);
     atomic_store_explicit(&d->event.word, 0, memory_order_relaxed);
@@ -146,9 +146,14 @@ void measure_report_latency(const char *workload, uint64_t *lat_ns, size_t n, do
     printf("%s %s p999_us %.2f us\n", MEASURE_PEER, workload, measure_percentile(lat_ns, n, 999) / 1000.0);
     printf("%s %s cpu_pct %.1f %%\n", MEASURE_PEER, workload, cpu_pct);
     fflush(stdout);
-    fprintf(stderr, "# %s %s: n=%zu min=%.2fus median=%.2fus max=%.2fus workers=%u\n", MEASURE_PEER,
-            workload, n, lat_ns[0] / 1000.0, measure_percentile(lat_ns, n, 500) / 1000.0,
-            lat_ns[n - 1] / 1000.0, measure_workers);
+    size_t over_100us = 0, over_1ms = 0;
+    for (size_t i = 0; i < n; i++) {
+        over_100us += lat_ns[i] > 100000u;
+        over_1ms += lat_ns[i] > 1000000u;
+    }
+    fprintf(stderr, "# %s %s: n=%zu min=%.2fus median=%.2fus max=%.2fus over_100us=%zu over_1ms=%zu workers=%u\n",
+            MEASURE_PEER, workload, n, lat_ns[0] / 1000.0, measure_percentile(lat_ns, n, 500) / 1000.0,
+            lat_ns[n - 1] / 1000.0, over_100us, over_1ms, measure_workers);
 }
 
 void measure_note(const char *workload, const char *fmt, ...)

@@ -98,7 +98,7 @@ void measure_event_wait(struct measure_event *ev);
 
 struct measure_done {
     _Alignas(64) atomic_uint_fast64_t count; /* finished units */
-    uint64_t target;           /* written by the external thread before the
+    _Atomic uint64_t target;   /* written by the external thread before the
                                   iteration's first submission (published by it) */
     _Alignas(64) _Atomic uint64_t t0, t1;
     atomic_bool failed;        /* a correctness check failed */
@@ -113,8 +113,11 @@ void measure_done_reset(struct measure_done *d, uint64_t target);
  * sets the event. Any thread (a task). */
 static inline void measure_done_count(struct measure_done *d)
 {
+    /* target is read before the increment, so the read happens before the
+     * external thread's next reset (it is released by this increment). */
+    uint64_t target = atomic_load_explicit(&d->target, memory_order_relaxed);
     /* acq_rel: pairs with the other units' increments (see the file top). */
-    if (atomic_fetch_add_explicit(&d->count, 1, memory_order_acq_rel) + 1 == d->target) {
+    if (atomic_fetch_add_explicit(&d->count, 1, memory_order_acq_rel) + 1 == target) {
         atomic_store_explicit(&d->t1, measure_now_ns(), memory_order_relaxed);
         measure_event_set(&d->event);
     }

@@ -21,8 +21,10 @@
  * process, and only for the workload the process was started for):
  *  1. configure (optional) adjusts the configuration after urt_config_init()
  *     and before the URT_* environment variables and WORKERS are applied
- *     (so a user can still override it), e.g. a log directory. Returns 0, or
- *     non-zero after printing a message on stderr (the process exits 2).
+ *     (so a user can still override it), e.g. a log directory. Strings it
+ *     stores must live as long as the process (static storage, or set them
+ *     with urt_config_set(), which copies). Returns 0, or non-zero after
+ *     printing a message on stderr (the process exits 2).
  *  2. The runtime is created with exactly WORKERS workers; urt-load sleeps
  *     START_SLEEP_MS, then calls run(rt, name). The calling thread is the
  *     external thread: it must never run tasks.

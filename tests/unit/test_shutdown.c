@@ -1,0 +1,592 @@
+/*
+ * tests/unit/test_shutdown.c — urt_runtime_destroy in both modes (SPEC C10,
+ * urt/runtime.h lifecycle rules 3 and 4).
+ *
+ *  - DRAIN with work in flight: binary spawn trees still growing when destroy
+ *    starts, plus tasks that yield a bounded number of times; every node runs
+ *    exactly once and destroy returns 0.
+ *  - CANCEL with queued work: every worker held by a blocker, thousands of
+ *    tasks queued behind them (embedded tasks with a cancel callback, spawned
+ *    ones with urt_spawn_ex, yielders that never finish); each task ends
+ *    exactly once — run or cancelled, never both, never twice — and destroy
+ *    returns the number cancelled. The blockers are released only once a
+ *    foreign thread's submission is refused with -ESHUTDOWN, so destroy has
+ *    started for sure and the queued tasks really are cancelled.
+ *  - Foreign submissions racing destroy: each is accepted (and then runs or is
+ *    cancelled) or refused with -ESHUTDOWN; after the first refusal every
+ *    later one is refused. A blocker keeps destroy from returning until the
+ *    submitting thread has stopped, so no call touches a freed runtime.
+ *  - destroy(NULL) == 0, an unknown mode -> -EINVAL (runtime unharmed), destroy
+ *    from a worker -> -EDEADLK.
+ * Leaks (task pool, rings, per-thread wake rings) are LeakSanitizer's job in
+ * the ASan build.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "tests/helpers.h"
+
+static urt_runtime *g_rt;
+
+/* ---- DRAIN with a growing tree ---------------------------------------------------- */
+
+static _Atomic uint64_t tree_runs, tree_errors;
+static _Atomic uint32_t *node_runs; /* per node id */
+
+/* arg = heap id << 8 | levels still to spawn below; children of n: 2n, 2n+1. */
+static enum urt_task_result tree_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    uintptr_t v = (uintptr_t)arg;
+    uint32_t id = (uint32_t)(v >> 8), left = (uint32_t)(v & 0xff);
+    atomic_fetch_add_explicit(&node_runs[id], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&tree_runs, 1, memory_order_relaxed);
+    if (left > 0) {
+        for (uint32_t k = 0; k < 2; k++) {
+            uintptr_t child = ((uintptr_t)(2 * id + k) << 8) | (left - 1);
+            if (urt_spawn(g_rt, tree_fn, (void *)child, 0))
+                atomic_fetch_add(&tree_errors, 1);
+        }
+    }
+    return URT_TASK_DONE;
+}
+
+struct yielder {
+    struct urt_task task;
+    _Atomic int calls;
+    int yields_left;         /* < 0: yields forever */
+    _Atomic int done, cancelled;
+};
+
+static enum urt_task_result yielder_fn(struct urt_task *t, void *arg)
+{
+    struct yielder *y = arg;
+    (void)t;
+    atomic_fetch_add(&y->calls, 1);
+    if (y->yields_left != 0) {
+        if (y->yields_left > 0)
+            y->yields_left--;
+        return URT_TASK_YIELD;
+    }
+    atomic_fetch_add(&y->done, 1);
+    return URT_TASK_DONE;
+}
+
+static void yielder_cancel(struct urt_task *t, void *arg)
+{
+    struct yielder *y = arg;
+    (void)t;
+    atomic_fetch_add(&y->cancelled, 1);
+}
+
+static void drain_case(uint32_t workers, uint32_t depth, uint32_t roots)
+{
+    struct urt_config c;
+    test_config(&c, workers);
+    c.worker_try_count = 10;
+    g_rt = rt_create_or_skip(&c);
+    uint32_t nodes_per_tree = (1u << (depth + 1)) - 1;
+    size_t n_ids = (size_t)roots << (depth + 1);
+    node_runs = calloc(n_ids, sizeof(*node_runs));
+    cr_assert_not_null(node_runs);
+    atomic_store(&tree_runs, 0);
+    atomic_store(&tree_errors, 0);
+
+    enum { N_YIELDERS = 64 };
+    struct yielder *ys = calloc(N_YIELDERS, sizeof(*ys));
+    cr_assert_not_null(ys);
+    for (int i = 0; i < N_YIELDERS; i++) {
+        ys[i].yields_left = 1 + i % 50;
+        urt_task_init(&ys[i].task, yielder_fn, &ys[i]);
+        ys[i].task.cancel = yielder_cancel;
+        cr_assert_eq(urt_task_submit(g_rt, &ys[i].task, 0), 0);
+    }
+    /* Root r has heap id roots + r: no root is an ancestor of another, so
+     * the subtrees' ids (children of n: 2n, 2n + 1) never overlap, and all
+     * stay below roots << (depth + 1). */
+    for (uint32_t r = 0; r < roots; r++) {
+        uintptr_t root = ((uintptr_t)(roots + r) << 8) | depth;
+        cr_assert_eq(urt_spawn(g_rt, tree_fn, (void *)root, 0), 0);
+    }
+    /* destroy while the trees grow */
+    int ret = urt_runtime_destroy(g_rt, URT_SHUTDOWN_DRAIN);
+    cr_assert_eq(ret, 0, "drain returned %d (%s)", ret, urt_last_error());
+    cr_assert_eq(atomic_load(&tree_errors), 0);
+    cr_assert_eq(atomic_load(&tree_runs), (uint64_t)roots * nodes_per_tree, "ran %lu of %lu tree nodes",
+                 (unsigned long)atomic_load(&tree_runs), (unsigned long)roots * nodes_per_tree);
+    /* every node of every subtree exactly once, nothing else */
+    uint64_t ones = 0;
+    for (size_t id = 0; id < n_ids; id++) {
+        uint32_t v = atomic_load(&node_runs[id]);
+        cr_assert_leq(v, 1, "node %zu ran %u times", id, v);
+        ones += v;
+    }
+    cr_assert_eq(ones, (uint64_t)roots * nodes_per_tree);
+    for (int i = 0; i < N_YIELDERS; i++) {
+        cr_assert_eq(atomic_load(&ys[i].done), 1, "yielder %d: done %d", i, atomic_load(&ys[i].done));
+        cr_assert_eq(atomic_load(&ys[i].cancelled), 0, "drain cancels nothing");
+        cr_assert_eq(atomic_load(&ys[i].calls), 2 + i % 50);
+    }
+    free(ys);
+    free(node_runs);
+    leak_check();
+}
+
+Test(shutdown, drain_runs_growing_trees_and_yielders, .timeout = 120)
+{
+    drain_case(2, SCALE(14, 11), 4);
+}
+
+Test(shutdown, drain_single_worker, .timeout = 120)
+{
+    drain_case(1, SCALE(12, 10), 2);
+}
+
+Test(shutdown, drain_four_workers, .timeout = 120)
+{
+    drain_case(4, SCALE(13, 10), 8);
+}
+
+/* ---- CANCEL with queued tasks --------------------------------------------------------- */
+
+struct blocker {
+    struct urt_task task;
+    _Atomic bool started;
+    _Atomic bool *release;
+};
+
+static enum urt_task_result blocker_fn(struct urt_task *t, void *arg)
+{
+    struct blocker *b = arg;
+    (void)t;
+    atomic_store(&b->started, true);
+    uint64_t deadline = now_ns() + 30ull * 1000000000ull;
+    while (!atomic_load(b->release) && now_ns() < deadline)
+        sleep_us(100);
+    return URT_TASK_DONE;
+}
+
+struct counted {
+    struct urt_task task;
+    _Atomic uint32_t ran, cancelled;
+};
+
+static enum urt_task_result counted_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct counted *c = arg;
+    atomic_fetch_add(&c->ran, 1);
+    return URT_TASK_DONE;
+}
+
+static void counted_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct counted *c = arg;
+    atomic_fetch_add(&c->cancelled, 1);
+}
+
+/* Foreign thread: submits probes until one is refused with -ESHUTDOWN (so
+ * destroy has started), checks that later ones are refused too, then lets
+ * the blockers go. */
+struct refuser {
+    struct counted *probes;
+    size_t cap;
+    _Atomic size_t accepted;
+    _Atomic int other_errors;
+    _Atomic int refused_later;
+    _Atomic bool *release;
+};
+
+static void *refuser_main(void *arg)
+{
+    struct refuser *r = arg;
+    for (size_t i = 0;; i++) {
+        if (i == r->cap) { /* destroy never refused us: report, and let the blockers go */
+            atomic_fetch_add(&r->other_errors, 1);
+            break;
+        }
+        struct counted *p = &r->probes[i];
+        urt_task_init(&p->task, counted_fn, p);
+        p->task.cancel = counted_cancel;
+        int err = urt_task_submit(g_rt, &p->task, 0);
+        if (err == -ESHUTDOWN)
+            break;
+        if (err) {
+            atomic_fetch_add(&r->other_errors, 1);
+            break;
+        }
+        atomic_store(&r->accepted, i + 1);
+        sleep_us(20);
+    }
+    /* Destroy has started: everything from now on is refused. */
+    for (int k = 0; k < 200; k++) {
+        struct counted dummy;
+        urt_task_init(&dummy.task, counted_fn, &dummy);
+        if (urt_task_submit(g_rt, &dummy.task, k & 1 ? URT_SUBMIT_URGENT : 0) == -ESHUTDOWN &&
+            urt_spawn(g_rt, counted_fn, &dummy, 0) == -ESHUTDOWN)
+            atomic_fetch_add(&r->refused_later, 1);
+    }
+    atomic_store(r->release, true);
+    return NULL;
+}
+
+static enum urt_task_result never_run_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return URT_TASK_DONE;
+}
+
+static void cancel_case(uint32_t workers, size_t n_tasks)
+{
+    struct urt_config c;
+    test_config(&c, workers);
+    c.use_preferred_worker_for_current_thread = false; /* round robin: a blocker per worker */
+    c.stealing_wait = 1000000;
+    g_rt = rt_create_or_skip(&c);
+
+    _Atomic bool release = false;
+    struct blocker *bl = calloc(workers, sizeof(*bl));
+    cr_assert_not_null(bl);
+    for (uint32_t i = 0; i < workers; i++) {
+        bl[i].release = &release;
+        urt_task_init(&bl[i].task, blocker_fn, &bl[i]);
+        cr_assert_eq(urt_task_submit(g_rt, &bl[i].task, 0), 0);
+    }
+    for (uint32_t i = 0; i < workers; i++)
+        cr_assert(WAIT_UNTIL(atomic_load(&bl[i].started), 10000), "blocker %u never started", i);
+
+    /* Queue: embedded tasks (half with a cancel callback submitted from here),
+     * spawned ones with urt_spawn_ex, and yielders that never finish. */
+    struct counted *tasks = calloc(n_tasks, sizeof(*tasks));
+    cr_assert_not_null(tasks);
+    for (size_t i = 0; i < n_tasks; i++) {
+        if (i % 2) {
+            urt_task_init(&tasks[i].task, counted_fn, &tasks[i]);
+            tasks[i].task.cancel = counted_cancel;
+            cr_assert_eq(urt_task_submit(g_rt, &tasks[i].task, i % 7 == 0 ? URT_SUBMIT_URGENT : 0), 0);
+        } else {
+            cr_assert_eq(urt_spawn_ex(g_rt, counted_fn, counted_cancel, &tasks[i], 0), 0);
+        }
+    }
+    enum { N_YIELDERS = 16 };
+    struct yielder ys[N_YIELDERS];
+    memset(ys, 0, sizeof(ys));
+    for (int i = 0; i < N_YIELDERS; i++) {
+        ys[i].yields_left = -1; /* forever */
+        urt_task_init(&ys[i].task, yielder_fn, &ys[i]);
+        ys[i].task.cancel = yielder_cancel;
+        cr_assert_eq(urt_task_submit(g_rt, &ys[i].task, 0), 0);
+    }
+    /* A task without a cancel callback is cancelled silently but counted. */
+    struct urt_task plain;
+    urt_task_init(&plain, never_run_fn, NULL);
+    cr_assert_eq(urt_task_submit(g_rt, &plain, 0), 0);
+
+    struct refuser rf;
+    memset(&rf, 0, sizeof(rf));
+    rf.cap = 100000;
+    rf.probes = calloc(rf.cap, sizeof(*rf.probes));
+    rf.release = &release;
+    cr_assert_not_null(rf.probes);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, refuser_main, &rf), 0);
+
+    int cancelled_ret = urt_runtime_destroy(g_rt, URT_SHUTDOWN_CANCEL);
+    pthread_join(th, NULL);
+    cr_assert_geq(cancelled_ret, 0, "%s", urt_last_error());
+    cr_assert_eq(atomic_load(&rf.other_errors), 0);
+    cr_assert_eq(atomic_load(&rf.refused_later), 200, "every submission after the first -ESHUTDOWN is refused");
+
+    uint64_t ran = 0, cancelled = 0;
+    for (size_t i = 0; i < n_tasks; i++) {
+        uint32_t r = atomic_load(&tasks[i].ran), k = atomic_load(&tasks[i].cancelled);
+        cr_assert_eq(r + k, 1, "task %zu: ran %u, cancelled %u", i, r, k);
+        ran += r;
+        cancelled += k;
+    }
+    size_t accepted = atomic_load(&rf.accepted);
+    for (size_t i = 0; i < accepted; i++) {
+        uint32_t r = atomic_load(&rf.probes[i].ran), k = atomic_load(&rf.probes[i].cancelled);
+        cr_assert_eq(r + k, 1, "probe %zu: ran %u, cancelled %u", i, r, k);
+        ran += r;
+        cancelled += k;
+    }
+    for (size_t i = accepted; i < rf.cap; i++)
+        cr_assert_eq(atomic_load(&rf.probes[i].ran) + atomic_load(&rf.probes[i].cancelled), 0);
+    uint64_t ycancelled = 0;
+    for (int i = 0; i < N_YIELDERS; i++) {
+        cr_assert_eq(atomic_load(&ys[i].done), 0);
+        cr_assert_eq(atomic_load(&ys[i].cancelled), 1, "yielder %d cancelled %d times", i,
+                     atomic_load(&ys[i].cancelled));
+        ycancelled++;
+    }
+    cr_assert_eq(ran + cancelled, n_tasks + accepted, "(ran %lu + cancelled %lu) != submitted %zu",
+                 (unsigned long)ran, (unsigned long)cancelled, n_tasks + accepted);
+    /* The blockers held every worker until destroy had started: nothing of
+     * the queue could run... except what a worker picked between the
+     * release and seeing the stop; the queued tasks were mostly cancelled. */
+    cr_assert_gt(cancelled, n_tasks / 2, "only %lu of %zu queued tasks were cancelled", (unsigned long)cancelled,
+                 n_tasks);
+    /* destroy's count: every cancelled task, with or without a callback */
+    cr_assert_geq((uint64_t)cancelled_ret, cancelled + ycancelled);
+    cr_assert_leq((uint64_t)cancelled_ret, cancelled + ycancelled + 1, "the plain task is the only one uncounted");
+    free(rf.probes);
+    free(tasks);
+    free(bl);
+    leak_check();
+}
+
+Test(shutdown, cancel_queued_tasks_one_worker, .timeout = 120)
+{
+    cancel_case(1, SCALE(20000, 5000));
+}
+
+Test(shutdown, cancel_queued_tasks_three_workers, .timeout = 120)
+{
+    cancel_case(3, SCALE(30000, 6000));
+}
+
+/* Yielders in a cancel with nothing blocking: each ends exactly once. */
+Test(shutdown, cancel_with_running_yielders, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    g_rt = rt_create_or_skip(&c);
+    enum { N = 200 };
+    struct yielder *ys = calloc(N, sizeof(*ys));
+    cr_assert_not_null(ys);
+    for (int i = 0; i < N; i++) {
+        ys[i].yields_left = i % 2 ? -1 : 1000;
+        urt_task_init(&ys[i].task, yielder_fn, &ys[i]);
+        ys[i].task.cancel = yielder_cancel;
+        cr_assert_eq(urt_task_submit(g_rt, &ys[i].task, 0), 0);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&ys[N - 1].calls) > 10, 10000));
+    int ret = urt_runtime_destroy(g_rt, URT_SHUTDOWN_CANCEL);
+    int cancelled = 0;
+    for (int i = 0; i < N; i++) {
+        int d = atomic_load(&ys[i].done), k = atomic_load(&ys[i].cancelled);
+        cr_assert_eq(d + k, 1, "yielder %d: done %d cancelled %d", i, d, k);
+        if (i % 2)
+            cr_assert_eq(k, 1, "an endless yielder can only end by cancel");
+        cancelled += k;
+    }
+    cr_assert_eq(ret, cancelled, "destroy returned %d, %d cancel callbacks ran", ret, cancelled);
+    free(ys);
+    leak_check();
+}
+
+/* ---- submissions racing destroy ---------------------------------------------------------- */
+
+struct racer {
+    _Atomic uint64_t accepted, refused, errors, after_refusal_accepted;
+    _Atomic bool done;
+    _Atomic uint32_t *hits; /* per task, the first cap tasks */
+    _Atomic uint32_t overflow_hits; /* the tasks after the first cap */
+    size_t cap;
+};
+
+static enum urt_task_result hit_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((_Atomic uint32_t *)arg, 1);
+    return URT_TASK_DONE;
+}
+
+static void hit_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((_Atomic uint32_t *)arg, 1);
+}
+
+/* Submits until destroy refuses it 100 times (or 60 s passed). */
+static void *racer_main(void *arg)
+{
+    struct racer *r = arg;
+    bool refused = false;
+    uint64_t deadline = now_ns() + 60ull * 1000000000ull;
+    for (size_t i = 0; now_ns() < deadline; i++) {
+        _Atomic uint32_t *hit = i < r->cap ? &r->hits[i] : &r->overflow_hits;
+        int err = urt_spawn_ex(g_rt, hit_fn, hit_cancel, (void *)hit, i % 5 == 0 ? URT_SUBMIT_URGENT : 0);
+        if (err == 0) {
+            atomic_fetch_add(&r->accepted, 1);
+            if (refused)
+                atomic_fetch_add(&r->after_refusal_accepted, 1);
+        } else if (err == -ESHUTDOWN) {
+            refused = true;
+            if (atomic_fetch_add(&r->refused, 1) >= 100)
+                break;
+        } else {
+            atomic_fetch_add(&r->errors, 1);
+        }
+    }
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+/* A task that holds its worker until the racers finished, so destroy (which
+ * waits for running tasks) cannot free the runtime under them. */
+struct holder {
+    struct urt_task task;
+    struct racer *racers;
+    int n;
+    _Atomic bool started;
+};
+
+static enum urt_task_result holder_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct holder *h = arg;
+    atomic_store(&h->started, true);
+    uint64_t deadline = now_ns() + 60ull * 1000000000ull;
+    for (int i = 0; i < h->n; i++)
+        while (!atomic_load(&h->racers[i].done) && now_ns() < deadline)
+            sleep_us(100);
+    return URT_TASK_DONE;
+}
+
+static void race_case(enum urt_shutdown mode)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    g_rt = rt_create_or_skip(&c);
+    enum { RACERS = 3 };
+    struct racer rc[RACERS];
+    pthread_t th[RACERS];
+    memset(rc, 0, sizeof(rc));
+    struct holder h = {.racers = rc, .n = RACERS, .started = false};
+    urt_task_init(&h.task, holder_fn, &h);
+    for (int i = 0; i < RACERS; i++) {
+        rc[i].cap = SCALE(400000, 100000);
+        rc[i].hits = calloc(rc[i].cap, sizeof(*rc[i].hits));
+        cr_assert_not_null(rc[i].hits);
+        cr_assert_eq(pthread_create(&th[i], NULL, racer_main, &rc[i]), 0);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&rc[0].accepted) > 1000, 10000));
+    cr_assert_eq(urt_task_submit(g_rt, &h.task, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&h.started), 10000)); /* else cancel could drop it */
+    int ret = urt_runtime_destroy(g_rt, mode);
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_geq(ret, 0);
+    if (mode == URT_SHUTDOWN_DRAIN)
+        cr_assert_eq(ret, 0);
+    uint64_t ended = 0;
+    for (int i = 0; i < RACERS; i++) {
+        cr_assert_eq(atomic_load(&rc[i].errors), 0, "only 0 or -ESHUTDOWN");
+        cr_assert_eq(atomic_load(&rc[i].after_refusal_accepted), 0, "accepted after a refusal");
+        cr_assert_gt(atomic_load(&rc[i].refused), 0, "racer %d never saw -ESHUTDOWN", i);
+        uint64_t accepted = atomic_load(&rc[i].accepted), sum = atomic_load(&rc[i].overflow_hits);
+        for (size_t k = 0; k < rc[i].cap; k++) {
+            uint32_t v = atomic_load(&rc[i].hits[k]);
+            cr_assert_leq(v, 1, "racer %d task %zu ended %u times", i, k, v);
+            sum += v;
+        }
+        cr_assert_eq(sum, accepted, "racer %d: %lu accepted, %lu ended", i, (unsigned long)accepted,
+                     (unsigned long)sum);
+        ended += sum;
+        free(rc[i].hits);
+    }
+    cr_assert_gt(ended, 0);
+    leak_check();
+}
+
+Test(shutdown, foreign_submissions_racing_drain, .timeout = 120)
+{
+    race_case(URT_SHUTDOWN_DRAIN);
+}
+
+Test(shutdown, foreign_submissions_racing_cancel, .timeout = 120)
+{
+    race_case(URT_SHUTDOWN_CANCEL);
+}
+
+/* ---- argument checks ----------------------------------------------------------------------- */
+
+Test(shutdown, destroy_null_is_a_noop, .timeout = 10)
+{
+    cr_assert_eq(urt_runtime_destroy(NULL, URT_SHUTDOWN_DRAIN), 0);
+    cr_assert_eq(urt_runtime_destroy(NULL, URT_SHUTDOWN_CANCEL), 0);
+    cr_assert_eq(urt_runtime_destroy(NULL, (enum urt_shutdown)99), 0);
+}
+
+Test(shutdown, destroy_bad_mode_is_einval, .timeout = 30)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    g_rt = rt_create_or_skip(&c);
+    cr_assert_eq(urt_runtime_destroy(g_rt, (enum urt_shutdown)2), -EINVAL);
+    cr_assert_not_null(strstr(urt_last_error(), "mode"), "%s", urt_last_error());
+    cr_assert_eq(urt_runtime_destroy(g_rt, (enum urt_shutdown)-1), -EINVAL);
+    /* the runtime is unharmed */
+    _Atomic uint32_t hit = 0;
+    cr_assert_eq(urt_spawn(g_rt, hit_fn, &hit, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 10000));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+struct self_destroy {
+    _Atomic int ret;
+    _Atomic bool ran;
+    char msg[256];
+};
+
+static enum urt_task_result self_destroy_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct self_destroy *sd = arg;
+    int r = urt_runtime_destroy(g_rt, URT_SHUTDOWN_DRAIN);
+    snprintf(sd->msg, sizeof(sd->msg), "%s", urt_last_error());
+    atomic_store(&sd->ret, r);
+    atomic_store_explicit(&sd->ran, true, memory_order_release);
+    return URT_TASK_DONE;
+}
+
+Test(shutdown, destroy_from_worker_is_edeadlk, .timeout = 30)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    g_rt = rt_create_or_skip(&c);
+    struct self_destroy sd;
+    memset(&sd, 0, sizeof(sd));
+    cr_assert_eq(urt_spawn(g_rt, self_destroy_fn, &sd, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load_explicit(&sd.ran, memory_order_acquire), 10000));
+    cr_assert_eq(atomic_load(&sd.ret), -EDEADLK);
+    cr_assert_not_null(strstr(sd.msg, "worker"), "%s", sd.msg);
+    /* still running */
+    _Atomic uint32_t hit = 0;
+    cr_assert_eq(urt_spawn(g_rt, hit_fn, &hit, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 10000));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* Create and destroy repeatedly, idle and busy, in both modes (rings,
+ * threads and the task pool are released every time: LSan checks). */
+Test(shutdown, create_destroy_cycles, .timeout = 120)
+{
+    for (int i = 0; i < SCALE(40, 10); i++) {
+        struct urt_config c;
+        test_config(&c, 1 + i % 3);
+        c.worker_try_count = 1 + (uint32_t)i % 5;
+        urt_runtime *rt = rt_create_or_skip(&c);
+        g_rt = rt;
+        _Atomic uint32_t hits = 0;
+        int n = i % 4 == 0 ? 0 : 100 * i;
+        for (int k = 0; k < n; k++)
+            cr_assert_eq(urt_spawn(rt, hit_fn, &hits, 0), 0);
+        if (i % 2 == 0) {
+            rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+            cr_assert_eq(atomic_load(&hits), (uint32_t)n);
+        } else {
+            /* hit_cancel counts too: every task ends once either way */
+            int r = urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL);
+            cr_assert_geq(r, 0);
+            cr_assert_eq(atomic_load(&hits), (uint32_t)n - (uint32_t)r, "ran %u, cancelled %d of %d",
+                         atomic_load(&hits), r, n);
+        }
+    }
+    leak_check();
+}
