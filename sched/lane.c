@@ -41,6 +41,12 @@
  *       L4 every popped task is finished and subtracted, so pushed - popped >=
  *       counted - subtracted > 0. The task may be "in transit" (a producer between its
  *       exchange and its link): the runner then re-queues itself and retries.
+ *  (V4) A runner pops at most `budget` tasks between two L4s, budget being a
+ *       pending count it read (the previous L4's result, or a load): a task
+ *       may be popped before its submitter counted it (L1 done, L2 not yet),
+ *       so without the bound the runner could run more tasks than are
+ *       counted and L4 would take pending below zero. Only the runner
+ *       decrements, so pending >= budget until its next L4.
  *  (V3) The owner is only chosen at 0 -> 1 and the runner runs only on the
  *       owner (sticky queues are never stolen), so a lane never migrates while
  *       it has pending tasks.
@@ -72,6 +78,7 @@
  */
 #include "sched/lane.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -144,7 +151,11 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
     struct worker *w = sched_current(l->s);
     unsigned ran = 0, finished = 0;
     (void)runner;
-    while (ran < LANE_BATCH) {
+    /* (V4) run at most as many tasks as are counted */
+    if (l->budget == 0)
+        l->budget = LANE_PENDING(atomic_load_explicit(&l->word, memory_order_acquire));
+    uint32_t limit = l->budget < LANE_BATCH ? l->budget : LANE_BATCH;
+    while (ran < limit) {
         if (__builtin_expect(atomic_load_explicit(&l->s->phase, memory_order_relaxed) == PHASE_STOPPING, 0))
             break; /* destroy(CANCEL): the queued tasks are cancelled, not run */
         struct urt_task *t = l->current;
@@ -168,8 +179,11 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
         void *ctx = l->ctx;
         /* L4, once per batch (every counted task is finished: its fn
          * returned), release: pairs with the acquire CAS of the next 0 -> 1 (M2). */
+        l->budget = 0; /* what the next activation starts from (written before L4) */
         uint64_t old = atomic_fetch_sub_explicit(&l->word, finished, memory_order_acq_rel);
-        if (LANE_PENDING(old) == finished) {
+        assert(LANE_PENDING(old) >= finished); /* (V4) */
+        uint32_t left = LANE_PENDING(old) - finished;
+        if (left == 0) {
             /* Idle: the lane may be re-activated (even freed) from here on;
              * touch nothing of it. */
             atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed);
@@ -177,6 +191,7 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
                 idle(ctx);
             return URT_TASK_DONE;
         }
+        l->budget = left; /* still ours: pending > 0 */
     }
     /* pending > 0: back to the tail of our own sticky queue (we are awake, no
      * wake needed; the queue's exchange orders it for has_work()). */
@@ -193,6 +208,7 @@ void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const s
     urt_task_init(&l->runner, lane_runner, l);
     l->runner.priv.flags = TASK_LANE_RUNNER;
     l->current = NULL;
+    l->budget = 0;
     l->s = s;
     l->ops = ops;
     l->ctx = ctx;
@@ -259,6 +275,7 @@ int lane_cancel_runner(struct sched *s, struct urt_task *runner)
         sched_cancel_task(s, NULL, t);
         n++;
     }
+    l->budget = 0;
     atomic_store_explicit(&l->word, 0, memory_order_release);
     if (idle)
         idle(ctx);

@@ -47,6 +47,7 @@ struct urt_lane {
     /* the runner's (serialized by the placement word, see lane.c) */
     alignas(64) struct urt_task runner;
     struct urt_task *current;          /* a task that yielded: it resumes first */
+    uint32_t budget;                   /* tasks known counted and not yet run (lane.c V4) */
     /* immutable after lane_init */
     struct sched *s;
     const struct lane_ops *ops;

@@ -26,6 +26,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "sched/lane.h"
 #include "tests/helpers.h"
 
 #define N_LANES 32
@@ -52,6 +53,7 @@ static urt_runtime *g_rt;
 static urt_lane *g_lanes[N_LANES];
 static struct lane_model g_model[N_LANES];
 static struct ltask *g_tasks;
+static _Atomic uint64_t g_submitted;
 static _Atomic uint64_t g_done, g_overlaps, g_order_errors, g_submit_errors, g_moved;
 static struct urt_task g_feeder[N_FEEDERS];
 
@@ -106,6 +108,8 @@ static void submit_all(uint32_t s, uint64_t seed)
         int err = urt_lane_submit(g_lanes[lt->lane], &lt->task, (x >> 40) % 64 == 0 ? URT_SUBMIT_URGENT : 0);
         if (err)
             atomic_fetch_add_explicit(&g_submit_errors, 1, memory_order_relaxed);
+        else
+            atomic_fetch_add_explicit(&g_submitted, 1, memory_order_relaxed);
         if (s < N_EXT && (x >> 50) % 512 == 0)
             sched_yield(); /* let the lanes run dry now and then: owners change */
     }
@@ -137,6 +141,7 @@ static void run_lanes(uint32_t workers, bool balance, uint32_t try_count)
     cr_assert_not_null(g_tasks);
     memset(g_model, 0, sizeof(g_model));
     atomic_store(&g_done, 0);
+    atomic_store(&g_submitted, 0);
     atomic_store(&g_overlaps, 0);
     atomic_store(&g_order_errors, 0);
     atomic_store(&g_submit_errors, 0);
@@ -153,7 +158,27 @@ static void run_lanes(uint32_t workers, bool balance, uint32_t try_count)
     }
     for (uint32_t i = 0; i < N_EXT; i++)
         pthread_join(th[i], NULL);
-    bool all = WAIT_UNTIL(atomic_load(&g_done) == N_TASKS, 120000);
+    bool all = WAIT_UNTIL(atomic_load(&g_done) == N_TASKS, 60000);
+    if (!all) {
+        /* what is stuck where (kept: the state of a failure is what one needs) */
+        struct sched *sc = (struct sched *)g_rt;
+        fprintf(stderr, "# submitted %lu done %lu\n", (unsigned long)atomic_load(&g_submitted),
+                (unsigned long)atomic_load(&g_done));
+        for (int i = 0; i < N_LANES; i++) {
+            struct urt_lane *l = g_lanes[i];
+            uint64_t w = atomic_load(&l->word);
+            if (LANE_PENDING(w))
+                fprintf(stderr, "# lane %d: owner %u pending %u current %p q-nonempty %d runner.next %p\n", i,
+                        LANE_OWNER(w), LANE_PENDING(w), (void *)l->current, inbox_maybe_nonempty(&l->q),
+                        (void *)atomic_load(&l->runner.priv.next));
+        }
+        for (uint32_t i = 0; i < sc->n_workers; i++) {
+            struct worker *wk = sc->workers[i];
+            fprintf(stderr, "# worker %u: state %u sticky-nonempty %d inbox-nonempty %d lanes_active %u\n", i,
+                    atomic_load(&wk->state), inbox_maybe_nonempty(&wk->sticky), inbox_maybe_nonempty(&wk->inbox),
+                    atomic_load(&wk->lanes_active));
+        }
+    }
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 
     cr_assert(all, "only %lu of %u lane tasks finished", (unsigned long)atomic_load(&g_done), N_TASKS);
