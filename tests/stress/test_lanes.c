@@ -260,12 +260,13 @@ Test(lanes, yield_keeps_place, .timeout = 30)
 
 /* Cancel mode: the lanes' queued tasks get their cancel callback, counted. */
 static _Atomic int g_cancelled, g_ran;
-static _Atomic bool g_release;
+static _Atomic bool g_release, g_blocking;
 
 static enum urt_task_result blocker_fn(struct urt_task *t, void *arg)
 {
     (void)t;
     (void)arg;
+    atomic_store(&g_blocking, true);
     while (!atomic_load(&g_release))
         sched_yield();
     atomic_fetch_add(&g_ran, 1);
@@ -311,6 +312,7 @@ Test(lanes, cancel_at_destroy, .timeout = 30)
         cr_assert_eq(urt_lane_submit(lane, &tasks[i], 0), 0);
     }
     cr_assert_eq(urt_lane_pending(lane), 100);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_blocking), 5000));
     /* The blocker is released by a helper thread once destroy has started:
      * the queued tasks behind it must be cancelled, not run. */
     pthread_t th;
