@@ -6,7 +6,8 @@
  * A lane is a strand: its own FIFO of tasks (a Vyukov MPSC queue), a
  * placement word (owning worker << 32 | pending count) and one runner task.
  * While pending > 0 the runner sits in (or runs from) the owner's sticky queue
- * and runs the lane's tasks one at a time, in FIFO order; it is never stolen.
+ * and runs the lane's tasks one at a time, in FIFO order, in batches bounded
+ * by the pending count it knows (lane.c V4); it is never stolen.
  *
  * Users above (tx/, job.c) attach optional callbacks (struct lane_ops):
  *   active(ctx)    — pending went 0 -> 1 (on the submitter, before the runner

@@ -51,7 +51,8 @@ URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *
 URT_API uint32_t urt_lane_pending(const urt_lane *lane);
 
 /* Frees the lane (rule 3). Returns 0, -EBUSY (from a worker, tasks pending),
- * -EINVAL (a lane that urt_lane_create did not make). */
+ * -EINVAL (a lane that urt_lane_create did not make). Any thread but the
+ * lane's own tasks; it waits only on threads that are not workers. */
 URT_API int urt_lane_destroy(urt_lane *lane);
 
 #ifdef __cplusplus
