@@ -67,4 +67,15 @@ int tx_home_worker(const urt_tx *tx);
 /* The runtime of the transaction. */
 urt_runtime *tx_runtime(const urt_tx *tx);
 
+/* Per-commit storage that belongs to the log from log->commit until
+ * tx_commit_complete (e.g. the commit's durability marker and a link in the
+ * log's wait list), so the log needs no allocation per commit. Zeroed at
+ * begin. */
+struct tx_log_slot {
+    uint64_t marker;
+    void *next;
+    void *data;
+};
+struct tx_log_slot *tx_log_slot(urt_tx *tx);
+
 #endif

@@ -81,6 +81,7 @@ struct urt_tx {
     void *cb_arg;
     int commit_status;
     struct urt_task commit_task;
+    struct tx_log_slot log_slot; /* the log's, during a commit */
     /* records */
     unsigned char *rec;
     size_t rec_len, rec_cap, rec_count, rec_bytes;
@@ -429,4 +430,9 @@ int tx_home_worker(const urt_tx *tx)
 urt_runtime *tx_runtime(const urt_tx *tx)
 {
     return tx->rt;
+}
+
+struct tx_log_slot *tx_log_slot(urt_tx *tx)
+{
+    return &tx->log_slot;
 }
