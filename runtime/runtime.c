@@ -13,6 +13,7 @@
 
 #include <urt/runtime.h>
 
+#include "bpf/probes.h"
 #include "runtime/runtime.h"
 
 _Static_assert(offsetof(struct urt_runtime, sched) == 0, "sched/ casts urt_runtime * to struct sched *");
@@ -92,6 +93,8 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
         runtime_free(rt);
         return err;
     }
+    if (rt->cfg.stats_timing)
+        probe_stats_users_add(1); /* timestamps on (bpf/probes.h: the gate) */
     *out = rt;
     return 0;
 }
@@ -105,6 +108,8 @@ URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode)
     if (sched_current(&rt->sched))
         return urt__error(-EDEADLK, "urt_runtime_destroy: called from one of the runtime's own workers");
     int cancelled = sched_stop(&rt->sched, mode == URT_SHUTDOWN_DRAIN);
+    if (rt->cfg.stats_timing)
+        probe_stats_users_add(-1);
     runtime_free(rt);
     return cancelled;
 }

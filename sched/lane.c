@@ -131,11 +131,16 @@ static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l,
         sched_cancel_task(w->s, w, t); /* the task may not start (tx ending) */
         return URT_TASK_DONE;
     }
+    struct probe_run pr;
+    bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
     enum urt_task_result r = t->fn(t, t->arg);
+    if (__builtin_expect(timed, 0))
+        probe_task_done(&w->hists, w->index, &pr);
     if (ops && ops->leave)
         ops->leave(l->ctx, t);
     if (r == URT_TASK_YIELD) {
         STAT_INC(w, yields);
+        t->priv.enqueue_ns = pr.end_ns; /* waits again: queue delay restarts (0: not timed) */
         return r;
     }
     if (flags & TASK_POOLED)
@@ -229,6 +234,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
         }
     }
     t->priv.lane = l;
+    probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
     inbox_push(&l->q, t); /* L1 (M1) */
 
     struct worker *target = NULL;

@@ -32,6 +32,7 @@
 #include <urt/stats.h>
 #include <urt/task.h>
 
+#include "bpf/probes.h"
 #include "sched/deque.h"
 #include "sched/inbox.h"
 #include "sched/taskpool.h"
@@ -93,6 +94,7 @@ struct worker {
     /* --- read by other threads, written by the owner at suspend/resume --- */
     alignas(64) _Atomic uint32_t state;   /* enum worker_state */
     _Atomic uint32_t wake_pending;        /* 1 while a wake message to it is in flight */
+    _Atomic uint64_t wake_sent_ns;        /* stamp of that message (0: none); written by its sender */
     int ring_fd;                          /* target of wake messages */
     _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
     uint32_t index;
@@ -122,6 +124,7 @@ struct worker {
     void *upper;            /* per-worker state of the layers above (tx/) */
     pthread_t thread;
     int start_err;
+    struct probe_hists hists; /* latency histograms (owner writes; bpf/probes.h) */
 };
 
 struct sched {

@@ -29,26 +29,51 @@ static inline struct sched *sched_of(const urt_runtime *rt)
     return (struct sched *)rt;
 }
 
-/* Per-thread placement and task cache for threads that are not workers. */
+/* Per-thread placement and task cache for threads that are not workers, one
+ * slot per runtime the thread submits to. A thread may feed several runtimes
+ * in turn; with a single slot, every switch reassigned its preferred worker
+ * (C5 says it is assigned once, on the thread's first submission) and
+ * stranded the tasks cached for the other runtime, so each switch took a
+ * fresh batch from the pool: unbounded growth (tests/unit/test_placement.c
+ * preferred_worker_kept_per_runtime, spawn_cache_kept_per_runtime).
+ * A thread that uses more than FOREIGN_SLOTS runtimes reuses slots round
+ * robin; an evicted slot's cached tasks stay in their runtime's pool chunks
+ * (freed when that runtime is destroyed), at most 2 x TASKPOOL_BATCH tasks per
+ * eviction. Runtime ids start at 1, so sched_id 0 marks a free slot. */
+#define FOREIGN_SLOTS 8
 struct foreign_tls {
     uint64_t sched_id;
     uint32_t preferred;
     struct taskcache cache;
 };
-static _Thread_local struct foreign_tls tls_foreign;
+static _Thread_local struct foreign_tls tls_foreign[FOREIGN_SLOTS];
+static _Thread_local uint32_t tls_foreign_last, tls_foreign_next;
 
-static struct foreign_tls *foreign_state(struct sched *s)
+static __attribute__((cold)) struct foreign_tls *foreign_state_slow(struct sched *s)
 {
-    struct foreign_tls *f = &tls_foreign;
-    if (f->sched_id != s->id) {
-        /* First submission of this thread to this runtime. Tasks cached for
-         * another runtime belong to that runtime's pool: forget them. */
-        f->sched_id = s->id;
-        f->preferred = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
-        f->cache.head = NULL;
-        f->cache.count = 0;
+    for (uint32_t i = 0; i < FOREIGN_SLOTS; i++) {
+        if (tls_foreign[i].sched_id == s->id) {
+            tls_foreign_last = i;
+            return &tls_foreign[i];
+        }
     }
+    /* First submission of this thread to this runtime. */
+    uint32_t i = tls_foreign_next++ % FOREIGN_SLOTS;
+    struct foreign_tls *f = &tls_foreign[i];
+    f->sched_id = s->id;
+    f->preferred = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
+    f->cache.head = NULL;
+    f->cache.count = 0;
+    tls_foreign_last = i;
     return f;
+}
+
+static inline struct foreign_tls *foreign_state(struct sched *s)
+{
+    struct foreign_tls *f = &tls_foreign[tls_foreign_last];
+    if (__builtin_expect(f->sched_id == s->id, 1))
+        return f;
+    return foreign_state_slow(s);
 }
 
 struct worker *sched_pick_worker(struct sched *s)
@@ -82,6 +107,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 int sched_submit(struct sched *s, struct urt_task *t, unsigned flags)
 {
     struct worker *self = sched_current(s);
+    probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
     if (!self)
         return submit_foreign(s, t, flags);
     if (flags & URT_SUBMIT_URGENT) {

@@ -88,6 +88,11 @@ struct worker *sched_current(const struct sched *s)
 static bool send_wake(struct sched *s, struct worker *target, struct worker *self)
 {
     int err;
+    /* The stamp belongs to the winner of wake_pending (W4) until the sleeper
+     * takes it at R2; release pairs with the acquire load in on_tag. */
+    uint64_t sent_ns = probe_wake_timing_on() ? probe_now_ns() : 0;
+    atomic_store_explicit(&target->wake_sent_ns, sent_ns, memory_order_release);
+    URT_PROBE_WAKE_SENT(self ? (int64_t)self->index : -1, target->index, sent_ns);
     if (self) {
         err = ring_send_wake(&self->ring, target->ring_fd, 0, target->index);
         STAT_INC(self, wakes_sent);
@@ -161,14 +166,18 @@ static inline void maybe_wake_peer(struct sched *s, struct worker *self)
 
 void sched_push_inbox(struct sched *s, struct worker *w, struct urt_task *t)
 {
+    struct worker *self = sched_current(s);
+    probe_task_submit(t, self ? (int)self->index : -1);
     inbox_push(&w->inbox, t); /* W1 */
-    sched_notify(s, w, sched_current(s));
+    sched_notify(s, w, self);
 }
 
 void sched_push_sticky(struct sched *s, struct worker *w, struct urt_task *t)
 {
+    struct worker *self = sched_current(s);
+    probe_task_submit(t, self ? (int)self->index : -1);
     inbox_push(&w->sticky, t); /* W1 */
-    sched_notify(s, w, sched_current(s));
+    sched_notify(s, w, self);
 }
 
 void sched_local_push(struct worker *w, struct urt_task *t)
@@ -255,6 +264,7 @@ static struct urt_task *steal(struct worker *w)
         if (t && t != DEQUE_ABORT) {
             w->last_victim = v;
             STAT_INC(w, tasks_stolen);
+            URT_PROBE_STEAL(w->index, v, t->priv.id);
             return t;
         }
     }
@@ -341,10 +351,15 @@ static inline void run_task(struct worker *w, struct urt_task *t)
     struct urt_job *job = t->priv.job;
     if (job && job_task_skip(w, t))     /* cancelled job (sched/job.c) */
         return;
+    struct probe_run pr;
+    bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
     enum urt_task_result r = t->fn(t, t->arg);
     STAT_INC(w, tasks_run);
+    if (__builtin_expect(timed, 0))
+        probe_task_done(&w->hists, w->index, &pr);
     if (r == URT_TASK_YIELD) {
         STAT_INC(w, yields);
+        t->priv.enqueue_ns = pr.end_ns; /* queued again: queue delay restarts (0: not timed) */
         yield_push(w, t);
         return;
     }
@@ -381,11 +396,18 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
     struct worker *w = ctx;
     (void)res;
     switch (ud & RING_UD_TAG_MASK) {
-    case RING_UD_WAKE:
+    case RING_UD_WAKE: {
+        /* Take the sender's stamp before freeing wake_pending (the next
+         * sender writes it only after winning wake_pending again). */
+        uint64_t sent_ns = atomic_load_explicit(&w->wake_sent_ns, memory_order_acquire); /* pairs with send_wake */
+        if (sent_ns)
+            atomic_store_explicit(&w->wake_sent_ns, 0, memory_order_relaxed);
+        probe_wake_received(&w->hists, w->index, sent_ns);
         /* R2: a new wake may be sent from now on; pairs with W4's exchange. */
         atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
         STAT_INC(w, wakes_received);
         break;
+    }
     case RING_UD_MSG_FAILED: {
         /* A wake we sent did not arrive: free the target's flag and retry. */
         uint32_t target = (uint32_t)(ud >> 8);
@@ -422,6 +444,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W1/W3 (see the top of this file) */
     if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
         STAT_INC(w, suspends);
+        URT_PROBE_SUSPEND(w->index, timeout_ns);
         ring_wait(&w->ring, timeout_ns); /* S4 */
     }
     atomic_store_explicit(&w->state, W_RUNNING, memory_order_seq_cst); /* R1 */

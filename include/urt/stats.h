@@ -5,6 +5,18 @@
  * read-modify-write, no shared cache line); a snapshot reads them all with
  * relaxed loads, so a snapshot taken while tasks run is a consistent-enough
  * view of each counter, not of the set.
+ *
+ * Latency histograms (C17) follow the same rule: each worker records into its
+ * own log-linear histograms (16 sub-buckets per power of two, so a percentile
+ * is at most 6.25 % above the true value); a snapshot merges them on read.
+ * Percentiles are the upper bound of the bucket holding the rank, capped at
+ * the exact max. Timestamps (CLOCK_MONOTONIC) are taken only while a consumer
+ * is on: any runtime of this process created with stats_timing=true (the
+ * check is one load of a process-wide gate, so it turns stamps on for every
+ * runtime in the process), or a USDT probe attached (urt-trace, bpftrace).
+ * Otherwise the histograms stay empty and the hot path pays one load per
+ * submission and per task call; with stamps, three clock reads per task
+ * (bench/observability-overhead.md).
  */
 #ifndef URT_STATS_H
 #define URT_STATS_H
@@ -14,6 +26,26 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Latency kinds. The commit kinds are the durability responses (SPEC C13):
+ * accepted, available (visible to readers), stored (durable). */
+enum urt_latency_kind {
+    URT_LAT_QUEUE = 0,             /* submit -> start of the task function */
+    URT_LAT_RUN = 1,               /* one call of the task function */
+    URT_LAT_WAKE = 2,              /* wake message sent -> received by the woken worker */
+    URT_LAT_COMMIT_ACCEPTED = 3,   /* commit submitted -> accepted */
+    URT_LAT_COMMIT_AVAILABLE = 4,  /* commit submitted -> available */
+    URT_LAT_COMMIT_STORED = 5,     /* commit submitted -> stored (durable) */
+    URT_LAT_KINDS = 6
+};
+
+/* Summary of one latency histogram, in nanoseconds (all 0 when count is 0). */
+struct urt_latency {
+    uint64_t count;
+    uint64_t mean_ns;
+    uint64_t p50_ns, p75_ns, p85_ns, p95_ns, p99_ns;
+    uint64_t max_ns;
+};
 
 struct urt_worker_stats {
     uint64_t tasks_run;      /* task function calls (a yielded task counts once per call) */
@@ -30,12 +62,15 @@ struct urt_worker_stats {
     int32_t node;            /* NUMA node it is placed on (-1: none) */
     int32_t cpu;             /* CPU it is bound to (-1: not bound to one CPU) */
     bool sleeping;           /* suspended right now */
+    struct urt_latency latency[URT_LAT_KINDS]; /* indexed by enum urt_latency_kind */
 };
 
 struct urt_stats {
     uint32_t n_workers;
     uint64_t foreign_wakes_sent; /* wake messages sent by threads that are not workers */
-    struct urt_worker_stats total; /* sum over workers (node, cpu = -1) */
+    uint64_t probes_fired;       /* USDT probe events fired in this process (0 unless attached) */
+    bool timing;                 /* timestamps are being taken right now (stats_timing or a probe) */
+    struct urt_worker_stats total; /* sum over workers (node, cpu = -1); latency: merged histograms */
     struct urt_worker_stats workers[]; /* n_workers entries */
 };
 
@@ -43,6 +78,10 @@ struct urt_stats {
  * Any thread. */
 URT_API struct urt_stats *urt_stats_snapshot(const urt_runtime *rt);
 URT_API void urt_stats_free(struct urt_stats *stats);
+
+/* "queue", "run", "wake", "commit_accepted", "commit_available",
+ * "commit_stored"; NULL for an unknown kind. Any thread. */
+URT_API const char *urt_latency_kind_name(enum urt_latency_kind kind);
 
 #ifdef __cplusplus
 }

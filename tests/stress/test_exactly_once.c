@@ -26,7 +26,7 @@
 
 #include "tests/helpers.h"
 
-#define N_TASKS SCALE(10000000ull, 1000000ull)
+#define N_TASKS SCALE(10000000ull, 3000000ull)
 #define N_THREADS 4
 #define CHUNK 50
 #define N_EMB ((CHUNK - 1) / 2) /* even offsets 2, 4, ..., CHUNK-2 */
@@ -211,4 +211,98 @@ Test(exactly_once, two_workers, .timeout = 300)
 Test(exactly_once, four_workers_suspending, .timeout = 300)
 {
     exactly_once(4, 10);
+}
+
+/* ---- yielding tasks: every task's fn is called exactly yields + 1 times ------------------------ */
+
+#define N_YIELD_TASKS SCALE(2000000ull, 600000ull)
+#define YIELD_WINDOW 50000
+
+static _Atomic uint8_t *calls;
+static _Atomic uint64_t finished;
+
+static enum urt_task_result yielding_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    uint64_t id = (uint64_t)(uintptr_t)arg;
+    uint8_t before = atomic_fetch_add_explicit(&calls[id], 1, memory_order_relaxed);
+    if (before < id % 4) /* ids yield 0..3 times */
+        return URT_TASK_YIELD;
+    atomic_fetch_add_explicit(&finished, 1, memory_order_relaxed);
+    return URT_TASK_DONE;
+}
+
+struct ysubmitter {
+    uint64_t first, n;
+    _Atomic int errors;
+};
+
+static void *ysubmitter_main(void *arg)
+{
+    struct ysubmitter *s = arg;
+    uint64_t deadline = now_ns() + 120ull * 1000000000ull;
+    for (uint64_t i = 0; i < s->n; i++) {
+        /* keep at most about YIELD_WINDOW tasks per thread in flight */
+        while ((i & 1023) == 0 && i > YIELD_WINDOW &&
+               atomic_load_explicit(&finished, memory_order_relaxed) + 4 * YIELD_WINDOW < 4 * i) {
+            if (now_ns() > deadline) {
+                atomic_fetch_add(&s->errors, 1);
+                return NULL;
+            }
+            sched_yield();
+        }
+        if (urt_spawn(g_rt, yielding_fn, (void *)(uintptr_t)(s->first + i), 0))
+            atomic_fetch_add(&s->errors, 1);
+    }
+    return NULL;
+}
+
+static void yielding(uint32_t workers)
+{
+    struct urt_config c;
+    test_config(&c, workers);
+    c.worker_try_count = 10;
+    g_rt = rt_create_or_skip(&c);
+    calls = calloc(N_YIELD_TASKS, sizeof(*calls));
+    cr_assert_not_null(calls);
+    atomic_store(&finished, 0);
+    struct ysubmitter sub[N_THREADS];
+    pthread_t th[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++) {
+        memset(&sub[i], 0, sizeof(sub[i]));
+        sub[i].first = (uint64_t)i * (N_YIELD_TASKS / N_THREADS);
+        sub[i].n = N_YIELD_TASKS / N_THREADS;
+        cr_assert_eq(pthread_create(&th[i], NULL, ysubmitter_main, &sub[i]), 0);
+    }
+    for (int i = 0; i < N_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(atomic_load(&sub[i].errors), 0);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&finished) >= N_YIELD_TASKS, 60000), "%lu of %llu finished",
+              (unsigned long)atomic_load(&finished), (unsigned long long)N_YIELD_TASKS);
+    uint64_t expect_calls = 0;
+    for (uint64_t id = 0; id < N_YIELD_TASKS; id++)
+        expect_calls += id % 4 + 1;
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_eq(st->total.tasks_run, expect_calls);
+    cr_assert_eq(st->total.yields, expect_calls - N_YIELD_TASKS);
+    cr_log_info("%u workers: %llu yielding tasks, %lu calls, stolen %lu", workers, (unsigned long long)N_YIELD_TASKS,
+                (unsigned long)st->total.tasks_run, (unsigned long)st->total.tasks_stolen);
+    urt_stats_free(st);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&finished), N_YIELD_TASKS);
+    for (uint64_t id = 0; id < N_YIELD_TASKS; id++)
+        cr_assert_eq(atomic_load(&calls[id]), id % 4 + 1, "task %lu: fn called %u times, expected %lu",
+                     (unsigned long)id, atomic_load(&calls[id]), (unsigned long)(id % 4 + 1));
+    free(calls);
+}
+
+Test(exactly_once, yielding_tasks_two_workers, .timeout = 300)
+{
+    yielding(2);
+}
+
+Test(exactly_once, yielding_tasks_three_workers, .timeout = 300)
+{
+    yielding(3);
 }

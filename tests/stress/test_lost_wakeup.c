@@ -19,7 +19,9 @@
  * Variants: the kernel's best features; per-thread wake rings instead of
  * ring-less messages (ring_disable = RINGLESS_MSG); no DEFER_TASKRUN
  * (COOP_TASKRUN or plain rings: completions are posted differently); no
- * setup flags at all.
+ * setup flags at all; no EXT_ARG (the suspend timeout rides on a timeout SQE
+ * queued with each wait instead of on io_uring_enter); SQPOLL rings (opt-in;
+ * wake messages from workers go through the SQ thread).
  *
  * Wake accounting, once every worker sleeps: received <= sent (foreign +
  * worker-sent), and sent - received <= workers (at most one wake message in
@@ -34,7 +36,7 @@
 
 #include "tests/helpers.h"
 
-#define TOTAL SCALE(100000u, 20000u)
+#define TOTAL SCALE(100000u, 40000u)
 #define WAIT_LIMIT_S 10
 #define MAX_BATCH 8
 
@@ -139,6 +141,7 @@ struct variant {
     uint32_t try_count;
     uint32_t ring_disable;
     bool urgent;
+    bool sqpoll;
 };
 
 static void lost_wakeup(struct variant v)
@@ -148,7 +151,16 @@ static void lost_wakeup(struct variant v)
     c.worker_try_count = v.try_count;
     c.worker_suspend_timeout_us = 60ull * 1000 * 1000;
     c.ring_disable = v.ring_disable;
-    g_rt = rt_create_or_skip(&c);
+    c.sqpoll = v.sqpoll;
+    c.sqpoll_idle_ms = 1;
+    urt_runtime *rt = NULL;
+    int err = urt_runtime_create(&c, &rt);
+    if (v.sqpoll && (err == -EPERM || err == -EINVAL))
+        cr_skip_test("SQPOLL rings not available here: %s", urt_last_error());
+    if (err == -ENOSYS || err == -EPERM)
+        cr_skip_test("io_uring unavailable: %s", urt_last_error());
+    cr_assert_eq(err, 0, "%s", urt_last_error());
+    g_rt = rt;
     atomic_store(&g_abort, false);
     struct urt_features f;
     urt_runtime_features(g_rt, &f);
@@ -238,4 +250,19 @@ Test(lost_wakeup, four_workers_four_threads, .timeout = 120)
 Test(lost_wakeup, mixed_urgent_more_threads_than_workers, .timeout = 120)
 {
     lost_wakeup((struct variant){.workers = 2, .threads = 5, .try_count = 1, .urgent = true});
+}
+
+Test(lost_wakeup, no_ext_arg_timeout_sqe, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 2, .threads = 2, .try_count = 1, .ring_disable = URT_RING_EXT_ARG});
+}
+
+Test(lost_wakeup, nothing_at_all, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 2, .threads = 2, .try_count = 1, .ring_disable = URT_RING_ALL_FEATURES});
+}
+
+Test(lost_wakeup, sqpoll_rings, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 2, .threads = 2, .try_count = 1, .sqpoll = true});
 }

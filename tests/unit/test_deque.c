@@ -262,10 +262,10 @@ static void run_stress(size_t n_items, uint32_t capacity, uint64_t seed)
 
 Test(deque, stress_owner_and_three_thieves, .timeout = 120)
 {
-    run_stress(SCALE(4000000, 400000), 16, 7);
+    run_stress(SCALE(4000000, 1000000), 16, 7);
 }
 
 Test(deque, stress_large_initial_capacity, .timeout = 120)
 {
-    run_stress(SCALE(2000000, 200000), 4096, 99);
+    run_stress(SCALE(2000000, 500000), 4096, 99);
 }

@@ -134,7 +134,7 @@ Test(inbox, stress_four_producers_fifo_exactly_once, .timeout = 120)
 {
     struct mpsc m;
     inbox_init(&m.q);
-    m.per_producer = SCALE(2000000, 200000);
+    m.per_producer = SCALE(2000000, 500000);
     atomic_init(&m.started, 0);
     for (int p = 0; p < N_PRODUCERS; p++) {
         m.items[p] = calloc(m.per_producer, sizeof(struct item));

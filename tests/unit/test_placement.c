@@ -614,9 +614,11 @@ static void fallback_case(uint32_t disable)
         cr_assert_eq(f.setup_flags & IORING_SETUP_DEFER_TASKRUN, 0);
         if (bf.defer_taskrun && !(disable & URT_RING_COOP_TASKRUN))
             cr_assert(f.coop_taskrun, "a kernel with DEFER_TASKRUN has COOP_TASKRUN: %s", desc);
-    } else {
-        cr_assert_eq(f.defer_taskrun, bf.defer_taskrun);
+    } else if (!(disable & URT_RING_SINGLE_ISSUER)) {
+        cr_assert_eq(f.defer_taskrun, bf.defer_taskrun, "%s", desc);
     }
+    if ((disable & URT_RING_SINGLE_ISSUER) && !(disable & URT_RING_COOP_TASKRUN) && (bf.defer_taskrun || bf.coop_taskrun))
+        cr_assert(f.coop_taskrun, "without SINGLE_ISSUER, COOP_TASKRUN is the fallback: %s", desc);
     if (disable & URT_RING_COOP_TASKRUN)
         cr_assert_not(f.coop_taskrun, "%s", desc);
     if (disable & URT_RING_SINGLE_ISSUER) {
@@ -695,7 +697,11 @@ static void fallback_case(uint32_t disable)
     cr_assert_leq(recv, sent, "received %lu wakes, sent %lu", (unsigned long)recv, (unsigned long)sent);
     cr_assert_leq(sent - recv, 2, "at most one wake in flight per worker (sent %lu, received %lu)",
                   (unsigned long)sent, (unsigned long)recv);
+    /* Destroy wakes the suspended workers (60 s timeout): it must not wait. */
+    uint64_t d0 = now_ns();
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_lt(now_ns() - d0, 5ull * 1000000000ull, "destroy took %.2f s with suspended workers",
+                 (double)(now_ns() - d0) / 1e9);
 }
 
 #define D URT_RING_DEFER_TASKRUN
@@ -714,3 +720,166 @@ Test(ring_fallback, no_setup_flags_no_ringless_no_regfd, .timeout = 120)
 Test(ring_fallback, nothing_at_all, .timeout = 120) { fallback_case(URT_RING_ALL_FEATURES); }
 Test(ring_fallback, only_ringless_masked, .timeout = 120) { fallback_case(URT_RING_RINGLESS_MSG); }
 Test(ring_fallback, only_ext_arg_masked, .timeout = 120) { fallback_case(URT_RING_EXT_ARG); }
+
+/* ---- C5: a thread that submits to two runtimes keeps its preferred worker in each ---------- */
+
+struct two_rt {
+    urt_runtime *rt[2];
+    struct probe *probes[2];
+    int n;
+    _Atomic int errors;
+};
+
+static urt_runtime *g_two[2];
+
+static enum urt_task_result probe_rt0_fn(struct urt_task *t, void *arg)
+{
+    atomic_store(&((struct probe *)arg)->worker, urt_current_worker(g_two[0]));
+    return probe_fn(t, arg);
+}
+
+static enum urt_task_result probe_rt1_fn(struct urt_task *t, void *arg)
+{
+    atomic_store(&((struct probe *)arg)->worker, urt_current_worker(g_two[1]));
+    return probe_fn(t, arg);
+}
+
+static void *alternating_submitter(void *arg)
+{
+    struct two_rt *tr = arg;
+    for (int i = 0; i < tr->n; i++) {
+        for (int r = 0; r < 2; r++) {
+            struct probe *p = &tr->probes[r][i];
+            if (urt_spawn(tr->rt[r], r ? probe_rt1_fn : probe_rt0_fn, p, 0))
+                atomic_fetch_add(&tr->errors, 1);
+        }
+    }
+    return NULL;
+}
+
+Test(placement, preferred_worker_kept_per_runtime, .timeout = 60)
+{
+    struct urt_config c;
+    placement_config(&c, 3);
+    g_two[0] = rt_create_or_skip(&c);
+    g_two[1] = rt_create_or_skip(&c);
+    struct two_rt tr = {.rt = {g_two[0], g_two[1]}, .n = 2000};
+    for (int r = 0; r < 2; r++) {
+        tr.probes[r] = calloc((size_t)tr.n, sizeof(struct probe));
+        cr_assert_not_null(tr.probes[r]);
+        for (int i = 0; i < tr.n; i++)
+            probe_init(&tr.probes[r][i]);
+    }
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, alternating_submitter, &tr), 0);
+    pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&tr.errors), 0);
+    for (int r = 0; r < 2; r++) {
+        int first = -1, moved = 0;
+        for (int i = 0; i < tr.n; i++) {
+            cr_assert(probe_wait(&tr.probes[r][i], 10000));
+            int w = atomic_load(&tr.probes[r][i].worker);
+            cr_assert(w >= 0 && w < 3);
+            if (first < 0)
+                first = w;
+            else if (w != first)
+                moved++;
+        }
+        cr_assert_eq(moved, 0, "runtime %d: %d of %d tasks of one thread left its preferred worker %d", r, moved,
+                     tr.n, first);
+    }
+    for (int r = 0; r < 2; r++) {
+        rt_destroy_clean(g_two[r], URT_SHUTDOWN_DRAIN, 0);
+        free(tr.probes[r]);
+    }
+}
+
+/* The per-thread task cache of urt_spawn must survive switching runtimes:
+ * a thread alternating between two runtimes must not take a fresh batch of
+ * tasks from the pool (and strand the rest of its cache) at each switch. */
+static long resident_kb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    long size = 0, res = 0;
+    cr_assert_eq(fscanf(f, "%ld %ld", &size, &res), 2);
+    fclose(f);
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static enum urt_task_result nop_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((_Atomic uint64_t *)arg, 1);
+    return URT_TASK_DONE;
+}
+
+Test(placement, spawn_cache_kept_per_runtime, .timeout = 120)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    urt_runtime *a = rt_create_or_skip(&c), *b = rt_create_or_skip(&c);
+    enum { SWITCHES = 20000 };
+    _Atomic uint64_t ran = 0;
+    /* warm up both pools */
+    for (int i = 0; i < 1000; i++) {
+        cr_assert_eq(urt_spawn(a, nop_fn, &ran, 0), 0);
+        cr_assert_eq(urt_spawn(b, nop_fn, &ran, 0), 0);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&ran) == 2000, 10000));
+    long before = resident_kb();
+    for (int i = 0; i < SWITCHES; i++) {
+        cr_assert_eq(urt_spawn(a, nop_fn, &ran, 0), 0);
+        cr_assert_eq(urt_spawn(b, nop_fn, &ran, 0), 0);
+        if (i % 1000 == 999) /* keep the queues short: growth must come from the pools */
+            cr_assert(WAIT_UNTIL(atomic_load(&ran) == 2000 + 2ull * (i + 1), 10000));
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&ran) == 2000 + 2ull * SWITCHES, 10000));
+    long grown = resident_kb() - before;
+    /* Stranding a cache per switch costs a 64-task batch per switch:
+     * 2 x 20000 x 64 x sizeof(struct urt_task) = ~180 MB. */
+    cr_assert_lt(grown, 16 * 1024, "resident memory grew by %ld kB over %d runtime switches", grown, SWITCHES);
+    rt_destroy_clean(a, URT_SHUTDOWN_DRAIN, 0);
+    rt_destroy_clean(b, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- SQPOLL (opt-in): tasks run and suspended workers wake ----------------------------------- */
+
+Test(ring_fallback, sqpoll_opt_in, .timeout = 120)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    c.sqpoll = true;
+    c.worker_try_count = 1;
+    urt_runtime *rt = NULL;
+    int err = urt_runtime_create(&c, &rt);
+    if (err == -EPERM || err == -ENOSYS || err == -EINVAL)
+        cr_skip_test("SQPOLL rings not available here: %d %s", err, urt_last_error());
+    cr_assert_eq(err, 0, "%s", urt_last_error());
+    g_rt = rt;
+    struct urt_features f;
+    urt_runtime_features(rt, &f);
+    cr_assert(f.sqpoll);
+    cr_assert(f.setup_flags & IORING_SETUP_SQPOLL);
+    cr_assert_not(f.defer_taskrun, "DEFER_TASKRUN is not allowed with SQPOLL");
+    for (int round = 0; round < 20; round++) {
+        cr_assert(rt_wait_all_sleeping(rt, 2, 10000), "round %d", round);
+        struct wake_round wr;
+        memset(&wr, 0, sizeof(wr));
+        probe_init(&wr.first);
+        probe_init(&wr.urgent);
+        urt_task_init(&wr.first.task, first_fn, &wr);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, wake_round_thread, &wr), 0);
+        pthread_join(th, NULL);
+        cr_assert_eq(atomic_load(&wr.errors), 0);
+        cr_assert(atomic_load(&wr.first_ok), "round %d: a suspended worker was not woken", round);
+        cr_assert(probe_wait(&wr.urgent, 10000), "round %d: the urgent child (wake from a worker's SQPOLL ring)",
+                  round);
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(ring_fallback, only_single_issuer_masked, .timeout = 120) { fallback_case(S); }
+Test(ring_fallback, only_coop_masked, .timeout = 120) { fallback_case(C); }
+Test(ring_fallback, only_registered_fd_masked, .timeout = 120) { fallback_case(URT_RING_REGISTERED_FD); }

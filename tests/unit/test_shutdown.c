@@ -590,3 +590,216 @@ Test(shutdown, create_destroy_cycles, .timeout = 120)
     }
     leak_check();
 }
+
+/* ---- file descriptors: worker rings, probe rings, per-thread wake rings ------------------ */
+
+#include <dirent.h>
+
+static int fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+struct one_shot {
+    _Atomic uint32_t hit;
+    _Atomic int err;
+};
+
+static void *one_shot_main(void *arg)
+{
+    struct one_shot *o = arg;
+    int err = urt_spawn(g_rt, hit_fn, (void *)&o->hit, 0);
+    if (err)
+        atomic_store(&o->err, err);
+    else if (!WAIT_UNTIL(atomic_load(&o->hit) == 1, 10000))
+        atomic_store(&o->err, -ETIMEDOUT);
+    return NULL;
+}
+
+static void fd_case(uint32_t ring_disable)
+{
+    int before = fd_count();
+    for (int cycle = 0; cycle < 5; cycle++) {
+        struct urt_config c;
+        test_config(&c, 2);
+        c.worker_try_count = 1;
+        c.ring_disable = ring_disable;
+        g_rt = rt_create_or_skip(&c);
+        /* Threads that are not workers come and go; each wakes a suspended
+         * worker (with its own small ring unless ring-less messages work). */
+        for (int i = 0; i < 40; i++) {
+            cr_assert(rt_wait_all_sleeping(g_rt, 2, 10000));
+            struct one_shot o;
+            memset(&o, 0, sizeof(o));
+            pthread_t th;
+            cr_assert_eq(pthread_create(&th, NULL, one_shot_main, &o), 0);
+            pthread_join(th, NULL);
+            cr_assert_eq(atomic_load(&o.err), 0, "thread %d: %d", i, atomic_load(&o.err));
+        }
+        int running = fd_count();
+        cr_assert_leq(running, before + 2 + 1, "cycle %d: %d fds open with 2 workers, %d before: per-thread rings "
+                      "of exited threads are not released", cycle, running, before);
+        rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+        int after = fd_count();
+        if (cycle == 0) {
+            /* destroy wakes workers from this thread: without ring-less
+             * messages that gives this thread its own small ring, kept
+             * until the thread exits (by design) */
+            cr_assert_leq(after, before + 1, "%d fds open after destroy, %d before", after, before);
+            before = after;
+        }
+        cr_assert_eq(after, before, "cycle %d: %d fds open after destroy, %d after the first", cycle, after, before);
+    }
+}
+
+Test(shutdown, no_fd_leak_ringless, .timeout = 60)
+{
+    fd_case(0);
+}
+
+Test(shutdown, no_fd_leak_per_thread_rings, .timeout = 60)
+{
+    fd_case(URT_RING_RINGLESS_MSG);
+}
+
+Test(shutdown, no_fd_leak_plain_rings, .timeout = 60)
+{
+    fd_case(URT_RING_ALL_FEATURES);
+}
+
+/* ---- CANCEL while tasks keep spawning ------------------------------------------------------- */
+
+/* Every spawn that succeeded ends exactly once: run or cancelled. */
+static _Atomic uint64_t grow_spawned, grow_ran, grow_cancelled, grow_spawn_failed;
+
+static enum urt_task_result grow_fn(struct urt_task *t, void *arg);
+
+static void grow_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&grow_cancelled, 1);
+}
+
+static enum urt_task_result grow_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add(&grow_ran, 1);
+    uintptr_t left = (uintptr_t)arg;
+    if (left == 0)
+        return URT_TASK_DONE;
+    for (int k = 0; k < 2; k++) {
+        int err = urt_spawn_ex(g_rt, grow_fn, grow_cancel, (void *)(left - 1), k ? URT_SUBMIT_URGENT : 0);
+        if (err == 0)
+            atomic_fetch_add(&grow_spawned, 1);
+        else
+            atomic_fetch_add(&grow_spawn_failed, 1);
+    }
+    return URT_TASK_DONE;
+}
+
+Test(shutdown, cancel_while_tasks_spawn, .timeout = 120)
+{
+    uint64_t total_cancelled = 0;
+    for (int round = 0; round < SCALE(20, 5); round++) {
+        struct urt_config c;
+        test_config(&c, 1 + (uint32_t)round % 3);
+        c.worker_try_count = 1 + (uint32_t)round % 4;
+        g_rt = rt_create_or_skip(&c);
+        atomic_store(&grow_spawned, 0);
+        atomic_store(&grow_ran, 0);
+        atomic_store(&grow_cancelled, 0);
+        atomic_store(&grow_spawn_failed, 0);
+        for (int r = 0; r < 4; r++) {
+            cr_assert_eq(urt_spawn_ex(g_rt, grow_fn, grow_cancel, (void *)(uintptr_t)22, 0), 0);
+            atomic_fetch_add(&grow_spawned, 1);
+        }
+        /* let the trees grow a little, differently each round */
+        cr_assert(WAIT_UNTIL(atomic_load(&grow_ran) >= 1000u * (uint64_t)(round % 5 + 1), 10000));
+        int ret = urt_runtime_destroy(g_rt, URT_SHUTDOWN_CANCEL);
+        cr_assert_geq(ret, 0);
+        uint64_t spawned = atomic_load(&grow_spawned), ran = atomic_load(&grow_ran),
+                 cancelled = atomic_load(&grow_cancelled);
+        cr_assert_eq(atomic_load(&grow_spawn_failed), 0, "spawns from running tasks never fail");
+        cr_assert_eq(ran + cancelled, spawned, "round %d: spawned %lu, ran %lu + cancelled %lu", round,
+                     (unsigned long)spawned, (unsigned long)ran, (unsigned long)cancelled);
+        cr_assert_eq((uint64_t)ret, cancelled, "destroy returned %d, %lu cancel callbacks", ret,
+                     (unsigned long)cancelled);
+        total_cancelled += cancelled;
+        leak_check();
+    }
+    /* the trees have 2^23 - 1 nodes each: destroy comes long before they end */
+    cr_assert_gt(total_cancelled, 0, "no round cancelled anything: the test did not test cancelling");
+}
+
+/* ---- create fails cleanly when a worker cannot get its ring ---------------------------------- */
+
+#include <sys/resource.h>
+
+/* The RLIMIT_NOFILE value that leaves exactly `spare` fd numbers free (new
+ * fds take the lowest free number below the limit). */
+static rlim_t limit_with_spare(int spare)
+{
+    enum { MAXFD = 4096 };
+    static bool open_fd[MAXFD];
+    memset(open_fd, 0, sizeof(open_fd));
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d);
+    int self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] != '.' && fd != self && fd < MAXFD)
+            open_fd[fd] = true;
+    }
+    closedir(d);
+    int free_seen = 0;
+    for (int n = 0; n < MAXFD; n++) {
+        if (!open_fd[n] && free_seen++ == spare)
+            return (rlim_t)n; /* n itself is the first number not allowed */
+    }
+    cr_assert_fail("no room");
+    return 0;
+}
+
+Test(shutdown, create_failure_cleans_up, .timeout = 60)
+{
+    struct rlimit old;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int before = fd_count();
+    for (int spare = 0; spare <= 5; spare++) {
+        /* room for the probe ring and a few worker rings, not for 8 */
+        struct rlimit lim = old;
+        lim.rlim_cur = limit_with_spare(spare);
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+        struct urt_config c;
+        test_config(&c, 8);
+        urt_runtime *rt = (urt_runtime *)&c;
+        int err = urt_runtime_create(&c, &rt);
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+        if (err == -ENOSYS || err == -EPERM)
+            cr_skip_test("io_uring unavailable");
+        cr_assert_lt(err, 0, "create with %d spare fds for 8 rings succeeded", spare);
+        cr_assert_null(rt);
+        cr_assert_neq(err, -EINVAL, "a resource failure is not a bad configuration: %s", urt_last_error());
+        cr_log_info("%d spare fds: %d (%s)", spare, err, urt_last_error());
+        cr_assert_not_null(strstr(urt_last_error(), "ring"), "%s", urt_last_error());
+        cr_assert_eq(fd_count(), before, "spare %d: %d fds open after the failed create, %d before", spare,
+                     fd_count(), before);
+        leak_check();
+    }
+    /* and a create that can succeed does */
+    struct urt_config c;
+    test_config(&c, 8);
+    g_rt = rt_create_or_skip(&c);
+    _Atomic uint32_t hit = 0;
+    cr_assert_eq(urt_spawn(g_rt, hit_fn, &hit, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 10000));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}

@@ -1,0 +1,253 @@
+/*
+ * tests/unit/test_worker.c — the worker loop's knobs (SPEC C3, C4):
+ * suspend timeout, idle workers that stay asleep, busy_worker,
+ * worker_try_count, task_polling_wait pacing, yield ordering and inbox
+ * fairness against a worker flooded with local work.
+ *
+ * Counters come from urt_stats_snapshot; CPU use from the process CPU clock
+ * (the test's own threads sleep while measuring, so the process's CPU time
+ * is the workers'). Bounds are loose (a shared 2-CPU machine), but each one
+ * separates the right behaviour from the wrong one by a wide margin: e.g.
+ * a 20 ms suspend timeout gives ~20 suspends per worker in 400 ms, a timeout
+ * taken in the wrong unit gives 0 or tens of thousands.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tests/helpers.h"
+
+static urt_runtime *g_rt;
+
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void suspends_per_worker(uint64_t *out, uint32_t n)
+{
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_not_null(st);
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = st->workers[i].suspends;
+    urt_stats_free(st);
+}
+
+static enum urt_task_result count_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((_Atomic uint32_t *)arg, 1);
+    return URT_TASK_DONE;
+}
+
+/* ---- suspend timeout ----------------------------------------------------------------- */
+
+Test(worker, suspend_timeout_is_honoured, .timeout = 60)
+{
+    enum { W = 2, TIMEOUT_MS = 20, IDLE_MS = 400 };
+    struct urt_config c;
+    test_config(&c, W);
+    c.worker_try_count = 1;
+    c.worker_suspend_timeout_us = TIMEOUT_MS * 1000;
+    g_rt = rt_create_or_skip(&c);
+    cr_assert(rt_wait_all_sleeping(g_rt, W, 10000));
+    uint64_t a[W], b[W];
+    suspends_per_worker(a, W);
+    uint64_t t0 = now_ns();
+    sleep_us(IDLE_MS * 1000);
+    suspends_per_worker(b, W);
+    double ms = (double)(now_ns() - t0) / 1e6;
+    for (int i = 0; i < W; i++) {
+        uint64_t d = b[i] - a[i];
+        double expect = ms / TIMEOUT_MS;
+        cr_log_info("worker %d: %lu suspends in %.0f ms with a %d ms timeout", i, (unsigned long)d, ms, TIMEOUT_MS);
+        cr_assert_geq((double)d, expect / 4, "worker %d suspended %lu times in %.0f ms: the timeout did not end "
+                      "its suspensions", i, (unsigned long)d, ms);
+        cr_assert_leq((double)d, expect * 3 + 2, "worker %d suspended %lu times in %.0f ms: suspensions end early",
+                      i, (unsigned long)d, ms);
+    }
+    /* still wakes on demand */
+    _Atomic uint32_t hits = 0;
+    cr_assert_eq(urt_spawn(g_rt, count_fn, &hits, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&hits) == 1, 5000));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(worker, idle_workers_stay_asleep, .timeout = 60)
+{
+    enum { W = 3 };
+    struct urt_config c;
+    test_config(&c, W); /* 60 s suspend timeout */
+    c.worker_try_count = 5;
+    g_rt = rt_create_or_skip(&c);
+    cr_assert(rt_wait_all_sleeping(g_rt, W, 10000));
+    sleep_us(20000); /* let a worker caught between flag and wait settle */
+    uint64_t a[W], b[W];
+    suspends_per_worker(a, W);
+    uint64_t c0 = cpu_ns();
+    sleep_us(300000);
+    uint64_t cpu = cpu_ns() - c0;
+    suspends_per_worker(b, W);
+    for (int i = 0; i < W; i++)
+        cr_assert_leq(b[i] - a[i], 1, "idle worker %d woke %lu times without a reason", i,
+                      (unsigned long)(b[i] - a[i]));
+    cr_assert_lt(cpu, 60ull * 1000000, "idle runtime used %.1f ms CPU in 300 ms", (double)cpu / 1e6);
+    cr_assert_eq(rt_sleeping_count(g_rt, NULL), W);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- busy_worker, worker_try_count, task_polling_wait -------------------------------------- */
+
+Test(worker, busy_worker_never_suspends, .timeout = 60)
+{
+    enum { W = 2 };
+    struct urt_config c;
+    test_config(&c, W);
+    c.busy_worker = true;
+    c.worker_try_count = 1;
+    c.task_polling_wait = 1; /* sched_yield: be kind to the shared machine */
+    g_rt = rt_create_or_skip(&c);
+    _Atomic uint32_t hits = 0;
+    for (int round = 0; round < 5; round++) {
+        sleep_us(40000);
+        cr_assert_eq(urt_spawn(g_rt, count_fn, &hits, 0), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&hits) == (uint32_t)round + 1, 5000));
+        cr_assert_eq(rt_sleeping_count(g_rt, NULL), 0);
+    }
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_eq(st->total.suspends, 0, "busy workers suspended %lu times", (unsigned long)st->total.suspends);
+    cr_assert_eq(st->foreign_wakes_sent + st->total.wakes_sent, 0, "nobody sleeps, nobody needs a wake");
+    urt_stats_free(st);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(worker, try_count_delays_suspension, .timeout = 60)
+{
+    enum { W = 2 };
+    struct urt_config c;
+    test_config(&c, W);
+    c.worker_try_count = 100000000; /* with 1 ms between polls: ~a day */
+    c.task_polling_wait = 1002;     /* sleep 1000 µs per empty poll */
+    g_rt = rt_create_or_skip(&c);
+    uint64_t c0 = cpu_ns();
+    sleep_us(300000);
+    uint64_t cpu = cpu_ns() - c0;
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_eq(st->total.suspends, 0);
+    urt_stats_free(st);
+    /* paced polling: ~300 polls per worker, not millions */
+    cr_assert_lt(cpu, 150ull * 1000000, "paced workers used %.1f ms CPU in 300 ms", (double)cpu / 1e6);
+    _Atomic uint32_t hits = 0;
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(urt_spawn(g_rt, count_fn, &hits, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&hits) == 100, 5000), "polling workers pick up work");
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(worker, unpaced_polling_spins, .timeout = 60)
+{
+    /* Contrast for the test above: without pacing the same workers spin. */
+    enum { W = 1 };
+    struct urt_config c;
+    test_config(&c, W);
+    c.worker_try_count = 100000000;
+    c.task_polling_wait = 0;
+    g_rt = rt_create_or_skip(&c);
+    uint64_t c0 = cpu_ns(), t0 = now_ns();
+    sleep_us(200000);
+    uint64_t cpu = cpu_ns() - c0, wall = now_ns() - t0;
+    cr_assert_gt(cpu, wall / 20, "a spinning worker used only %.1f ms CPU in %.1f ms", (double)cpu / 1e6,
+                 (double)wall / 1e6);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- yield goes behind other work -------------------------------------------------------- */
+
+struct yield_order {
+    _Atomic uint32_t children_done;
+    uint32_t seen_at_second_call;
+    int calls;
+    _Atomic bool finished;
+};
+
+static enum urt_task_result child_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct yield_order *y = arg;
+    atomic_fetch_add(&y->children_done, 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result yielding_parent_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct yield_order *y = arg;
+    if (y->calls++ == 0) {
+        for (int i = 0; i < 50; i++)
+            urt_spawn(g_rt, child_fn, y, 0);
+        return URT_TASK_YIELD;
+    }
+    y->seen_at_second_call = atomic_load(&y->children_done);
+    atomic_store(&y->finished, true);
+    return URT_TASK_DONE;
+}
+
+Test(worker, yielded_task_runs_after_queued_work, .timeout = 30)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    g_rt = rt_create_or_skip(&c);
+    for (int round = 0; round < 20; round++) {
+        struct yield_order y;
+        memset(&y, 0, sizeof(y));
+        cr_assert_eq(urt_spawn(g_rt, yielding_parent_fn, &y, 0), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&y.finished), 5000));
+        cr_assert_eq(y.calls, 2);
+        cr_assert_eq(y.seen_at_second_call, 50, "round %d: the yielder ran again before the %u of 50 queued tasks",
+                     round, y.seen_at_second_call);
+    }
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_eq(st->total.yields, 20);
+    cr_assert_eq(st->total.tasks_run, 20 * (2 + 50));
+    urt_stats_free(st);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- inbox fairness ------------------------------------------------------------------------- */
+
+static _Atomic bool flood_stop;
+static _Atomic uint64_t flood_runs;
+
+/* Each run spawns its successor on the same worker: the local deque is never
+ * empty while the flood lasts. */
+static enum urt_task_result flood_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add_explicit(&flood_runs, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&flood_stop, memory_order_relaxed))
+        urt_spawn(g_rt, flood_fn, arg, 0);
+    return URT_TASK_DONE;
+}
+
+Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    c.inbox_check_interval = 61;
+    g_rt = rt_create_or_skip(&c);
+    atomic_store(&flood_stop, false);
+    cr_assert_eq(urt_spawn(g_rt, flood_fn, NULL, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&flood_runs) > 10000, 10000));
+    for (int i = 0; i < 50; i++) {
+        _Atomic uint32_t hit = 0;
+        uint64_t t0 = now_ns();
+        cr_assert_eq(urt_spawn(g_rt, count_fn, &hit, 0), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 5000), "submission %d starved behind local work", i);
+        cr_assert_lt(now_ns() - t0, 2000ull * 1000000);
+    }
+    atomic_store(&flood_stop, true);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}

@@ -1,0 +1,175 @@
+/*
+ * tools/urt-trace — attaches urt's BPF programs to a running process and
+ * prints runqlat-style per-worker histograms (queue latency, run time, wake
+ * latency) every interval.
+ *
+ *   urt-trace -p PID [interval_s [count]]   (default: every 1 s until Ctrl-C)
+ *
+ * The maps stay pinned under /sys/fs/bpf/urt/PID/ while it runs (so
+ * `bpftool map dump pinned /sys/fs/bpf/urt/PID/queue_lat` works alongside);
+ * Ctrl-C, SIGTERM, the count running out or the traced process exiting
+ * detach and unpin. Each interval prints what happened in that interval.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bpf/loader.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: urt-trace -p PID [interval_s [count]] [-v]\n"
+            "  Prints per-worker log2 histograms of queue latency (submit -> start), run time and\n"
+            "  wake latency of a process running liburt, every interval (default 1 s), count times\n"
+            "  (default: until Ctrl-C). Maps are pinned under %s/PID/ while it runs.\n"
+            "  -v  show libbpf's messages\n",
+            TRACER_PIN_ROOT);
+}
+
+struct snapshot {
+    struct urt_log2_hist h[TRACER_HISTS][URT_TRACE_MAX_WORKERS];
+    struct urt_counters c[URT_TRACE_MAX_WORKERS];
+};
+
+static void read_all(struct tracer *t, struct snapshot *s)
+{
+    for (uint32_t w = 0; w < URT_TRACE_MAX_WORKERS; w++) {
+        for (int k = 0; k < TRACER_HISTS; k++)
+            if (tracer_read_hist(t, k, w, &s->h[k][w]) != 0)
+                memset(&s->h[k][w], 0, sizeof(s->h[k][w]));
+        if (tracer_read_counters(t, w, &s->c[w]) != 0)
+            memset(&s->c[w], 0, sizeof(s->c[w]));
+    }
+}
+
+static void hist_delta(struct urt_log2_hist *d, const struct urt_log2_hist *now, const struct urt_log2_hist *prev)
+{
+    for (int i = 0; i < URT_TRACE_SLOTS; i++)
+        d->slots[i] = now->slots[i] - prev->slots[i];
+    d->count = now->count - prev->count;
+    d->total_ns = now->total_ns - prev->total_ns;
+    d->max_ns = now->max_ns; /* max since attach: a max per interval would need a reset */
+}
+
+static void print_interval(const struct snapshot *now, const struct snapshot *prev)
+{
+    static const char *const titles[TRACER_HISTS] = {"queue latency (submit -> start)", "run time",
+                                                      "wake latency (sent -> received)"};
+    char ts[32];
+    time_t tt = time(NULL);
+    strftime(ts, sizeof(ts), "%H:%M:%S", localtime(&tt));
+    printf("\n%s\n", ts);
+    int shown = 0;
+    for (uint32_t w = 0; w < URT_TRACE_MAX_WORKERS; w++) {
+        const struct urt_counters *c = &now->c[w], *p = &prev->c[w];
+        uint64_t done = c->tasks_done - p->tasks_done, wakes = c->wakes_received - p->wakes_received;
+        uint64_t steals = c->steals - p->steals, suspends = c->suspends - p->suspends;
+        if (!done && !wakes && !steals && !suspends)
+            continue;
+        shown++;
+        printf("worker %u: %llu tasks run (%llu without a submit stamp), %llu stolen, %llu suspends, "
+               "%llu wakes received\n",
+               w, (unsigned long long)done, (unsigned long long)(c->unstamped - p->unstamped),
+               (unsigned long long)steals, (unsigned long long)suspends, (unsigned long long)wakes);
+        for (int k = 0; k < TRACER_HISTS; k++) {
+            struct urt_log2_hist d;
+            hist_delta(&d, &now->h[k][w], &prev->h[k][w]);
+            if (!d.count)
+                continue;
+            printf("  worker %u %s\n", w, titles[k]);
+            tracer_print_log2_hist(stdout, &d, "nsecs");
+        }
+    }
+    if (!shown)
+        printf("(no events)\n");
+    fflush(stdout);
+}
+
+static void sleep_interval(double seconds)
+{
+    struct timespec ts = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (!stop && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    pid_t pid = 0;
+    double interval = 1.0;
+    long count = -1;
+    int opt;
+    while ((opt = getopt(argc, argv, "p:vh")) != -1) {
+        switch (opt) {
+        case 'p': pid = (pid_t)strtol(optarg, NULL, 10); break;
+        case 'v': tracer_set_verbose(true); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc && (interval = strtod(argv[optind++], NULL)) <= 0) {
+        fprintf(stderr, "urt-trace: interval must be > 0\n");
+        return 2;
+    }
+    if (optind < argc && (count = strtol(argv[optind++], NULL, 10)) <= 0) {
+        fprintf(stderr, "urt-trace: count must be > 0\n");
+        return 2;
+    }
+    if (pid <= 0 || optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    char msg[1024];
+    struct tracer *t;
+    int err = tracer_attach(pid, &t, msg, sizeof(msg));
+    if (err) {
+        fprintf(stderr, "urt-trace: %s\n", msg);
+        return 1;
+    }
+    printf("Tracing urt in pid %d (%s); maps pinned in %s. Ctrl-C to end.\n", (int)pid, tracer_library(t),
+           tracer_pin_dir(t));
+    fflush(stdout);
+
+    struct snapshot *now = calloc(1, sizeof(*now)), *prev = calloc(1, sizeof(*prev));
+    if (!now || !prev) {
+        fprintf(stderr, "urt-trace: out of memory\n");
+        tracer_detach(t);
+        return 1;
+    }
+    int rc = 0;
+    while (!stop && count != 0) {
+        sleep_interval(interval);
+        read_all(t, now);
+        print_interval(now, prev);
+        struct snapshot *x = prev;
+        prev = now;
+        now = x;
+        if (count > 0)
+            count--;
+        if (kill(pid, 0) != 0 && errno == ESRCH) {
+            printf("pid %d exited\n", (int)pid);
+            break;
+        }
+    }
+    tracer_detach(t);
+    free(now);
+    free(prev);
+    return rc;
+}
