@@ -14,8 +14,9 @@
  *               L3 if pending was 0: push the runner on the owner's sticky
  *                  queue (and wake the owner if it sleeps).
  *   runner:     pops the FIFO head and runs it, up to LANE_BATCH tasks
- *               (fairness with the other lanes of the worker) or until the
- *               FIFO looks empty; then L4 fetch_sub pending by the number of
+ *               (fairness with the other lanes of the worker) and no more
+ *               than it knows are counted (V4), or until the FIFO looks
+ *               empty; then L4 fetch_sub pending by the number of
  *               tasks that finished (their fn returned DONE). At 0 the runner
  *               stops (the lane is idle and may move at its next
  *               submission); otherwise it pushes itself to the tail of the
@@ -39,17 +40,18 @@
  *  (V2) pending > 0 after L4 implies the FIFO holds a task (or the yielded
  *       `current`): every submitter pushes (L1) before it counts (L2), and at
  *       L4 every popped task is finished and subtracted, so pushed - popped >=
- *       counted - subtracted > 0. The task may be "in transit" (a producer between its
- *       exchange and its link): the runner then re-queues itself and retries.
+ *       counted - subtracted > 0. The task may be "in transit" (a producer
+ *       between its exchange and its link): the runner then re-queues itself
+ *       and retries.
+ *  (V3) The owner is only chosen at 0 -> 1 and the runner runs only on the
+ *       owner (sticky queues are never stolen), so a lane never migrates while
+ *       it has pending tasks.
  *  (V4) A runner pops at most `budget` tasks between two L4s, budget being a
  *       pending count it read (the previous L4's result, or a load): a task
  *       may be popped before its submitter counted it (L1 done, L2 not yet),
  *       so without the bound the runner could run more tasks than are
  *       counted and L4 would take pending below zero. Only the runner
  *       decrements, so pending >= budget until its next L4.
- *  (V3) The owner is only chosen at 0 -> 1 and the runner runs only on the
- *       owner (sticky queues are never stolen), so a lane never migrates while
- *       it has pending tasks.
  *
  * Placement at 0 -> 1 (C5, plus balance): from a worker, that worker; from
  * any other thread, its preferred worker (or round robin, per
