@@ -38,6 +38,7 @@ struct jstate {
     _Atomic uint32_t workers_seen; /* bit per worker */
     _Atomic int in_use, overlaps;
     uint64_t spin_ns;
+    uint64_t spread_deadline_ns; /* heavy test: spin until two workers took part (or this time) */
 };
 
 static void done_cb(urt_job *job, int status, void *arg)
@@ -81,6 +82,11 @@ static enum urt_task_result fan_fn(struct urt_task *t, void *arg)
     uint64_t end = now_ns() + s->spin_ns;
     while (now_ns() < end)
         ;
+    /* heavy test: hold the worker until the idle one has stolen something, so
+     * a loaded machine that delays the thief does not decide the outcome */
+    while (s->spread_deadline_ns && __builtin_popcount(atomic_load(&s->workers_seen)) < 2 &&
+           now_ns() < s->spread_deadline_ns)
+        sched_yield();
     atomic_store(&s->in_use, 0);
     if (depth < FAN_DEPTH) {
         urt_job *job = urt_task_job(t);
@@ -147,7 +153,8 @@ Test(jobs, hybrid_lightweight_job_runs_on_one_worker, .timeout = 60)
 Test(jobs, hybrid_heavy_job_spreads, .timeout = 60)
 {
     static struct jstate s;
-    s.spin_ns = 20000; /* 1023 tasks x 20 us: long enough for the idle worker to steal */
+    s.spin_ns = 20000;
+    s.spread_deadline_ns = now_ns() + 5ull * 1000 * 1000 * 1000;
     run_fanout(&s, 0, 11, 10);
     uint32_t seen = atomic_load(&s.workers_seen);
     cr_assert_eq(__builtin_popcount(seen), 2, "a heavy job ran only on workers 0x%x", seen);
