@@ -82,11 +82,6 @@ static enum urt_task_result fan_fn(struct urt_task *t, void *arg)
     uint64_t end = now_ns() + s->spin_ns;
     while (now_ns() < end)
         ;
-    /* heavy test: hold the worker until the idle one has stolen something, so
-     * a loaded machine that delays the thief does not decide the outcome */
-    while (s->spread_deadline_ns && __builtin_popcount(atomic_load(&s->workers_seen)) < 2 &&
-           now_ns() < s->spread_deadline_ns)
-        sched_yield();
     atomic_store(&s->in_use, 0);
     if (depth < FAN_DEPTH) {
         urt_job *job = urt_task_job(t);
@@ -94,6 +89,11 @@ static enum urt_task_result fan_fn(struct urt_task *t, void *arg)
             urt_job_spawn(job, fan_fn, count_cancel, (void *)(depth + 1), 0) != 0)
             atomic_fetch_add(&s->overlaps, 1000000); /* checked on the main thread */
     }
+    /* heavy test: after submitting its children, hold the worker until the idle one has stolen something, so
+     * a loaded machine that delays the thief does not decide the outcome */
+    while (s->spread_deadline_ns && __builtin_popcount(atomic_load(&s->workers_seen)) < 2 &&
+           now_ns() < s->spread_deadline_ns)
+        sched_yield();
     atomic_fetch_add(&s->tasks_run, 1);
     return URT_TASK_DONE;
 }
