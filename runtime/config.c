@@ -64,6 +64,10 @@ static const struct field FIELDS[] = {
     BOOL(sqpoll, "false", "SQPOLL kernel thread per ring (opt-in)"),
     U32(sqpoll_idle_ms, 1, 60000, "100", "SQPOLL thread idle time (ms)"),
     BOOL(stats_timing, "false", "take timestamps for the latency statistics"),
+    U64(watcher_interval_us, 1, 3600000000ull, "1000", "default check interval of conditional tasks (µs)"),
+    U64(max_pending_tasks, 0, 1ull << 40, "0", "runtime-wide cap on pending tasks (0 = unlimited)"),
+    U64(task_runtime_limit_us, 0, 3600000000ull, "0", "watchdog: report a task running longer (µs; 0 = off)"),
+    BOOL(watchdog_abort, "false", "watchdog policy: dump every worker's state, then abort()"),
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -98,6 +102,10 @@ URT_API void urt_config_init(struct urt_config *c)
     c->sqpoll = false;
     c->sqpoll_idle_ms = 100;
     c->stats_timing = false;
+    c->watcher_interval_us = 1000;
+    c->max_pending_tasks = 0;
+    c->task_runtime_limit_us = 0;
+    c->watchdog_abort = false;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)
@@ -200,6 +208,8 @@ URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t le
                     c->ring_entries);
     if (!is_pow2(c->deque_capacity))
         return fail(err, len, "deque_capacity: %u is not a power of two", c->deque_capacity);
+    if (c->watchdog_abort && c->task_runtime_limit_us == 0)
+        return fail(err, len, "watchdog_abort: true needs task_runtime_limit_us > 0 (the watchdog is off)");
     if (c->topology && check_topology(c->topology, err, len))
         return -EINVAL;
     for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)

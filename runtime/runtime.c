@@ -15,6 +15,8 @@
 
 #include "bpf/probes.h"
 #include "runtime/runtime.h"
+#include "sched/admission.h"
+#include "sched/watcher.h"
 
 _Static_assert(offsetof(struct urt_runtime, sched) == 0, "sched/ casts urt_runtime * to struct sched *");
 
@@ -68,6 +70,22 @@ static int start_workers(struct urt_runtime *rt)
     return 0;
 }
 
+/* Pending-task limit and watcher thread (sched/admission.c, sched/watcher.c);
+ * on failure the workers are stopped again. */
+static int start_limits_and_watcher(struct urt_runtime *rt)
+{
+    int err = admission_create(&rt->sched);
+    if (err)
+        urt__error(err, "runtime: out of memory");
+    else if ((err = watcher_start(&rt->sched)))
+        urt__error(err, "watcher: starting its thread and ring failed: %s", strerror(-err));
+    if (err) {
+        sched_stop(&rt->sched, false);
+        admission_destroy(&rt->sched);
+    }
+    return err;
+}
+
 static void runtime_free(struct urt_runtime *rt)
 {
     topology_free(&rt->topo);
@@ -89,6 +107,8 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
         err = probe_rings(rt);
     if (!err)
         err = start_workers(rt);
+    if (!err)
+        err = start_limits_and_watcher(rt);
     if (err) {
         runtime_free(rt);
         return err;
@@ -107,7 +127,13 @@ URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode)
         return urt__error(-EINVAL, "urt_runtime_destroy: mode %d is not URT_SHUTDOWN_DRAIN or _CANCEL", (int)mode);
     if (sched_current(&rt->sched))
         return urt__error(-EDEADLK, "urt_runtime_destroy: called from one of the runtime's own workers");
+    if (watcher_current(&rt->sched))
+        return urt__error(-EDEADLK, "urt_runtime_destroy: called from the runtime's watcher thread");
+    admission_shutdown(&rt->sched); /* blocked submitters return -ESHUTDOWN */
+    watcher_close(&rt->sched);      /* watched tasks get their cancel callback (joined in sched_stop) */
     int cancelled = sched_stop(&rt->sched, mode == URT_SHUTDOWN_DRAIN);
+    watcher_free(&rt->sched);
+    admission_destroy(&rt->sched);
     if (rt->cfg.stats_timing)
         probe_stats_users_add(-1);
     runtime_free(rt);

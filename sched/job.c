@@ -59,6 +59,7 @@
  *  timer_armed, deadline_io and ready_io belong to the worker they are on.
  */
 #include "sched/job.h"
+#include "sched/admission.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -367,28 +368,50 @@ URT_API int urt_job_create(urt_runtime *rt, const struct urt_job_options *opt, u
     return 0;
 }
 
-URT_API int urt_job_submit(urt_job *job, struct urt_task *task, unsigned flags)
+/* Submits task as a task of job. On failure the task is the caller's again,
+ * except a pooled task refused by the admission limit, which admission_submit
+ * already gave back to the pool (*gone = true). */
+static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool *gone)
 {
-    if (!job || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
-        return urt__error(-EINVAL, "urt_job_submit: NULL job, task or fn, or unknown flags");
+    *gone = false;
     if (job_is_cancelled(job))
         return -ECANCELED;
     struct sched *s = job->s;
     atomic_fetch_add_explicit(&job->live, 1, memory_order_relaxed); /* (J1) */
     task->priv.job = job;
     task->priv.submit_flags = flags;
-    int err = job->serial ? lane_submit(&job->lane, task, flags) : sched_submit(s, task, flags);
+    task->priv.flags &= ~TASK_ADMITTED;
+    int err;
+    if (job->serial) {
+        err = lane_submit(&job->lane, task, flags); /* lanes are not under max_pending_tasks */
+    } else if (__builtin_expect(s->adm != NULL, 0)) {
+        bool pooled = task->priv.flags & TASK_POOLED;
+        err = admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
+        *gone = err && pooled;
+    } else {
+        err = sched_submit(s, task, flags);
+    }
     if (err) {
-        task->priv.job = NULL;
+        if (!*gone)
+            task->priv.job = NULL;
         job_task_finished(s, sched_current(s), job);
     }
     return err;
 }
 
+URT_API int urt_job_submit(urt_job *job, struct urt_task *task, unsigned flags)
+{
+    if (!job || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
+        return urt__error(-EINVAL, "urt_job_submit: NULL job, task or fn, or unknown flags");
+    bool gone;
+    task->priv.flags &= ~TASK_POOLED;
+    return job_submit(job, task, flags, &gone);
+}
+
 URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
-    if (!job || !fn)
-        return urt__error(-EINVAL, "urt_job_spawn: NULL job or fn");
+    if (!job || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
+        return urt__error(-EINVAL, "urt_job_spawn: NULL job or fn, or unknown flags");
     struct sched *s = job->s;
     struct urt_task *t = sched_task_alloc(s);
     if (!t)
@@ -398,8 +421,9 @@ URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *can
     t->cancel = cancel;
     t->priv.lane = NULL;
     t->priv.flags = TASK_POOLED;
-    int err = urt_job_submit(job, t, flags);
-    if (err) {
+    bool gone;
+    int err = job_submit(job, t, flags, &gone);
+    if (err && !gone) {
         t->priv.flags = 0;
         sched_task_free(s, t);
     }

@@ -133,9 +133,21 @@ static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l,
         sched_cancel_task(w->s, w, t); /* the task may not start (tx ending) */
         return URT_TASK_DONE;
     }
+    /* The watchdog watches each lane task, not the runner's whole batch:
+     * close the runner's run, watch t, then reopen the runner's run (which
+     * run_task closes). */
+    bool watched = w->s->cfg->task_runtime_limit_us != 0;
+    if (__builtin_expect(watched, 0)) {
+        watchdog_end(&w->wd);
+        watchdog_begin(&w->wd, t);
+    }
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
     enum urt_task_result r = t->fn(t, t->arg);
+    if (__builtin_expect(watched, 0)) {
+        watchdog_end(&w->wd);
+        watchdog_begin(&w->wd, &l->runner);
+    }
     if (__builtin_expect(timed, 0))
         probe_task_done(&w->hists, w->index, &pr);
     if (ops && ops->leave)
@@ -310,7 +322,7 @@ URT_API int urt_lane_submit(urt_lane *lane, struct urt_task *task, unsigned flag
     if (!lane || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL) || lane->kind != LANE_PLAIN)
         return -EINVAL;
     task->priv.submit_flags = flags;
-    task->priv.flags &= ~TASK_POOLED;
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED); /* lanes are not under max_pending_tasks */
     task->priv.job = NULL;
     return lane_submit(lane, task, flags);
 }

@@ -36,12 +36,14 @@
 #include "sched/deque.h"
 #include "sched/inbox.h"
 #include "sched/taskpool.h"
+#include "sched/watchdog.h"
 #include "uring/ring.h"
 
 /* task->priv.flags */
 #define TASK_POOLED 0x1u   /* from the task pool: returned there after it ran */
 #define TASK_QUEUED 0x2u   /* debug: between submit and run */
-#define TASK_LANE_RUNNER 0x4u /* the runner task of a lane (sched/lane.c) */
+#define TASK_ADMITTED 0x4u /* holds a pending-task slot (sched/admission.h) */
+#define TASK_LANE_RUNNER 0x8u /* the runner task of a lane (sched/lane.c) */
 
 enum worker_state {
     W_RUNNING = 0,
@@ -122,6 +124,7 @@ struct worker {
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
     struct worker_counters stats;
     void *upper;            /* per-worker state of the layers above (tx/) */
+    struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
     pthread_t thread;
     int start_err;
     struct probe_hists hists; /* latency histograms (owner writes; bpf/probes.h) */
@@ -137,6 +140,8 @@ struct sched {
     struct sched_hooks hooks;
     uint64_t suspend_timeout_ns;
     void *_Atomic tx_log;    /* tx/: the registered write-ahead log (tx/commit_hook.h) */
+    struct admission *adm;   /* pending-task limit, NULL when off (sched/admission.c) */
+    struct watcher *watcher; /* conditional tasks and watchdog (sched/watcher.c) */
 
     alignas(64) _Atomic uint32_t n_sleeping; /* workers in W_SLEEPING */
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */
@@ -145,6 +150,7 @@ struct sched {
     _Atomic uint64_t foreign_inflight;       /* foreign submissions between phase check and push */
     _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
+    struct ring_shared wake_fallback;        /* threads without a wake ring of their own (uring/ring.h) */
 
     pthread_mutex_t start_lock;
     pthread_cond_t start_cond;
@@ -194,7 +200,7 @@ void sched_read_stats(const struct sched *s, uint32_t w, struct urt_worker_stats
 
 /* Task-pool helpers for the public spawn entry points. */
 struct urt_task *sched_task_alloc(struct sched *s);
-/* Gives back a task of sched_task_alloc that was never submitted. Any thread. */
+/* Gives a task from sched_task_alloc() back (its submission failed). */
 void sched_task_free(struct sched *s, struct urt_task *t);
 
 #endif

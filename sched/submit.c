@@ -22,6 +22,7 @@
 #include <urt/task.h>
 
 #include "sched/sched.h"
+#include "sched/admission.h"
 
 /* struct sched is the first member of struct urt_runtime (runtime/runtime.c). */
 static inline struct sched *sched_of(const urt_runtime *rt)
@@ -57,11 +58,17 @@ static __attribute__((cold)) struct foreign_tls *foreign_state_slow(struct sched
             return &tls_foreign[i];
         }
     }
-    /* First submission of this thread to this runtime. */
+    /* First submission of this thread to this runtime. The preferred worker
+     * takes a round-robin slot only when it is used: otherwise a thread's
+     * first urt_spawn (which gets here for the task cache) would shift the
+     * per-submission round robin, e.g. with 2 workers every short-lived
+     * thread's single spawn went to worker 1. */
     uint32_t i = tls_foreign_next++ % FOREIGN_SLOTS;
     struct foreign_tls *f = &tls_foreign[i];
     f->sched_id = s->id;
-    f->preferred = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
+    f->preferred = s->cfg->use_preferred_worker_for_current_thread
+                       ? atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers
+                       : 0;
     f->cache.head = NULL;
     f->cache.count = 0;
     tls_foreign_last = i;
@@ -129,6 +136,12 @@ struct urt_task *sched_task_alloc(struct sched *s)
     return taskpool_alloc(&s->pool, c);
 }
 
+void sched_task_free(struct sched *s, struct urt_task *t)
+{
+    struct worker *self = sched_current(s);
+    taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);
+}
+
 /* ---- public entry points ------------------------------------------------------------------ */
 
 URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg)
@@ -160,14 +173,11 @@ URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned fla
     if (err)
         return err;
     task->priv.submit_flags = flags;
-    task->priv.flags &= ~TASK_POOLED;
-    return sched_submit(sched_of(rt), task, flags);
-}
-
-void sched_task_free(struct sched *s, struct urt_task *t)
-{
-    struct worker *self = sched_current(s);
-    taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
+    struct sched *s = sched_of(rt);
+    if (__builtin_expect(s->adm != NULL, 0))
+        return admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
+    return sched_submit(s, task, flags);
 }
 
 URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
@@ -185,11 +195,11 @@ URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *c
     t->priv.lane = NULL;
     t->priv.flags = TASK_POOLED;
     t->priv.submit_flags = flags;
+    if (__builtin_expect(s->adm != NULL, 0))
+        return admission_submit(s, t, flags); /* max_pending_tasks; frees t on failure (sched/admission.c) */
     int err = sched_submit(s, t, flags);
-    if (err) {
-        struct worker *self = sched_current(s);
-        taskpool_free(&s->pool, self ? &self->cache : &foreign_state(s)->cache, t);
-    }
+    if (err)
+        sched_task_free(s, t);
     return err;
 }
 

@@ -56,6 +56,8 @@
  * queue that each worker found empty is still empty.
  */
 #include "sched/sched.h"
+#include "sched/admission.h"
+#include "sched/watcher.h"
 #include "sched/job.h"
 #include "sched/lane.h"
 
@@ -98,6 +100,8 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
         STAT_INC(self, wakes_sent);
     } else {
         err = ring_send_wake_foreign(target->ring_fd, 0, s->caps.ringless_msg);
+        if (__builtin_expect(err < 0, 0) && s->wake_fallback.ready) /* no ring of its own: the shared one */
+            err = ring_shared_send_wake(&s->wake_fallback, target->ring_fd, 0);
         atomic_fetch_add_explicit(&s->foreign_wakes, 1, memory_order_relaxed);
     }
     if (__builtin_expect(err < 0, 0)) {
@@ -351,10 +355,17 @@ static inline void run_task(struct worker *w, struct urt_task *t)
     struct urt_job *job = t->priv.job;
     if (job && job_task_skip(w, t))     /* cancelled job (sched/job.c) */
         return;
+    bool watched = s->cfg->task_runtime_limit_us != 0; /* watchdog (sched/watchdog.h) */
+    if (__builtin_expect(watched, 0))
+        watchdog_begin(&w->wd, t);
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
     enum urt_task_result r = t->fn(t, t->arg);
     STAT_INC(w, tasks_run);
+    if (__builtin_expect(watched, 0))
+        watchdog_end(&w->wd);
+    if (__builtin_expect((flags & TASK_ADMITTED) && r == URT_TASK_DONE, 0))
+        admission_release(s->adm); /* a yield is not a completion */
     if (__builtin_expect(timed, 0))
         probe_task_done(&w->hists, w->index, &pr);
     if (r == URT_TASK_YIELD) {
@@ -375,6 +386,8 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
     struct urt_job *job = t->priv.job;
     if (t->cancel)
         t->cancel(t, t->arg);
+    if (flags & TASK_ADMITTED)
+        admission_release(s->adm);
     if (self)
         STAT_INC(self, tasks_cancelled);
     if (flags & TASK_POOLED) {
@@ -614,6 +627,11 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
     atomic_init(&s->foreign_wake_failures, 0);
     if ((err = taskpool_init(&s->pool)))
         return err;
+    /* Threads that are not workers wake workers through rings of their own;
+     * one that cannot get its ring (no free fd) sends through this one. Best
+     * effort: without it, such a wake would wait for the suspend timeout. */
+    if (!caps->ringless_msg)
+        ring_shared_init(&s->wake_fallback);
     pthread_mutex_init(&s->start_lock, NULL);
     pthread_cond_init(&s->start_cond, NULL);
     s->n_started = 0;
@@ -678,6 +696,7 @@ fail_workers:
 fail_pool:
     pthread_cond_destroy(&s->start_cond);
     pthread_mutex_destroy(&s->start_lock);
+    ring_shared_exit(&s->wake_fallback);
     taskpool_destroy(&s->pool);
     return err;
 }
@@ -776,10 +795,12 @@ int sched_stop(struct sched *s, bool drain_first)
             sleep_us(200);
         }
     }
+    watcher_stop(s); /* joins the watcher thread before the workers and the pool go (sched/watcher.c) */
     int cancelled = 0;
     for (uint32_t i = 0; i < s->n_workers; i++)
         cancelled += cancel_leftovers(s, s->workers[i]);
     free_workers(s);
+    ring_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
     pthread_cond_destroy(&s->start_cond);
     pthread_mutex_destroy(&s->start_lock);
     taskpool_destroy(&s->pool);

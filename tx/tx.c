@@ -242,7 +242,7 @@ URT_API int urt_tx_submit(urt_tx *tx, struct urt_task *task, unsigned flags)
     if (atomic_load_explicit(&tx->term, memory_order_acquire) & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
         return URT_TX_EINACTIVE;
     task->priv.job = NULL;
-    task->priv.flags &= ~TASK_POOLED;
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
     task->priv.submit_flags = flags;
     return lane_submit(&tx->lane, task, flags);
 }

@@ -183,6 +183,28 @@ int ring_send_wake(struct ring *r, int target_fd, int32_t value, uint32_t cookie
 
 /* ---- threads that own no urt ring ----------------------------------------- */
 
+/* One wake message from a ring that only sends (the caller's own, or the
+ * shared fallback under its lock): submit, wait for the MSG_RING's own CQE
+ * (it completes inline) and return its result. */
+static int send_wake_on(struct io_uring *u, int target_fd, int32_t value)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(u);
+    if (!sqe)
+        return -EBUSY;
+    prep_wake(sqe, target_fd, value);
+    io_uring_sqe_set_data64(sqe, 0);
+    int n = io_uring_submit_and_wait(u, 1);
+    if (n < 0)
+        return n;
+    struct io_uring_cqe *cqe;
+    int res = 0;
+    if (io_uring_peek_cqe(u, &cqe) == 0) {
+        res = cqe->res < 0 ? cqe->res : 0;
+        io_uring_cqe_seen(u, cqe);
+    }
+    return res;
+}
+
 struct foreign_ring {
     struct io_uring uring;
     bool ready;
@@ -234,21 +256,36 @@ int ring_send_wake_foreign(int target_fd, int32_t value, bool ringless)
     struct foreign_ring *fr = foreign_ring_get();
     if (!fr)
         return -ENOMEM;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&fr->uring);
-    if (!sqe)
-        return -EBUSY;
-    prep_wake(sqe, target_fd, value);
-    io_uring_sqe_set_data64(sqe, 0);
-    int n = io_uring_submit_and_wait(&fr->uring, 1);
-    if (n < 0)
-        return n;
-    /* MSG_RING completes inline: its own CQE tells the result. */
-    struct io_uring_cqe *cqe;
-    int res = 0;
-    if (io_uring_peek_cqe(&fr->uring, &cqe) == 0) {
-        res = cqe->res < 0 ? cqe->res : 0;
-        io_uring_cqe_seen(&fr->uring, cqe);
-    }
+    return send_wake_on(&fr->uring, target_fd, value);
+}
+
+int ring_shared_init(struct ring_shared *r)
+{
+    memset(r, 0, sizeof(*r));
+    int err = io_uring_queue_init(4, &r->uring, 0); /* no SINGLE_ISSUER: any thread, under the lock */
+    if (err < 0)
+        return err;
+    pthread_mutex_init(&r->lock, NULL);
+    r->ready = true;
+    return 0;
+}
+
+void ring_shared_exit(struct ring_shared *r)
+{
+    if (!r->ready)
+        return;
+    io_uring_queue_exit(&r->uring);
+    pthread_mutex_destroy(&r->lock);
+    r->ready = false;
+}
+
+int ring_shared_send_wake(struct ring_shared *r, int target_fd, int32_t value)
+{
+    if (!r->ready)
+        return -ENODEV;
+    pthread_mutex_lock(&r->lock);
+    int res = send_wake_on(&r->uring, target_fd, value);
+    pthread_mutex_unlock(&r->lock);
     return res;
 }
 

@@ -19,6 +19,7 @@
 #define URT_URING_RING_H
 
 #include <liburing.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -74,6 +75,24 @@ void ring_exit(struct ring *r);
 /* An SQE of r, submitting what is queued if the SQ is full; NULL only if the
  * kernel refuses to take any. Owner only. */
 struct io_uring_sqe *ring_get_sqe(struct ring *r);
+
+/* A wake ring for threads that are not workers and could not get a ring of
+ * their own (no free fd, no memory): created in advance by the runtime's
+ * creator, shared by those threads under a mutex. Only the failure path of
+ * ring_send_wake_foreign() uses it, so the mutex is never on a hot path.
+ * Without it such a wake was lost and only the sleeper's suspend timeout got
+ * the task going (tests/unit/test_shutdown.c wake_from_thread_without_free_fds). */
+struct ring_shared {
+    pthread_mutex_t lock;
+    struct io_uring uring;
+    bool ready;
+};
+
+/* 0 or -errno (then ready stays false and sending through it fails). */
+int ring_shared_init(struct ring_shared *r);
+void ring_shared_exit(struct ring_shared *r);
+/* Sends a wake message like ring_send_wake_foreign(). Any thread. */
+int ring_shared_send_wake(struct ring_shared *r, int target_fd, int32_t value);
 
 /* Submits queued SQEs. Returns the number submitted or -errno. Owner only. */
 int ring_submit(struct ring *r);

@@ -84,6 +84,12 @@ struct urt_config {
     /* --- C17 statistics -------------------------------------------------- */
     bool stats_timing;              /* take timestamps for latency statistics (default false) */
 
+    /* --- C9 watcher, C10 limits and health (urt/watcher.h, urt/limits.h) -- */
+    uint64_t watcher_interval_us;   /* default check interval of conditional tasks, µs (default 1000) */
+    uint64_t max_pending_tasks;     /* runtime-wide cap on pending tasks; 0 = unlimited (default 0) */
+    uint64_t task_runtime_limit_us; /* watchdog: report a task running longer, µs; 0 = off (default 0) */
+    bool watchdog_abort;            /* watchdog policy: dump every worker's state, then abort() (default false) */
+
     uint32_t reserved[8];           /* must be zero */
 };
 

@@ -35,7 +35,8 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out);
 
 /* Stops the runtime (see the lifecycle above). Returns the number of tasks
  * cancelled (0 in drain mode), or -EINVAL for an unknown mode, -EDEADLK when
- * called from one of its own workers. Not from a worker of rt. */
+ * called from one of its own workers or its watcher thread (a conditional
+ * task's check or cancel callback). Not from a worker of rt. */
 URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode);
 
 /* The configuration the runtime runs with (after defaults). Any thread. */

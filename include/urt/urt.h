@@ -7,12 +7,14 @@
 
 #include <urt/common.h>
 #include <urt/config.h>
+#include <urt/limits.h>
 #include <urt/runtime.h>
 #include <urt/stats.h>
 #include <urt/task.h>
 #include <urt/lane.h>
 #include <urt/job.h>
 #include <urt/tx.h>
+#include <urt/watcher.h>
 
 #define URT_VERSION_MAJOR 0
 #define URT_VERSION_MINOR 1

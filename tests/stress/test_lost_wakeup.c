@@ -14,7 +14,9 @@
  * suspend timeout; the submitter then gives up and the test fails), the
  * criterion timeout is the backstop, and the whole run must take far less
  * than 60 s. The mixed variant adds more submitters than workers and urgent
- * submissions (placed on any suspended worker).
+ * submissions (placed on any suspended worker); the relay variant has each
+ * task hand its item on to an urgent child, so wakes are sent from the
+ * workers' own rings as often as from the submitters.
  *
  * Variants: the kernel's best features; per-thread wake rings instead of
  * ring-less messages (ring_disable = RINGLESS_MSG); no DEFER_TASKRUN
@@ -46,6 +48,8 @@ static _Atomic bool g_abort;
 struct item {
     struct urt_task task;
     _Atomic uint32_t ran;
+    struct urt_task child;   /* relay variant: the task's urgent child */
+    bool relay;
 };
 
 static enum urt_task_result item_fn(struct urt_task *t, void *arg)
@@ -56,10 +60,24 @@ static enum urt_task_result item_fn(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+/* Relay: the submitted task hands the item on, urgently, from its worker:
+ * the child goes to a suspended peer if there is one, woken by a message
+ * from the worker's own ring. */
+static enum urt_task_result relay_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct item *it = arg;
+    urt_task_init(&it->child, item_fn, it);
+    if (urt_task_submit(g_rt, &it->child, URT_SUBMIT_URGENT) != 0)
+        atomic_fetch_add_explicit(&it->ran, 100, memory_order_release); /* shows as a double run */
+    return URT_TASK_DONE;
+}
+
 struct submitter {
     uint64_t seed;
     uint32_t n_tasks;
     bool urgent_sometimes;
+    bool relay;
     struct item items[MAX_BATCH];
     /* results */
     uint32_t done;
@@ -97,11 +115,12 @@ static void *submitter_main(void *arg)
             atomic_store_explicit(&it->ran, 0, memory_order_relaxed);
             unsigned flags = s->urgent_sometimes && (r >> (16 + i)) % 4 == 0 ? URT_SUBMIT_URGENT : 0;
             int err;
+            urt_task_fn *fn = s->relay ? relay_fn : item_fn;
             if ((r >> 24) & 1) {
-                urt_task_init(&it->task, item_fn, it);
+                urt_task_init(&it->task, fn, it);
                 err = urt_task_submit(g_rt, &it->task, flags);
             } else {
-                err = urt_spawn(g_rt, item_fn, it, flags);
+                err = urt_spawn(g_rt, fn, it, flags);
             }
             if (err) {
                 s->submit_errors++;
@@ -142,6 +161,7 @@ struct variant {
     uint32_t ring_disable;
     bool urgent;
     bool sqpoll;
+    bool relay;
 };
 
 static void lost_wakeup(struct variant v)
@@ -175,6 +195,7 @@ static void lost_wakeup(struct variant v)
         subs[i].seed = 0x9E3779B97F4A7C15ull * (i + 1) + v.ring_disable;
         subs[i].n_tasks = TOTAL / v.threads;
         subs[i].urgent_sometimes = v.urgent;
+        subs[i].relay = v.relay;
         cr_assert_eq(pthread_create(&th[i], NULL, submitter_main, &subs[i]), 0);
     }
     for (uint32_t i = 0; i < v.threads; i++)
@@ -207,11 +228,14 @@ static void lost_wakeup(struct variant v)
     cr_assert_leq(received, sent, "received %lu wakes, %lu sent", (unsigned long)received, (unsigned long)sent);
     cr_assert_leq(sent - received, v.workers, "%lu wakes in flight for %u workers: more than one per worker",
                   (unsigned long)(sent - received), v.workers);
+    if (v.relay)
+        cr_assert_geq(st->total.wakes_sent, TOTAL / 20, "only %lu wakes from workers: the relay did not wake peers",
+                      (unsigned long)st->total.wakes_sent);
     cr_assert_geq(st->foreign_wakes_sent, TOTAL / 20,
                   "only %lu foreign wakes for %u tasks: workers were not suspending, the test proves nothing",
                   (unsigned long)st->foreign_wakes_sent, TOTAL);
     cr_assert_geq(st->total.suspends, TOTAL / 20);
-    cr_assert_eq(st->total.tasks_run, done);
+    cr_assert_eq(st->total.tasks_run, v.relay ? 2 * done : done);
     urt_stats_free(st);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
     free(subs);
@@ -265,4 +289,22 @@ Test(lost_wakeup, nothing_at_all, .timeout = 120)
 Test(lost_wakeup, sqpoll_rings, .timeout = 120)
 {
     lost_wakeup((struct variant){.workers = 2, .threads = 2, .try_count = 1, .sqpoll = true});
+}
+
+Test(lost_wakeup, relay_from_workers, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 2, .threads = 2, .try_count = 1, .relay = true});
+}
+
+Test(lost_wakeup, relay_from_workers_no_defer, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 3, .threads = 3, .try_count = 2, .relay = true,
+                                 .ring_disable = URT_RING_DEFER_TASKRUN | URT_RING_COOP_TASKRUN});
+}
+
+/* Oversubscribed: 8 workers and 8 submitters on a small machine, so threads
+ * are preempted inside the suspend and wake protocols. */
+Test(lost_wakeup, oversubscribed_eight_workers, .timeout = 120)
+{
+    lost_wakeup((struct variant){.workers = 8, .threads = 8, .try_count = 1, .urgent = true});
 }

@@ -39,6 +39,10 @@ static const char *const ALL_FIELDS[] = {
     "sqpoll",
     "sqpoll_idle_ms",
     "stats_timing",
+    "watcher_interval_us",
+    "max_pending_tasks",
+    "task_runtime_limit_us",
+    "watchdog_abort",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -194,6 +198,10 @@ static const struct bad BAD[] = {
     U32BAD(ring_disable, 1u << 31),
     U32BAD(sqpoll_idle_ms, 0),
     U32BAD(sqpoll_idle_ms, 60001),
+    {"watcher_interval_us", K_U64, 0, NULL, 0},
+    {"watcher_interval_us", K_U64, 3600000001ull, NULL, 0},
+    {"max_pending_tasks", K_U64, (1ull << 40) + 1, NULL, 0},
+    {"task_runtime_limit_us", K_U64, 3600000001ull, NULL, 0},
     {"reserved", K_RESERVED, 0, NULL, 0},
     {"reserved", K_RESERVED, 3, NULL, 0},
     {"reserved", K_RESERVED, 7, NULL, 0},
@@ -228,8 +236,17 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         return;
     }
     case K_U64:
-        cr_assert_str_eq(f, "worker_suspend_timeout_us");
-        c->worker_suspend_timeout_us = b->value;
+#define SET64(name)                                                                                        \
+    if (!strcmp(f, #name)) {                                                                               \
+        c->name = b->value;                                                                                \
+        return;                                                                                            \
+    }
+        SET64(worker_suspend_timeout_us);
+        SET64(watcher_interval_us);
+        SET64(max_pending_tasks);
+        SET64(task_runtime_limit_us);
+#undef SET64
+        cr_assert_fail("no u64 field %s", f);
         return;
     case K_PLACEMENT:
         c->placement = (enum urt_placement)b->value;
@@ -277,7 +294,7 @@ Test(config, validate_rejects_every_bad_value_naming_the_field, .timeout = 30)
 Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
-                                        "stats_timing", "lane_balance"};
+                                        "stats_timing", "watchdog_abort", "lane_balance"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];

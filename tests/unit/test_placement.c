@@ -9,16 +9,27 @@
  * (worker_try_count = 1) and the suspend timeout is 60 s, so only a wake
  * message gets a suspended worker going within a test. A "blocker" task
  * that spins until the test releases it keeps one worker busy on purpose.
+ * One exception is by design: a worker does not suspend while any deque
+ * holds work, it polls, and after stealing_wait empty polls it steals; so a
+ * task pushed to a busy worker's deque may end up elsewhere, and the tests
+ * then require the statistics to count exactly that steal.
  *
  * Where a worker runs is checked twice: the statistics (node, cpu) and the
  * affinity mask seen by a task running on that worker.
+ *
+ * Per-thread state of threads that are not workers is per runtime: a thread
+ * feeding two runtimes keeps its preferred worker and its spawn cache in
+ * each; with round robin per submission, short-lived threads that spawn once
+ * spread over all workers.
  *
  * Ring fallback: ring_disable masks features to simulate an older kernel;
  * each configuration must report the fallback in urt_runtime_features(),
  * keep the features it did not mask as the unmasked probe found them, run
  * tasks, and deliver wake-ups to suspended workers from a thread that is not
  * a worker (a new thread per round: per-thread wake rings are created and
- * released) and from a worker (urgent submission to a suspended peer).
+ * released) and from a worker (urgent submission to a suspended peer); and
+ * destroy must not wait for the suspended workers' 60 s timeout. SQPOLL
+ * rings (opt-in) too.
  */
 #include <criterion/criterion.h>
 #include <liburing.h>
@@ -883,3 +894,119 @@ Test(ring_fallback, sqpoll_opt_in, .timeout = 120)
 Test(ring_fallback, only_single_issuer_masked, .timeout = 120) { fallback_case(S); }
 Test(ring_fallback, only_coop_masked, .timeout = 120) { fallback_case(C); }
 Test(ring_fallback, only_registered_fd_masked, .timeout = 120) { fallback_case(URT_RING_REGISTERED_FD); }
+
+/* Per-submission round robin holds for urt_spawn from short-lived threads
+ * too: a thread's first spawn must not consume a round-robin slot of its own
+ * (with 2 workers that would send every thread's single spawn to worker 1). */
+struct single_spawn {
+    struct probe p;
+    _Atomic int err;
+};
+
+static void *single_spawn_main(void *arg)
+{
+    struct single_spawn *ss = arg;
+    atomic_store(&ss->err, urt_spawn(g_rt, probe_where_fn, &ss->p, 0));
+    return NULL;
+}
+
+Test(placement, round_robin_spawn_from_short_lived_threads, .timeout = 60)
+{
+    struct urt_config c;
+    placement_config(&c, 2);
+    c.use_preferred_worker_for_current_thread = false;
+    g_rt = rt_create_or_skip(&c);
+    enum { THREADS = 20 };
+    int per_worker[2] = {0};
+    for (int i = 0; i < THREADS; i++) {
+        struct single_spawn ss;
+        memset(&ss, 0, sizeof(ss));
+        probe_init(&ss.p);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, single_spawn_main, &ss), 0);
+        pthread_join(th, NULL);
+        cr_assert_eq(atomic_load(&ss.err), 0);
+        cr_assert(probe_wait(&ss.p, 10000));
+        int w = atomic_load(&ss.p.worker);
+        cr_assert(w == 0 || w == 1);
+        per_worker[w]++;
+    }
+    cr_assert_eq(per_worker[0], THREADS / 2, "round robin per submission: %d tasks on worker 0, %d on worker 1",
+                 per_worker[0], per_worker[1]);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- submission arguments and urt_current_worker ------------------------------------------------ */
+
+static _Atomic int never_calls;
+
+static enum urt_task_result never_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&never_calls, 1);
+    return URT_TASK_DONE;
+}
+
+static void never_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&never_calls, 1);
+}
+
+struct other_rt_probe {
+    urt_runtime *other;
+    _Atomic int in_own, in_other;
+    _Atomic bool ran;
+};
+
+static enum urt_task_result other_rt_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct other_rt_probe *o = arg;
+    atomic_store(&o->in_own, urt_current_worker(g_rt));
+    atomic_store(&o->in_other, urt_current_worker(o->other));
+    atomic_store(&o->ran, true);
+    return URT_TASK_DONE;
+}
+
+Test(placement, submit_rejects_bad_arguments_and_never_runs_them, .timeout = 30)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    g_rt = rt_create_or_skip(&c);
+    struct urt_task t;
+    urt_task_init(&t, never_fn, NULL);
+    t.cancel = never_cancel;
+    cr_assert_eq(urt_task_submit(NULL, &t, 0), -EINVAL);
+    cr_assert_eq(urt_task_submit(g_rt, NULL, 0), -EINVAL);
+    cr_assert_eq(urt_task_submit(g_rt, &t, 0x100), -EINVAL, "unknown flag");
+    cr_assert_eq(urt_task_submit(g_rt, &t, ~(unsigned)URT_SUBMIT_FLAGS_ALL), -EINVAL);
+    struct urt_task nofn;
+    urt_task_init(&nofn, NULL, NULL);
+    cr_assert_eq(urt_task_submit(g_rt, &nofn, 0), -EINVAL, "task without fn");
+    cr_assert_eq(urt_spawn(NULL, never_fn, NULL, 0), -EINVAL);
+    cr_assert_eq(urt_spawn(g_rt, NULL, NULL, 0), -EINVAL);
+    cr_assert_eq(urt_spawn_ex(g_rt, never_fn, never_cancel, NULL, 0x80), -EINVAL);
+    /* urt_task_init clears cancel */
+    struct urt_task fresh;
+    memset(&fresh, 0xff, sizeof(fresh));
+    urt_task_init(&fresh, never_fn, &fresh);
+    cr_assert_eq(fresh.fn, never_fn);
+    cr_assert_eq(fresh.arg, &fresh);
+    cr_assert_null(fresh.cancel);
+    /* urt_current_worker: -1 for NULL and for threads that are not its workers */
+    cr_assert_eq(urt_current_worker(NULL), -1);
+    cr_assert_eq(urt_current_worker(g_rt), -1);
+    struct urt_config c1;
+    test_config(&c1, 1);
+    struct other_rt_probe o = {.other = rt_create_or_skip(&c1)};
+    cr_assert_eq(urt_spawn(g_rt, other_rt_fn, &o, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&o.ran), 10000));
+    cr_assert(atomic_load(&o.in_own) == 0 || atomic_load(&o.in_own) == 1);
+    cr_assert_eq(atomic_load(&o.in_other), -1, "a worker of another runtime is not a worker of this one");
+    rt_destroy_clean(o.other, URT_SHUTDOWN_DRAIN, 0);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_CANCEL, 0);
+    cr_assert_eq(atomic_load(&never_calls), 0, "a failed submission never calls fn or cancel");
+}

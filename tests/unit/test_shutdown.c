@@ -16,10 +16,16 @@
  *    cancelled) or refused with -ESHUTDOWN; after the first refusal every
  *    later one is refused. A blocker keeps destroy from returning until the
  *    submitting thread has stopped, so no call touches a freed runtime.
+ *  - CANCEL while running tasks keep spawning (trees far too big to finish):
+ *    spawned == ran + cancelled, destroy returns the number cancelled.
  *  - destroy(NULL) == 0, an unknown mode -> -EINVAL (runtime unharmed), destroy
- *    from a worker -> -EDEADLK.
- * Leaks (task pool, rings, per-thread wake rings) are LeakSanitizer's job in
- * the ASan build.
+ *    from a worker -> -EDEADLK; create/destroy cycles in both modes.
+ *  - Resources: no file descriptor left behind (worker rings, probe ring,
+ *    per-thread wake rings of threads that exited), also when create fails
+ *    half-way because rings cannot be created (RLIMIT_NOFILE); a thread that
+ *    cannot open a wake ring of its own still wakes a suspended worker at once.
+ * Memory leaks (task pool, rings, per-thread wake rings) are LeakSanitizer's
+ * job in the ASan build (leak_check() in tests/helpers.h).
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -643,7 +649,8 @@ static void fd_case(uint32_t ring_disable)
             cr_assert_eq(atomic_load(&o.err), 0, "thread %d: %d", i, atomic_load(&o.err));
         }
         int running = fd_count();
-        cr_assert_leq(running, before + 2 + 1, "cycle %d: %d fds open with 2 workers, %d before: per-thread rings "
+        /* 2 worker rings, this thread's wake ring, the runtime's fallback wake ring */
+        cr_assert_leq(running, before + 2 + 2, "cycle %d: %d fds open with 2 workers, %d before: per-thread rings "
                       "of exited threads are not released", cycle, running, before);
         rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
         int after = fd_count();
@@ -801,5 +808,56 @@ Test(shutdown, create_failure_cleans_up, .timeout = 60)
     _Atomic uint32_t hit = 0;
     cr_assert_eq(urt_spawn(g_rt, hit_fn, &hit, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 10000));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- a thread that cannot get a wake ring still wakes a suspended worker ---------------------- */
+
+struct fdless {
+    _Atomic uint32_t hit;
+    _Atomic int err;
+    uint64_t waited_ns;
+};
+
+static void *fdless_main(void *arg)
+{
+    struct fdless *f = arg;
+    uint64_t t0 = now_ns();
+    int err = urt_spawn(g_rt, hit_fn, (void *)&f->hit, 0);
+    if (err) {
+        atomic_store(&f->err, err);
+        return NULL;
+    }
+    WAIT_UNTIL(atomic_load(&f->hit) == 1, 10000);
+    f->waited_ns = now_ns() - t0;
+    return NULL;
+}
+
+Test(shutdown, wake_from_thread_without_free_fds, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    c.worker_try_count = 1;
+    c.worker_suspend_timeout_us = 5ull * 1000 * 1000;
+    c.ring_disable = URT_RING_RINGLESS_MSG; /* threads that are not workers need a ring of their own */
+    g_rt = rt_create_or_skip(&c);
+    struct rlimit old;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    for (int round = 0; round < 3; round++) {
+        cr_assert(rt_wait_all_sleeping(g_rt, 1, 10000));
+        struct fdless f;
+        memset(&f, 0, sizeof(f));
+        struct rlimit lim = old;
+        lim.rlim_cur = limit_with_spare(0);
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, fdless_main, &f), 0);
+        pthread_join(th, NULL);
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+        cr_assert_eq(atomic_load(&f.err), 0);
+        cr_assert_eq(atomic_load(&f.hit), 1);
+        cr_assert_lt(f.waited_ns, 1000ull * 1000000, "round %d: the task waited %.2f s for the suspend timeout: the "
+                     "wake of a thread that could not open its wake ring was lost", round, (double)f.waited_ns / 1e9);
+    }
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }

@@ -1,0 +1,66 @@
+/*
+ * sched/admission.h — the runtime-wide pending-task limit (SPEC C10).
+ *
+ * Object: one struct admission per runtime, created only when
+ * max_pending_tasks > 0 (struct sched's adm pointer is NULL otherwise, and
+ * then no code here runs: the submit path tests the pointer, the worker
+ * tests a task flag it already loaded).
+ *
+ * Invariants:
+ *  - pending <= limit at every instant: a slot is taken only by a CAS from a
+ *    value below the limit (never fetch_add-then-undo);
+ *  - a task flagged TASK_ADMITTED holds exactly one slot, released once:
+ *    when its fn returns URT_TASK_DONE (run_task) or when it is cancelled
+ *    (sched_cancel_task), or by the submitter if the submission failed;
+ *  - a slot freed while submitters wait goes to the oldest waiter (FIFO),
+ *    never to a newcomer: newcomers see n_waiters > 0 and queue (or fail with
+ *    -EAGAIN) instead of taking the fast path.
+ *
+ * Lifecycle:
+ *  1. admission_create() after the workers started, before create returns.
+ *  2. admission_shutdown() first thing in destroy: waiters return -ESHUTDOWN
+ *     and no new submitter blocks; slots keep being released. It returns once
+ *     every submitter that was blocking has left the runtime's code.
+ *  3. admission_destroy() after the workers stopped (no waiter can remain).
+ *
+ * Load: one CAS on a shared line per submission and one fetch_sub per
+ * completion, only when the limit is set. The mutex is taken only by
+ * submitters that block and by releasers that find waiters.
+ */
+#ifndef URT_SCHED_ADMISSION_H
+#define URT_SCHED_ADMISSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urt/limits.h>
+#include <urt/task.h>
+
+struct sched;
+struct admission;
+
+/* Allocates the limiter if cfg->max_pending_tasks > 0 (s->adm stays NULL
+ * otherwise). 0 or -ENOMEM. Creator thread. */
+int admission_create(struct sched *s);
+/* Wakes every waiter with -ESHUTDOWN; later blocking submitters get it too. */
+void admission_shutdown(struct sched *s);
+void admission_destroy(struct sched *s);
+
+/* Takes a slot for t (per flags and the caller's kind), submits t and marks
+ * it TASK_ADMITTED. Returns sched_submit's result, -EAGAIN, or -ESHUTDOWN;
+ * on failure the slot is released and t is the caller's — except a pooled
+ * task (urt_spawn), which goes back to the pool here: a submitter woken by
+ * the shutdown must be done with the runtime when admission_shutdown()
+ * returns. Any thread. */
+int admission_submit(struct sched *s, struct urt_task *t, unsigned flags);
+
+/* Takes a slot without waiting and without queueing behind waiters (the
+ * watcher's hand-over of a body: it must never block). */
+bool admission_try_take(struct admission *a);
+
+/* Releases one slot (hands it to the oldest waiter if there is one). */
+void admission_release(struct admission *a);
+
+void admission_read_stats(const struct sched *s, struct urt_admission_stats *out);
+
+#endif

@@ -1,0 +1,1041 @@
+/*
+ * sched/watcher.c — the watcher thread: conditional tasks (SPEC C9) and the
+ * watchdog (SPEC C10).
+ *
+ * One thread per runtime with its own io_uring ring, created in that thread
+ * (single issuer), woken exactly like a worker: by a MSG_RING wake message or
+ * by a CQE of its own ring. Its loop:
+ *
+ *   take new tasks (MPSC add queue -> min-heap on due time, due = now: the
+ *   first check runs at once)
+ *   -> drop cancelled tasks (only when a cancel was requested)
+ *   -> retry hand-overs that the pending-task limit postponed
+ *   -> run every due check: passed -> hand the body to a worker (urgent
+ *      placement, through the normal submit path); failed -> due += interval
+ *   -> watchdog pass (if task_runtime_limit_us > 0 and due)
+ *   -> arm ONE IORING_OP_TIMEOUT (absolute, CLOCK_MONOTONIC) for the nearest
+ *      deadline; update it if the nearest deadline moved; remove it when
+ *      there is nothing to wait for
+ *   -> sleep in the ring until the timer or a wake message.
+ * With nothing watched and the watchdog off, no timer is armed: the watcher
+ * sleeps until a message, without periodic wake-ups (stats: sleeps, wakeups).
+ *
+ * Invariants:
+ *  - a cond's state moves IDLE -> ADDING -> WATCHING (adder), then
+ *    WATCHING -> CANCELLING (canceller) or WATCHING -> SCHEDULED (watcher):
+ *    one CAS decides, so the body and the cancel callback are exclusive;
+ *    back to IDLE right before the body's first call or the cancel callback;
+ *  - a WATCHING/CANCELLING cond is in exactly one place: the add queue, the
+ *    heap or the ready list (passed, waiting for an admission slot);
+ *  - heap[i]->priv.heap_index == i; the watcher thread alone touches the
+ *    heap, the ready list, the timer and its ring;
+ *  - cancel callbacks run after the walk that found them (never inside it).
+ *
+ * ---- Memory-ordering contract ---------------------------------------------
+ * No lost wake-up (same argument as sched/worker.c, with the watcher as the
+ * sleeper, and without fences: every access of the Dekker pair is seq_cst):
+ *   Sleeper (watcher_sleep):                Waker (watcher_notify, after A1/C1):
+ *     S1 state := SLEEPING       seq_cst      A1 push on the add queue (seq_cst exchange,
+ *     S3 load add-queue head, cancel_         inbox.h I3), or C1 fetch_add(cancel_requests),
+ *        requests, stop          seq_cst      or a store of stop                 seq_cst
+ *     S4 if nothing: wait in the ring         W3 load state                      seq_cst
+ *                                             W4 if SLEEPING and exchange(wake_pending, 1)
+ *                                                == 0 (seq_cst): send MSG_RING to the ring
+ *   All in one total order S: if W3 read RUNNING it precedes S1, so A1 < S1 <
+ *   S3 and S3 sees the work; otherwise W3 saw SLEEPING and a message is in
+ *   flight (sent by this waker, or by an earlier one whose wake_pending is
+ *   still 1: it is cleared only when the wake CQE is reaped, R2, or by a
+ *   sender whose send failed). After the wait: R1 state := RUNNING (seq_cst),
+ *   R2 reap (wake_pending := 0, seq_cst). A waker whose W4 read 1 precedes R2
+ *   in S, so its A1 precedes the S3 of the next sleep, which sees it.
+ *   (No standalone fences: GCC's ThreadSanitizer does not support them.)
+ *
+ * Add queue: the inbox's own contract (sched/inbox.h): the adder's writes to
+ * the cond happen before its push (release), the watcher's pop acquires them.
+ * cond state: ADDING -> WATCHING is a release store after the adder filled
+ * priv; the canceller's and the watcher's CAS are acq_rel, so whoever wins
+ * sees priv filled; the IDLE store before a callback is release, paired with
+ * the next adder's acquire CAS.
+ * Shutdown fence with adders/cancellers: they increment inflight, then load
+ * closed (both seq_cst); watcher_close stores closed, then waits for
+ * inflight == 0 (seq_cst), then stores stop. So an adder either sees closed
+ * or its push is finished before the watcher is told to stop (and drains the
+ * queue).
+ * Watchdog: workers publish their running task and a run sequence (seqlock
+ * contract in sched/watchdog.h); the watcher stamps a run the first time a
+ * pass sees it and reports it once when now - first seen > the limit. Its
+ * wd_seen entries are relaxed atomics only so that urt_dump_state() may read
+ * them from any thread.
+ * Statistics: owner-written counters are relaxed load+store by the watcher;
+ * the latency counters are written by workers with relaxed RMWs. Readers use
+ * relaxed loads.
+ *
+ * Load: checks are meant to be cheap; each costs a heap pop and push
+ * (O(log n)). A wake message per add only when the watcher sleeps.
+ */
+#include "sched/watcher.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <urt/limits.h>
+#include <urt/runtime.h>
+#include <urt/watcher.h>
+
+#include "sched/admission.h"
+#include "sched/sched.h"
+
+enum cond_state {
+    C_IDLE = 0,
+    C_ADDING = 1,
+    C_WATCHING = 2,
+    C_CANCELLING = 3,
+    C_SCHEDULED = 4,
+};
+
+#define LAT_BUCKETS 64
+#define WATCHDOG_MIN_PERIOD_NS 100000ull
+
+struct watcher_counters {
+    _Atomic uint64_t checks_run, checks_passed, bodies_scheduled, cancelled, admission_retries, sleeps, wakeups,
+        timer_fires, wake_messages, watchdog_reports;
+};
+
+/* What the watchdog knows of a worker's current run (the watcher writes;
+ * urt_dump_state() may read from any thread: relaxed atomics). */
+struct wd_seen {
+    _Atomic uint64_t seq;      /* run sequence (sched/watchdog.h), 0: none */
+    _Atomic uint64_t first_ns; /* when a pass first saw it running */
+    bool reported;             /* watcher only */
+};
+
+struct watcher {
+    struct sched *s;
+
+    /* --- read and written by other threads --- */
+    alignas(64) _Atomic uint32_t state; /* W_RUNNING / W_SLEEPING */
+    _Atomic uint32_t wake_pending;      /* a wake message is in flight */
+    _Atomic uint32_t stop;
+    int ring_fd;
+    alignas(64) _Atomic uint32_t closed; /* adds and cancels refused */
+    _Atomic uint64_t inflight;           /* adders/cancellers past the closed check */
+    _Atomic uint32_t cancel_requests;
+    _Atomic uint64_t watching;
+    struct inbox adds;
+
+    /* --- latency of check -> body (workers add) --- */
+    alignas(64) _Atomic uint64_t lat_count, lat_sum, lat_max;
+    _Atomic uint64_t lat_hist[LAT_BUCKETS];
+
+    /* --- watchdog callback (any thread sets, the watcher calls) --- */
+    pthread_mutex_t cb_lock;
+    urt_watchdog_fn *cb;
+    void *cb_ctx;
+
+    /* --- owner (the watcher thread) only --- */
+    alignas(64) struct ring ring;
+    struct urt_cond **heap;
+    uint32_t n_heap, cap_heap;
+    struct urt_cond *ready_head, *ready_tail; /* passed, waiting for an admission slot */
+    struct urt_cond *doomed;                  /* to cancel after the current walk */
+    uint64_t interval_ns;                     /* watcher_interval_us */
+    bool add_backoff;                         /* the heap could not grow: retry later */
+    struct ring_op timer_op;
+    struct __kernel_timespec timer_ts;
+    bool timer_armed;                         /* its CQE has not been reaped yet */
+    uint64_t timer_due;                       /* what it is armed for (UINT64_MAX: removal sent) */
+    uint64_t wd_limit_ns, wd_period_ns, wd_next_ns;
+    struct wd_seen *wd_seen;                  /* per worker: the run the watchdog last saw */
+    struct watcher_counters stats;
+
+    pthread_t thread;
+    bool joined;                              /* destroying thread only */
+    pthread_mutex_t start_lock;
+    pthread_cond_t start_cond;
+    bool started;
+    int start_err;
+};
+
+#define WSTAT_ADD(w, field, n)                                                                                   \
+    atomic_store_explicit(&(w)->stats.field, atomic_load_explicit(&(w)->stats.field, memory_order_relaxed) + (n), \
+                          memory_order_relaxed)
+#define WSTAT_INC(w, field) WSTAT_ADD(w, field, 1)
+
+static _Thread_local struct watcher *tls_watcher; /* set on the watcher thread */
+
+bool watcher_current(const struct sched *s)
+{
+    return tls_watcher != NULL && tls_watcher->s == s;
+}
+
+/* Debug builds: owner-only code runs on the watcher thread (STYLE 5). */
+#define ASSERT_WATCHER(w) assert(tls_watcher == (w))
+
+static inline struct sched *sched_of(const urt_runtime *rt)
+{
+    return (struct sched *)rt; /* struct sched is the first member (runtime/runtime.c) */
+}
+
+static inline struct urt_cond *cond_of_task(struct urt_task *t)
+{
+    return (struct urt_cond *)((char *)t - offsetof(struct urt_cond, priv.task));
+}
+
+static inline struct urt_cond *cond_next(struct urt_cond *c)
+{
+    struct urt_task *t = atomic_load_explicit(&c->priv.task.priv.next, memory_order_relaxed);
+    return t ? cond_of_task(t) : NULL;
+}
+
+static inline void cond_set_next(struct urt_cond *c, struct urt_cond *n)
+{
+    atomic_store_explicit(&c->priv.task.priv.next, n ? &n->priv.task : NULL, memory_order_relaxed);
+}
+
+static inline uint64_t now_ns(void)
+{
+    return watchdog_now_ns();
+}
+
+/* ---- wake ------------------------------------------------------------------------------ */
+
+static void watcher_notify(struct watcher *w)
+{
+    /* W3: seq_cst, after the caller's seq_cst A1/C1; pairs with S1/S3. */
+    if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
+        return;
+    /* W4: one message in flight at most; cleared by the watcher at R2. */
+    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
+        return;
+    if (ring_send_wake_foreign(w->ring_fd, 0, w->s->caps.ringless_msg) < 0)
+        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst); /* nothing in flight */
+}
+
+static void on_tag(void *ctx, uint64_t ud, int32_t res)
+{
+    struct watcher *w = ctx;
+    (void)res;
+    if ((ud & RING_UD_TAG_MASK) == RING_UD_WAKE) {
+        /* R2: a new wake may be sent from now on; pairs with W4's exchange (seq_cst). */
+        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
+        WSTAT_INC(w, wake_messages);
+    }
+}
+
+static void reap(struct watcher *w)
+{
+    if (w->ring.uring.flags & IORING_SETUP_DEFER_TASKRUN)
+        ring_get_events(&w->ring);
+    ring_reap(&w->ring, on_tag, w);
+}
+
+/* ---- heap (owner only) ------------------------------------------------------------------ */
+
+static inline bool earlier(const struct urt_cond *a, const struct urt_cond *b)
+{
+    return a->priv.due_ns < b->priv.due_ns;
+}
+
+static inline void heap_set(struct watcher *w, uint32_t i, struct urt_cond *c)
+{
+    w->heap[i] = c;
+    c->priv.heap_index = i;
+}
+
+static void heap_up(struct watcher *w, uint32_t i)
+{
+    struct urt_cond *c = w->heap[i];
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!earlier(c, w->heap[p]))
+            break;
+        heap_set(w, i, w->heap[p]);
+        i = p;
+    }
+    heap_set(w, i, c);
+}
+
+static void heap_down(struct watcher *w, uint32_t i)
+{
+    struct urt_cond *c = w->heap[i];
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        struct urt_cond *best = c;
+        if (l < w->n_heap && earlier(w->heap[l], best)) {
+            m = l;
+            best = w->heap[l];
+        }
+        if (l + 1 < w->n_heap && earlier(w->heap[l + 1], best)) {
+            m = l + 1;
+            best = w->heap[l + 1];
+        }
+        if (m == i)
+            break;
+        heap_set(w, i, best);
+        i = m;
+    }
+    heap_set(w, i, c);
+}
+
+static int heap_reserve(struct watcher *w, uint32_t n)
+{
+    if (n <= w->cap_heap)
+        return 0;
+    uint32_t cap = w->cap_heap ? w->cap_heap * 2 : 64;
+    while (cap < n)
+        cap *= 2;
+    struct urt_cond **h = realloc(w->heap, cap * sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    w->heap = h;
+    w->cap_heap = cap;
+    return 0;
+}
+
+/* Room reserved by the caller. */
+static void heap_push(struct watcher *w, struct urt_cond *c)
+{
+    heap_set(w, w->n_heap++, c);
+    heap_up(w, w->n_heap - 1);
+}
+
+static void heap_remove(struct watcher *w, uint32_t i)
+{
+    struct urt_cond *last = w->heap[--w->n_heap];
+    if (i == w->n_heap)
+        return;
+    heap_set(w, i, last);
+    heap_down(w, i);
+    heap_up(w, last->priv.heap_index);
+}
+
+/* ---- cancel -------------------------------------------------------------------------------- */
+
+static void doom(struct watcher *w, struct urt_cond *c)
+{
+    cond_set_next(c, w->doomed);
+    w->doomed = c;
+}
+
+/* The cancel callback of c (state CANCELLING, or WATCHING at shutdown). */
+static void run_cancel(struct watcher *w, struct urt_cond *c)
+{
+    urt_cond_cancel_fn *cb = c->cancel;
+    void *arg = c->arg;
+    atomic_fetch_sub_explicit(&w->watching, 1, memory_order_relaxed);
+    WSTAT_INC(w, cancelled);
+    /* From here the cond is the caller's (rule 3); pairs with the next adder's CAS. */
+    atomic_store_explicit(&c->priv.state, C_IDLE, memory_order_release);
+    if (cb)
+        cb(c, arg);
+}
+
+/* After a walk: call the cancel callbacks of what it doomed. */
+static void run_doomed(struct watcher *w)
+{
+    while (w->doomed) {
+        struct urt_cond *c = w->doomed;
+        w->doomed = cond_next(c);
+        run_cancel(w, c);
+    }
+}
+
+static inline bool is_cancelling(struct urt_cond *c)
+{
+    return atomic_load_explicit(&c->priv.state, memory_order_acquire) == C_CANCELLING;
+}
+
+/* A cancel was requested: find the cancelled tasks in the heap and the ready list. */
+static void sweep_cancelled(struct watcher *w)
+{
+    ASSERT_WATCHER(w);
+    struct urt_cond *found = NULL;
+    for (uint32_t i = 0; i < w->n_heap; i++) {
+        struct urt_cond *c = w->heap[i];
+        if (is_cancelling(c)) {
+            cond_set_next(c, found);
+            found = c;
+        }
+    }
+    while (found) {
+        struct urt_cond *c = found;
+        found = cond_next(c);
+        heap_remove(w, c->priv.heap_index);
+        doom(w, c);
+    }
+    /* The ready list is short (passed tasks waiting for a slot): rebuild it. */
+    struct urt_cond *list = w->ready_head;
+    w->ready_head = w->ready_tail = NULL;
+    while (list) {
+        struct urt_cond *c = list;
+        list = cond_next(c);
+        if (is_cancelling(c)) {
+            doom(w, c);
+            continue;
+        }
+        cond_set_next(c, NULL);
+        if (w->ready_tail)
+            cond_set_next(w->ready_tail, c);
+        else
+            w->ready_head = c;
+        w->ready_tail = c;
+    }
+    run_doomed(w);
+}
+
+/* ---- taking tasks in ------------------------------------------------------------------------- */
+
+static void take_adds(struct watcher *w, uint64_t now)
+{
+    ASSERT_WATCHER(w);
+    w->add_backoff = false;
+    for (;;) {
+        if (heap_reserve(w, w->n_heap + 1) != 0) {
+            w->add_backoff = true; /* the rest stays queued; retried one interval later */
+            break;
+        }
+        struct urt_task *t = inbox_pop(&w->adds);
+        if (!t)
+            break;
+        struct urt_cond *c = cond_of_task(t);
+        if (is_cancelling(c)) {
+            doom(w, c);
+            continue;
+        }
+        c->priv.due_ns = now; /* first check at once */
+        heap_push(w, c);
+    }
+    run_doomed(w);
+}
+
+/* ---- hand-over ------------------------------------------------------------------------------- */
+
+/* Hands the body of c (its check passed) to a worker. False when the pending
+ * limit is reached (c stays with the watcher). */
+static bool hand_over(struct watcher *w, struct urt_cond *c)
+{
+    struct sched *s = w->s;
+    bool admitted = false;
+    if (s->adm) {
+        if (!admission_try_take(s->adm)) {
+            WSTAT_INC(w, admission_retries);
+            return false;
+        }
+        admitted = true;
+    }
+    uint32_t expected = C_WATCHING;
+    if (!atomic_compare_exchange_strong_explicit(&c->priv.state, &expected, C_SCHEDULED, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        /* Cancelled meanwhile: the canceller won. */
+        if (admitted)
+            admission_release(s->adm);
+        doom(w, c);
+        return true;
+    }
+    atomic_fetch_sub_explicit(&w->watching, 1, memory_order_relaxed);
+    WSTAT_INC(w, bodies_scheduled);
+    c->priv.task.priv.flags = admitted ? TASK_ADMITTED : 0;
+    c->priv.task.priv.submit_flags = URT_SUBMIT_URGENT;
+    int err = sched_submit(s, &c->priv.task, URT_SUBMIT_URGENT);
+    if (__builtin_expect(err != 0, 0)) {
+        /* The scheduler is shutting down: the body will not run. */
+        if (admitted)
+            admission_release(s->adm);
+        atomic_fetch_add_explicit(&w->watching, 1, memory_order_relaxed);
+        doom(w, c);
+    }
+    return true;
+}
+
+static void ready_append(struct watcher *w, struct urt_cond *c)
+{
+    cond_set_next(c, NULL);
+    if (w->ready_tail)
+        cond_set_next(w->ready_tail, c);
+    else
+        w->ready_head = c;
+    w->ready_tail = c;
+}
+
+/* Passed tasks that waited for an admission slot, oldest first. */
+static void retry_ready(struct watcher *w)
+{
+    while (w->ready_head) {
+        struct urt_cond *c = w->ready_head;
+        struct urt_cond *next = cond_next(c);
+        if (!hand_over(w, c))
+            break;
+        w->ready_head = next;
+        if (!next)
+            w->ready_tail = NULL;
+    }
+    run_doomed(w);
+}
+
+static void run_due(struct watcher *w, uint64_t now)
+{
+    ASSERT_WATCHER(w);
+    while (w->n_heap && w->heap[0]->priv.due_ns <= now) {
+        struct urt_cond *c = w->heap[0];
+        heap_remove(w, 0);
+        if (is_cancelling(c)) {
+            doom(w, c);
+            continue;
+        }
+        WSTAT_INC(w, checks_run);
+        if (!c->check(c, c->arg)) {
+            /* Keep the cadence: next due one interval after this one. */
+            c->priv.due_ns += c->priv.interval_ns;
+            if (c->priv.due_ns <= now)
+                c->priv.due_ns = now + c->priv.interval_ns;
+            heap_push(w, c); /* its own slot: no allocation */
+            continue;
+        }
+        WSTAT_INC(w, checks_passed);
+        c->priv.passed_ns = now_ns();
+        if (w->ready_head || !hand_over(w, c))
+            ready_append(w, c); /* behind older passed tasks: FIFO */
+    }
+    run_doomed(w);
+}
+
+/* ---- watchdog -------------------------------------------------------------------------------- */
+
+static void default_watchdog(void *ctx, const struct urt_watchdog_report *r)
+{
+    (void)ctx;
+    fprintf(stderr, "urt watchdog: task %p (job %p) on worker %u has run for at least %.3f ms (limit %.3f ms)\n",
+            (void *)r->task, (void *)r->job, r->worker, r->elapsed_ns / 1e6, r->limit_ns / 1e6);
+}
+
+static void dump_state(struct sched *s, int fd)
+{
+    uint64_t now = now_ns();
+    struct watcher *wt = s->watcher;
+    bool on = s->cfg->task_runtime_limit_us != 0;
+    dprintf(fd, "urt state: %u workers, %u suspended\n", s->n_workers,
+            atomic_load_explicit(&s->n_sleeping, memory_order_relaxed));
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        struct worker *wk = s->workers[i];
+        uint64_t seq = 0;
+        struct urt_task *t = NULL;
+        struct urt_job *j = NULL;
+        char running[160];
+        if (!on) {
+            snprintf(running, sizeof(running), "running task unknown (task_runtime_limit_us is 0)");
+        } else if (watchdog_read(&wk->wd, &seq, &t, &j)) {
+            int n = snprintf(running, sizeof(running), "task %p (job %p) running", (void *)t, (void *)j);
+            if (wt && atomic_load_explicit(&wt->wd_seen[i].seq, memory_order_relaxed) == seq) {
+                uint64_t first = atomic_load_explicit(&wt->wd_seen[i].first_ns, memory_order_relaxed);
+                snprintf(running + n, sizeof(running) - (size_t)n, " for at least %.3f ms",
+                         now > first ? (now - first) / 1e6 : 0.0);
+            }
+        } else {
+            snprintf(running, sizeof(running), "no task running");
+        }
+        bool sleeping = atomic_load_explicit(&wk->state, memory_order_relaxed) == W_SLEEPING;
+        dprintf(fd, "urt state: worker %u: %s; %s; deque %" PRId64 ", inbox %s, sticky %s; tasks run %" PRIu64 "\n",
+                i, sleeping ? "suspended" : "awake", running, deque_size(&wk->deque),
+                inbox_maybe_nonempty(&wk->inbox) ? "non-empty" : "empty",
+                inbox_maybe_nonempty(&wk->sticky) ? "non-empty" : "empty",
+                atomic_load_explicit(&wk->stats.tasks_run, memory_order_relaxed));
+    }
+    if (wt)
+        dprintf(fd, "urt state: watcher: %" PRIu64 " conditional tasks watched\n",
+                atomic_load_explicit(&wt->watching, memory_order_relaxed));
+    if (s->adm) {
+        struct urt_admission_stats a;
+        admission_read_stats(s, &a);
+        dprintf(fd, "urt state: admission: %" PRIu64 " pending of %" PRIu64 ", %" PRIu64 " submitters waiting\n",
+                a.pending, a.limit, a.waiting);
+    }
+}
+
+static void watchdog_report(struct watcher *w, const struct urt_watchdog_report *r)
+{
+    WSTAT_INC(w, watchdog_reports);
+    pthread_mutex_lock(&w->cb_lock);
+    urt_watchdog_fn *cb = w->cb ? w->cb : default_watchdog;
+    void *ctx = w->cb_ctx;
+    pthread_mutex_unlock(&w->cb_lock);
+    cb(ctx, r);
+    if (w->s->cfg->watchdog_abort) {
+        dprintf(STDERR_FILENO, "urt watchdog: task_runtime_limit_us exceeded, watchdog_abort set: aborting\n");
+        dump_state(w->s, STDERR_FILENO);
+        abort();
+    }
+}
+
+/* Every worker's running task: a run seen for the first time is stamped
+ * now; a run seen longer than the limit is reported, once. */
+static void watchdog_pass(struct watcher *w, uint64_t now)
+{
+    ASSERT_WATCHER(w);
+    if (w->wd_limit_ns == 0 || now < w->wd_next_ns)
+        return;
+    w->wd_next_ns = now + w->wd_period_ns;
+    struct sched *s = w->s;
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        struct wd_seen *seen = &w->wd_seen[i];
+        uint64_t seq;
+        struct urt_task *t;
+        struct urt_job *j;
+        if (!watchdog_read(&s->workers[i]->wd, &seq, &t, &j)) {
+            atomic_store_explicit(&seen->seq, 0, memory_order_relaxed);
+            continue;
+        }
+        if (atomic_load_explicit(&seen->seq, memory_order_relaxed) != seq) {
+            atomic_store_explicit(&seen->first_ns, now, memory_order_relaxed);
+            atomic_store_explicit(&seen->seq, seq, memory_order_relaxed);
+            seen->reported = false;
+            continue;
+        }
+        uint64_t first = atomic_load_explicit(&seen->first_ns, memory_order_relaxed);
+        if (seen->reported || now - first <= w->wd_limit_ns)
+            continue;
+        seen->reported = true; /* once per run */
+        struct urt_watchdog_report r = {
+            .worker = i, .task = t, .job = j, .elapsed_ns = now - first, .limit_ns = w->wd_limit_ns};
+        watchdog_report(w, &r);
+    }
+}
+
+/* ---- timer ----------------------------------------------------------------------------------- */
+
+static void timer_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
+{
+    struct watcher *w = (struct watcher *)((char *)op - offsetof(struct watcher, timer_op));
+    (void)cqe_flags;
+    w->timer_armed = false;
+    if (res == -ETIME)
+        WSTAT_INC(w, timer_fires);
+}
+
+static uint64_t next_deadline(struct watcher *w, uint64_t now)
+{
+    uint64_t d = UINT64_MAX;
+    if (w->n_heap)
+        d = w->heap[0]->priv.due_ns;
+    if ((w->ready_head || w->add_backoff) && now + w->interval_ns < d)
+        d = now + w->interval_ns;
+    if (w->wd_limit_ns && w->wd_next_ns < d)
+        d = w->wd_next_ns;
+    return d;
+}
+
+/* One timeout SQE at most: arm, move or remove it so it fires at due. An
+ * update or removal that loses the race with the expiry fails; the expiry's
+ * CQE then marks the timer unarmed and the next loop arms it again. */
+static void timer_set(struct watcher *w, uint64_t due)
+{
+    ASSERT_WATCHER(w);
+    if (due == UINT64_MAX) {
+        if (!w->timer_armed || w->timer_due == UINT64_MAX)
+            return;
+        struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
+        if (!sqe)
+            return;
+        io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)&w->timer_op, 0);
+        io_uring_sqe_set_data64(sqe, 0);
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+        w->timer_due = UINT64_MAX;
+        ring_submit(&w->ring);
+        return;
+    }
+    if (w->timer_armed && w->timer_due == due)
+        return;
+    w->timer_ts.tv_sec = (long long)(due / 1000000000ull);
+    w->timer_ts.tv_nsec = (long long)(due % 1000000000ull);
+    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
+    if (!sqe)
+        return;
+    if (w->timer_armed) {
+        io_uring_prep_timeout_update(sqe, &w->timer_ts, (uint64_t)(uintptr_t)&w->timer_op, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data64(sqe, 0);
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    } else {
+        io_uring_prep_timeout(sqe, &w->timer_ts, 0, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data(sqe, &w->timer_op);
+        w->timer_armed = true;
+    }
+    w->timer_due = due;
+    ring_submit(&w->ring);
+}
+
+/* ---- the loop ----------------------------------------------------------------------------------- */
+
+/* S3: anything to do? seq_cst loads (the add queue's head as in inbox_maybe_nonempty). */
+static bool watcher_has_work(struct watcher *w)
+{
+    struct urt_task *head = atomic_load_explicit(&w->adds.head, memory_order_seq_cst);
+    return head != &w->adds.stub || atomic_load_explicit(&w->adds.stub.priv.next, memory_order_seq_cst) != NULL ||
+           atomic_load_explicit(&w->cancel_requests, memory_order_seq_cst) != 0 ||
+           atomic_load_explicit(&w->stop, memory_order_seq_cst) != 0;
+}
+
+static void watcher_sleep(struct watcher *w)
+{
+    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1: pairs with W3 */
+    if (!watcher_has_work(w)) {                                          /* S3 */
+        WSTAT_INC(w, sleeps);
+        ring_wait(&w->ring, UINT64_MAX); /* S4 */
+        WSTAT_INC(w, wakeups);
+    }
+    atomic_store_explicit(&w->state, W_RUNNING, memory_order_seq_cst); /* R1 */
+    reap(w);                                                           /* R2 */
+}
+
+/* At stop: every task still watched gets its cancel callback. */
+static void cancel_everything(struct watcher *w)
+{
+    struct urt_task *t;
+    while ((t = inbox_pop(&w->adds)) != NULL)
+        doom(w, cond_of_task(t));
+    for (uint32_t i = 0; i < w->n_heap; i++)
+        doom(w, w->heap[i]);
+    w->n_heap = 0;
+    while (w->ready_head) {
+        struct urt_cond *c = w->ready_head;
+        w->ready_head = cond_next(c);
+        doom(w, c);
+    }
+    w->ready_tail = NULL;
+    run_doomed(w);
+}
+
+static void watcher_loop(struct watcher *w)
+{
+    for (;;) {
+        uint64_t now = now_ns();
+        take_adds(w, now);
+        if (atomic_exchange_explicit(&w->cancel_requests, 0, memory_order_acquire))
+            sweep_cancelled(w);
+        if (atomic_load_explicit(&w->stop, memory_order_acquire))
+            break;
+        retry_ready(w);
+        run_due(w, now);
+        watchdog_pass(w, now);
+        timer_set(w, next_deadline(w, now_ns()));
+        watcher_sleep(w);
+    }
+}
+
+static void *watcher_main(void *arg)
+{
+    struct watcher *w = arg;
+    struct sched *s = w->s;
+    pthread_setname_np(pthread_self(), "urt-watcher");
+    tls_watcher = w;
+    int err = ring_init(&w->ring, &s->caps, 16, 64);
+    pthread_mutex_lock(&w->start_lock);
+    w->start_err = err;
+    w->ring_fd = err ? -1 : w->ring.fd;
+    w->started = true;
+    pthread_cond_broadcast(&w->start_cond);
+    pthread_mutex_unlock(&w->start_lock);
+    if (err)
+        return NULL;
+    watcher_loop(w);
+    cancel_everything(w);
+    timer_set(w, UINT64_MAX);
+    ring_get_events(&w->ring);
+    ring_reap(&w->ring, on_tag, w);
+    ring_exit(&w->ring);
+    tls_watcher = NULL;
+    return NULL;
+}
+
+/* ---- start and stop ------------------------------------------------------------------------------ */
+
+static void watcher_dealloc(struct watcher *w)
+{
+    pthread_mutex_destroy(&w->cb_lock);
+    pthread_mutex_destroy(&w->start_lock);
+    pthread_cond_destroy(&w->start_cond);
+    free(w->wd_seen);
+    free(w->heap);
+    free(w);
+}
+
+int watcher_start(struct sched *s)
+{
+    struct watcher *w = aligned_alloc(64, (sizeof(*w) + 63) & ~(size_t)63);
+    if (!w)
+        return -ENOMEM;
+    memset(w, 0, sizeof(*w));
+    w->s = s;
+    atomic_init(&w->state, W_RUNNING);
+    atomic_init(&w->wake_pending, 0);
+    atomic_init(&w->stop, 0);
+    atomic_init(&w->closed, 0);
+    atomic_init(&w->inflight, 0);
+    atomic_init(&w->cancel_requests, 0);
+    atomic_init(&w->watching, 0);
+    inbox_init(&w->adds);
+    w->ring_fd = -1;
+    w->interval_ns = s->cfg->watcher_interval_us * 1000ull;
+    w->timer_op.complete = timer_complete;
+    w->wd_limit_ns = s->cfg->task_runtime_limit_us * 1000ull;
+    if (w->wd_limit_ns) {
+        w->wd_period_ns = w->wd_limit_ns / 4 > WATCHDOG_MIN_PERIOD_NS ? w->wd_limit_ns / 4 : WATCHDOG_MIN_PERIOD_NS;
+        w->wd_next_ns = now_ns() + w->wd_period_ns;
+    }
+    pthread_mutex_init(&w->cb_lock, NULL);
+    pthread_mutex_init(&w->start_lock, NULL);
+    pthread_cond_init(&w->start_cond, NULL);
+    w->wd_seen = calloc(s->n_workers, sizeof(*w->wd_seen));
+    if (!w->wd_seen) {
+        watcher_dealloc(w);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        atomic_init(&w->wd_seen[i].seq, 0);
+        atomic_init(&w->wd_seen[i].first_ns, 0);
+    }
+    int err = -pthread_create(&w->thread, NULL, watcher_main, w);
+    if (err) {
+        watcher_dealloc(w);
+        return err;
+    }
+    pthread_mutex_lock(&w->start_lock);
+    while (!w->started)
+        pthread_cond_wait(&w->start_cond, &w->start_lock);
+    err = w->start_err;
+    pthread_mutex_unlock(&w->start_lock);
+    if (err) {
+        pthread_join(w->thread, NULL);
+        watcher_dealloc(w);
+        return err;
+    }
+    s->watcher = w;
+    return 0;
+}
+
+void watcher_close(struct sched *s)
+{
+    struct watcher *w = s->watcher;
+    if (!w || atomic_load_explicit(&w->stop, memory_order_relaxed))
+        return;
+    atomic_store_explicit(&w->closed, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&w->inflight, memory_order_seq_cst) != 0)
+        sched_yield();
+    atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
+    watcher_notify(w);
+}
+
+void watcher_stop(struct sched *s)
+{
+    struct watcher *w = s->watcher;
+    if (!w || w->joined)
+        return;
+    watcher_close(s);
+    while (pthread_tryjoin_np(w->thread, NULL) == EBUSY) {
+        /* It may sleep with a wake already pending: keep poking. */
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
+        nanosleep(&ts, NULL);
+        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
+        watcher_notify(w);
+    }
+    w->joined = true;
+}
+
+void watcher_free(struct sched *s)
+{
+    if (!s->watcher)
+        return;
+    watcher_dealloc(s->watcher);
+    s->watcher = NULL;
+}
+
+/* ---- bodies on the workers ---------------------------------------------------------------------- */
+
+static void record_latency(struct watcher *w, uint64_t ns)
+{
+    atomic_fetch_add_explicit(&w->lat_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->lat_sum, ns, memory_order_relaxed);
+    uint64_t max = atomic_load_explicit(&w->lat_max, memory_order_relaxed);
+    while (ns > max &&
+           !atomic_compare_exchange_weak_explicit(&w->lat_max, &max, ns, memory_order_relaxed, memory_order_relaxed))
+        ;
+    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
+    atomic_fetch_add_explicit(&w->lat_hist[b], 1, memory_order_relaxed);
+}
+
+static enum urt_task_result body_task(struct urt_task *t, void *arg)
+{
+    struct urt_cond *c = arg;
+    (void)t;
+    if (c->priv.passed_ns) { /* first call (not a re-run after a yield) */
+        record_latency(c->priv.watcher, now_ns() - c->priv.passed_ns);
+        c->priv.passed_ns = 0;
+        /* From here the cond is the caller's (rule 3); pairs with the next adder's CAS. */
+        atomic_store_explicit(&c->priv.state, C_IDLE, memory_order_release);
+    }
+    return c->body(c, c->arg);
+}
+
+/* A body queued on a worker, cancelled at shutdown (sched_cancel_task). */
+static void body_cancelled(struct urt_task *t, void *arg)
+{
+    struct urt_cond *c = arg;
+    (void)t;
+    atomic_store_explicit(&c->priv.state, C_IDLE, memory_order_release);
+    if (c->cancel)
+        c->cancel(c, c->arg);
+}
+
+/* ---- public entry points ------------------------------------------------------------------------ */
+
+URT_API void urt_cond_init(struct urt_cond *c, urt_cond_check_fn *check, urt_cond_body_fn *body, void *arg)
+{
+    memset(c, 0, sizeof(*c));
+    c->check = check;
+    c->body = body;
+    c->arg = arg;
+    atomic_init(&c->priv.state, C_IDLE);
+    atomic_init(&c->priv.task.priv.next, NULL);
+}
+
+/* Shutdown fence (contract above): false if the watcher is closed. */
+static bool enter(struct watcher *w)
+{
+    atomic_fetch_add_explicit(&w->inflight, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&w->closed, memory_order_seq_cst)) {
+        atomic_fetch_sub_explicit(&w->inflight, 1, memory_order_release);
+        return false;
+    }
+    return true;
+}
+
+static void leave(struct watcher *w)
+{
+    atomic_fetch_sub_explicit(&w->inflight, 1, memory_order_release);
+}
+
+URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
+{
+    if (!rt || !c || !c->check || !c->body)
+        return -EINVAL;
+    if (c->interval_us > 3600000000ull)
+        return -EINVAL;
+    if (c->job)
+        return -ENOTSUP; /* job link: see urt/watcher.h (comes with the job API, SPEC C7) */
+    struct watcher *w = sched_of(rt)->watcher;
+    if (!enter(w))
+        return -ESHUTDOWN;
+    uint32_t expected = C_IDLE;
+    if (!atomic_compare_exchange_strong_explicit(&c->priv.state, &expected, C_ADDING, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+        leave(w);
+        return -EBUSY;
+    }
+    c->priv.watcher = w;
+    c->priv.interval_ns = (c->interval_us ? c->interval_us : sched_of(rt)->cfg->watcher_interval_us) * 1000ull;
+    c->priv.passed_ns = 0;
+    c->priv.due_ns = 0;
+    struct urt_task *t = &c->priv.task;
+    t->fn = body_task;
+    t->arg = c;
+    t->cancel = body_cancelled;
+    t->priv.job = NULL; /* no job link yet (see urt_cond_add) */
+    t->priv.lane = NULL;
+    t->priv.flags = 0;
+    t->priv.submit_flags = URT_SUBMIT_URGENT;
+    /* ADDING -> WATCHING: publishes priv to a canceller's CAS. */
+    atomic_store_explicit(&c->priv.state, C_WATCHING, memory_order_release);
+    atomic_fetch_add_explicit(&w->watching, 1, memory_order_relaxed);
+    inbox_push(&w->adds, t); /* A1 */
+    watcher_notify(w);
+    leave(w);
+    return 0;
+}
+
+URT_API int urt_cond_cancel(urt_runtime *rt, struct urt_cond *c)
+{
+    if (!rt || !c)
+        return -EINVAL;
+    struct watcher *w = sched_of(rt)->watcher;
+    if (!enter(w))
+        return -ESHUTDOWN;
+    /* The acquire load pairs with the adder's WATCHING store: priv.watcher is readable. */
+    if (atomic_load_explicit(&c->priv.state, memory_order_acquire) == C_WATCHING && c->priv.watcher != w) {
+        leave(w);
+        return -EINVAL; /* added to another runtime */
+    }
+    uint32_t expected = C_WATCHING;
+    if (!atomic_compare_exchange_strong_explicit(&c->priv.state, &expected, C_CANCELLING, memory_order_acq_rel,
+                                                 memory_order_relaxed)) {
+        leave(w);
+        return -EALREADY;
+    }
+    atomic_fetch_add_explicit(&w->cancel_requests, 1, memory_order_seq_cst); /* C1 */
+    watcher_notify(w);
+    leave(w);
+    return 0;
+}
+
+URT_API int urt_watcher_stats(const urt_runtime *rt, struct urt_watcher_stats *o)
+{
+    if (!rt || !o)
+        return -EINVAL;
+    memset(o, 0, sizeof(*o));
+    struct watcher *w = sched_of(rt)->watcher;
+    if (!w)
+        return 0;
+#define RD(f) o->f = atomic_load_explicit(&w->stats.f, memory_order_relaxed)
+    RD(checks_run);
+    RD(checks_passed);
+    RD(bodies_scheduled);
+    RD(cancelled);
+    RD(admission_retries);
+    RD(sleeps);
+    RD(wakeups);
+    RD(timer_fires);
+    RD(wake_messages);
+    RD(watchdog_reports);
+#undef RD
+    o->watching = atomic_load_explicit(&w->watching, memory_order_relaxed);
+    o->latency_count = atomic_load_explicit(&w->lat_count, memory_order_relaxed);
+    o->latency_sum_ns = atomic_load_explicit(&w->lat_sum, memory_order_relaxed);
+    o->latency_max_ns = atomic_load_explicit(&w->lat_max, memory_order_relaxed);
+    uint64_t hist[LAT_BUCKETS], total = 0;
+    for (unsigned b = 0; b < LAT_BUCKETS; b++)
+        total += hist[b] = atomic_load_explicit(&w->lat_hist[b], memory_order_relaxed);
+    uint64_t acc = 0;
+    for (unsigned b = 0; b < LAT_BUCKETS && total; b++) {
+        acc += hist[b];
+        uint64_t upper = b >= 63 ? UINT64_MAX : (2ull << b) - 1;
+        if (!o->latency_p50_ns && acc * 2 >= total)
+            o->latency_p50_ns = upper;
+        if (!o->latency_p99_ns && acc * 100 >= total * 99)
+            o->latency_p99_ns = upper;
+    }
+    return 0;
+}
+
+URT_API int urt_watchdog_set_callback(urt_runtime *rt, urt_watchdog_fn *fn, void *ctx)
+{
+    if (!rt)
+        return -EINVAL;
+    struct watcher *w = sched_of(rt)->watcher;
+    pthread_mutex_lock(&w->cb_lock);
+    w->cb = fn;
+    w->cb_ctx = fn ? ctx : NULL;
+    pthread_mutex_unlock(&w->cb_lock);
+    return 0;
+}
+
+URT_API int urt_dump_state(const urt_runtime *rt, int fd)
+{
+    if (!rt || fd < 0)
+        return -EINVAL;
+    dump_state(sched_of(rt), fd);
+    return 0;
+}
