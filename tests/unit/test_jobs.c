@@ -436,3 +436,28 @@ Test(jobs, bad_options_rejected, .timeout = 30)
     urt_job_release(NULL);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- admission limit ------------------------------------------------------------------------------ */
+
+Test(jobs, job_tasks_count_against_max_pending_tasks, .timeout = 30)
+{
+    static struct jstate s;
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.max_pending_tasks = 4;
+    s.rt = rt_create_or_skip(&cfg);
+    atomic_store(&g_gate, false);
+    struct urt_job_options o;
+    opts(&o, &s);
+    cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(urt_job_spawn(s.job, gated_fn, count_cancel, &s, 0), 0);
+    cr_assert_eq(urt_job_spawn(s.job, gated_fn, count_cancel, &s, 0), -EAGAIN, "the fifth job task is over the limit");
+    atomic_store(&g_gate, true);
+    cr_assert_eq(urt_job_close(s.job), 0);
+    cr_assert_eq(urt_job_wait(s.job, 10ull * 1000 * 1000 * 1000), 0);
+    cr_assert_eq(atomic_load(&s.tasks_run), 4);
+    cr_assert_eq(atomic_load(&s.callbacks), 1);
+    urt_job_release(s.job);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+}
