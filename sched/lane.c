@@ -47,7 +47,8 @@
  *       owner (sticky queues are never stolen), so a lane never migrates while
  *       it has pending tasks.
  *  (V4) A runner pops at most `budget` tasks between two L4s, budget being a
- *       pending count it read (the previous L4's result, or a load): a task
+ *       pending count it knows (the previous L4's result; 1 at activation,
+ *       the task whose submission queued the runner): a task
  *       may be popped before its submitter counted it (L1 done, L2 not yet),
  *       so without the bound the runner could run more tasks than are
  *       counted and L4 would take pending below zero. Only the runner
@@ -164,24 +165,45 @@ static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l,
     return URT_TASK_DONE;
 }
 
+/* L4: subtracts the tasks that finished; returns the pending count left.
+ * At 0 the lane is idle: the runner's last access to it. */
+static inline uint32_t lane_settle(struct urt_lane *l, uint32_t finished)
+{
+    l->budget = 0; /* what the next activation starts from (written before L4) */
+    /* release: pairs with the acquire CAS of the next 0 -> 1 (M2) */
+    uint64_t old = atomic_fetch_sub_explicit(&l->word, finished, memory_order_acq_rel);
+    assert(LANE_PENDING(old) >= finished); /* (V4) */
+    return LANE_PENDING(old) - finished;
+}
+
 static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
 {
     struct urt_lane *l = arg;
     struct worker *w = sched_current(l->s);
-    unsigned ran = 0, finished = 0;
+    void (*idle)(void *) = l->ops ? l->ops->idle : NULL;
+    void *ctx = l->ctx;
+    unsigned ran = 0;
+    uint32_t finished = 0;
+    /* (V4) tasks known to be counted and not finished: at activation (budget
+     * 0) at least the one whose submission queued the runner. */
+    uint32_t budget = l->budget ? l->budget : 1;
     (void)runner;
-    /* (V4) run at most as many tasks as are counted */
-    if (l->budget == 0)
-        l->budget = LANE_PENDING(atomic_load_explicit(&l->word, memory_order_acquire));
-    uint32_t limit = l->budget < LANE_BATCH ? l->budget : LANE_BATCH;
-    while (ran < limit) {
+    while (ran < LANE_BATCH) {
+        if (finished == budget) {
+            /* every task we knew of is done: settle, and learn how many more */
+            uint32_t left = lane_settle(l, finished);
+            if (left == 0)
+                goto idle;
+            budget = left;
+            finished = 0;
+        }
         if (__builtin_expect(atomic_load_explicit(&l->s->phase, memory_order_relaxed) == PHASE_STOPPING, 0))
             break; /* destroy(CANCEL): the queued tasks are cancelled, not run */
         struct urt_task *t = l->current;
         if (t)
             l->current = NULL;
         else if (!(t = inbox_pop(&l->q)))
-            break; /* empty, or (V2) in transit */
+            break; /* (V2) in transit */
         ran++;
         if (run_one(w, l, t) == URT_TASK_YIELD) {
             l->current = t; /* keeps its place at the head of the lane */
@@ -189,32 +211,32 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
         }
         finished++;
     }
+    if (finished) {
+        uint32_t left = lane_settle(l, finished);
+        if (left == 0)
+            goto idle;
+        budget = left;
+    }
+    l->budget = budget; /* still ours: pending > 0 */
     if (ran > 1) {
         STAT_ADD(w, tasks_run, ran - 1);
         STAT_ADD(w, sticky_runs, ran - 1);
     }
-    if (finished) {
-        void (*idle)(void *) = l->ops ? l->ops->idle : NULL;
-        void *ctx = l->ctx;
-        /* L4, once per batch (every counted task is finished: its fn
-         * returned), release: pairs with the acquire CAS of the next 0 -> 1 (M2). */
-        l->budget = 0; /* what the next activation starts from (written before L4) */
-        uint64_t old = atomic_fetch_sub_explicit(&l->word, finished, memory_order_acq_rel);
-        assert(LANE_PENDING(old) >= finished); /* (V4) */
-        uint32_t left = LANE_PENDING(old) - finished;
-        if (left == 0) {
-            /* Idle: the lane may be re-activated (even freed) from here on;
-             * touch nothing of it. */
-            atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed);
-            if (idle)
-                idle(ctx);
-            return URT_TASK_DONE;
-        }
-        l->budget = left; /* still ours: pending > 0 */
-    }
     /* pending > 0: back to the tail of our own sticky queue (we are awake, no
      * wake needed; the queue's exchange orders it for has_work()). */
     inbox_push(&w->sticky, &l->runner);
+    return URT_TASK_DONE;
+
+idle:
+    /* The lane may be re-activated (even freed) from here on: touch nothing
+     * of it. */
+    if (ran > 1) {
+        STAT_ADD(w, tasks_run, ran - 1);
+        STAT_ADD(w, sticky_runs, ran - 1);
+    }
+    atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed);
+    if (idle)
+        idle(ctx);
     return URT_TASK_DONE;
 }
 
