@@ -68,6 +68,13 @@ static const struct field FIELDS[] = {
     U64(max_pending_tasks, 0, 1ull << 40, "0", "runtime-wide cap on pending tasks (0 = unlimited)"),
     U64(task_runtime_limit_us, 0, 3600000000ull, "0", "watchdog: report a task running longer (µs; 0 = off)"),
     BOOL(watchdog_abort, "false", "watchdog policy: dump every worker's state, then abort()"),
+    /* C12 write-ahead log */
+    {"log_dir", F_STR, offsetof(struct urt_config, log_dir), 0, 0, "(none)",
+     "log directory: durable commits (urt/log.h) need one; NULL = no log"},
+    U64(epoch_duration_us, 10, 10000000, "1000", "epoch (durability marker) timer period, µs"),
+    BOOL(o_direct, "false", "log channels written with O_DIRECT (aligned buffers)"),
+    U32(log_prealloc_kb, 0, 1u << 22, "4096",
+        "zero-filled space kept ahead of each channel's data (KiB; 0 = plain appends)"),
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -106,6 +113,10 @@ URT_API void urt_config_init(struct urt_config *c)
     c->max_pending_tasks = 0;
     c->task_runtime_limit_us = 0;
     c->watchdog_abort = false;
+    c->log_dir = NULL;
+    c->epoch_duration_us = 1000;
+    c->o_direct = false;
+    c->log_prealloc_kb = 4096;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)
@@ -212,6 +223,8 @@ URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t le
         return fail(err, len, "watchdog_abort: true needs task_runtime_limit_us > 0 (the watchdog is off)");
     if (c->topology && check_topology(c->topology, err, len))
         return -EINVAL;
+    if (c->log_dir && !*c->log_dir)
+        return fail(err, len, "log_dir: empty path (NULL means no log)");
     for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
         if (c->reserved[i])
             return fail(err, len, "reserved[%zu]: must be zero", i);
@@ -298,7 +311,7 @@ URT_API int urt_config_set(struct urt_config *c, const char *name, const char *v
             *(const char **)p = NULL;
             return 0;
         }
-        if (check_topology(v, NULL, 0))
+        if (f->off == offsetof(struct urt_config, topology) && check_topology(v, NULL, 0))
             return -EINVAL;
         const char *k = keep_string(v);
         if (!k)
@@ -357,7 +370,7 @@ static void value_text(const struct urt_config *c, const struct field *f, char *
     }
     case F_STR: {
         const char *s = *(const char *const *)((const char *)c + f->off);
-        snprintf(buf, len, "%s", s ? s : "(libnuma)");
+        snprintf(buf, len, "%s", s ? s : f->def);
         break;
     }
     default:

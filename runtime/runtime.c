@@ -36,6 +36,12 @@ static int copy_config(struct urt_runtime *rt, const struct urt_config *cfg)
             return urt__error(-ENOMEM, "runtime: out of memory");
         rt->cfg.topology = rt->topology_copy;
     }
+    if (rt->cfg.log_dir) {
+        rt->log_dir_copy = strdup(rt->cfg.log_dir);
+        if (!rt->log_dir_copy)
+            return urt__error(-ENOMEM, "runtime: out of memory");
+        rt->cfg.log_dir = rt->log_dir_copy;
+    }
     return 0;
 }
 
@@ -54,6 +60,8 @@ static int probe_rings(struct urt_runtime *rt)
 static int start_workers(struct urt_runtime *rt)
 {
     int err = topology_build(&rt->cfg, &rt->topo);
+    if (err == -EINVAL)
+        return err; /* the message names the CPU */
     if (err)
         return urt__error(err, "topology: %s", strerror(-err));
     struct worker_placement *place = calloc(rt->cfg.workers, sizeof(*place));
@@ -88,8 +96,10 @@ static int start_limits_and_watcher(struct urt_runtime *rt)
 
 static void runtime_free(struct urt_runtime *rt)
 {
+    runtime_log_close(rt);
     topology_free(&rt->topo);
     free(rt->topology_copy);
+    free(rt->log_dir_copy);
     free(rt);
 }
 
@@ -105,6 +115,8 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
     int err = copy_config(rt, cfg);
     if (!err)
         err = probe_rings(rt);
+    if (!err)
+        err = runtime_log_open(rt);
     if (!err)
         err = start_workers(rt);
     if (!err)

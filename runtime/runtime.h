@@ -14,6 +14,8 @@
 
 #include "sched/sched.h"
 
+struct wal;
+
 struct topology {
     uint32_t n_nodes;
     struct topo_node {
@@ -30,10 +32,17 @@ struct urt_runtime {
     char *topology_copy;
     struct topology topo;
     struct ring_caps caps;
+    char *log_dir_copy;
+    struct wal *wal;    /* write-ahead log (tx/wal.h), NULL without log_dir */
 };
 
 /* Records a message for urt_last_error() and returns err (a -errno). */
 int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* log.c: opens the log (recovery, channel files) and installs its worker
+ * hooks before the workers start; closes it after they stopped. */
+int runtime_log_open(struct urt_runtime *rt);
+void runtime_log_close(struct urt_runtime *rt);
 
 /* topology.c */
 int topology_build(const struct urt_config *cfg, struct topology *out);

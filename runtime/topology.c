@@ -18,6 +18,7 @@
 #include <numa.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/runtime.h"
 
@@ -104,10 +105,28 @@ static int discover(struct topology *t)
     return 0;
 }
 
+/* An override may name only CPUs this process may run on (its affinity
+ * mask): binding to any other would fail, and silently. */
+static int check_allowed(const struct topology *t)
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        return -errno;
+    for (uint32_t n = 0; n < t->n_nodes; n++)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &t->nodes[n].cpus) && !CPU_ISSET(c, &allowed))
+                return urt__error(-EINVAL, "topology: CPU %d (node %u) is not available to this process "
+                                           "(see its affinity mask: taskset -p %d)",
+                                  c, n, (int)getpid());
+    return 0;
+}
+
 int topology_build(const struct urt_config *cfg, struct topology *out)
 {
     memset(out, 0, sizeof(*out));
     int err = cfg->topology ? from_string(cfg->topology, out) : discover(out);
+    if (!err && cfg->topology)
+        err = check_allowed(out);
     if (err)
         topology_free(out);
     return err;

@@ -48,6 +48,7 @@
 enum worker_state {
     W_RUNNING = 0,
     W_SLEEPING = 1,
+    W_EXITED = 2, /* its ring is closed: never a wake target again */
 };
 
 enum sched_phase {

@@ -339,6 +339,8 @@ static bool has_work(struct worker *w)
 {
     if (deque_size(&w->deque) || w->yield_head || inbox_maybe_nonempty(&w->inbox) || inbox_maybe_nonempty(&w->sticky))
         return true;
+    /* Work in a peer's deque keeps us awake: we steal it once stealing_wait
+     * empty polls have passed, rather than leave it behind a busy owner. */
     struct sched *s = w->s;
     for (uint32_t i = 0; i < s->n_workers; i++)
         if (deque_size(&s->workers[i]->deque) > 0)
@@ -570,6 +572,9 @@ static void *worker_main(void *arg)
     /* Deliver what is still in the ring (a late wake) before closing it. */
     ring_get_events(&w->ring);
     reap(w);
+    /* No wake message may target the ring from now on (sched_notify sends
+     * only to W_SLEEPING workers), so its fd number can be reused safely. */
+    atomic_store_explicit(&w->state, W_EXITED, memory_order_seq_cst);
     ring_exit(&w->ring);
     tls_worker = NULL;
     return NULL;

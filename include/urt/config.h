@@ -90,6 +90,13 @@ struct urt_config {
     uint64_t task_runtime_limit_us; /* watchdog: report a task running longer, µs; 0 = off (default 0) */
     bool watchdog_abort;            /* watchdog policy: dump every worker's state, then abort() (default false) */
 
+    /* --- C12 write-ahead log (urt/log.h) -------------------------------- */
+    const char *log_dir;            /* log directory; NULL (default): no log */
+    uint64_t epoch_duration_us;     /* epoch timer period, µs (default 1000) */
+    bool o_direct;                  /* channel files opened with O_DIRECT (default false) */
+    uint32_t log_prealloc_kb;       /* zero-filled space ahead of each channel's data, KiB
+                                       (default 4096; 0 = plain appends) */
+
     uint32_t reserved[8];           /* must be zero */
 };
 

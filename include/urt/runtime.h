@@ -10,7 +10,9 @@
  *     task (and whatever those tasks submit) before stopping; in
  *     URT_SHUTDOWN_CANCEL mode running tasks finish and every task still
  *     queued gets its cancel callback exactly once. Submissions from other
- *     threads after destroy started fail with -ESHUTDOWN.
+ *     threads after destroy started fail with -ESHUTDOWN. A drain waits for
+ *     every task to finish: a task that yields forever (or a tree that never
+ *     stops growing) keeps it from returning; use CANCEL for those.
  *  4. Destroying NULL is a no-op.
  */
 #ifndef URT_RUNTIME_H

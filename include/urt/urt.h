@@ -8,6 +8,7 @@
 #include <urt/common.h>
 #include <urt/config.h>
 #include <urt/limits.h>
+#include <urt/log.h>
 #include <urt/runtime.h>
 #include <urt/stats.h>
 #include <urt/task.h>

@@ -43,6 +43,10 @@ static const char *const ALL_FIELDS[] = {
     "max_pending_tasks",
     "task_runtime_limit_us",
     "watchdog_abort",
+    "log_dir",
+    "epoch_duration_us",
+    "o_direct",
+    "log_prealloc_kb",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -134,7 +138,7 @@ Test(config, validate_accepts_edges, .timeout = 10)
 
 /* ---- bad values ------------------------------------------------------------------ */
 
-enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_TOPOLOGY, K_RESERVED, K_RING_PAIR };
+enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_TOPOLOGY, K_RESERVED, K_RING_PAIR, K_LOG_DIR };
 
 struct bad {
     const char *field;   /* must appear in the message */
@@ -168,6 +172,10 @@ static const struct bad BAD[] = {
     {"topology", K_TOPOLOGY, 0, "0-99999", 0},
     U32BAD(worker_try_count, 0),
     U32BAD(worker_try_count, 100000001),
+    U64BAD(epoch_duration_us, 0),
+    U64BAD(epoch_duration_us, 10000001ull),
+    U32BAD(log_prealloc_kb, (1u << 22) + 1),
+    {"log_dir", K_LOG_DIR, 0, "", 0},
     U64BAD(worker_suspend_timeout_us, 0),
     U64BAD(worker_suspend_timeout_us, 3600000001ull),
     U64BAD(worker_suspend_timeout_us, UINT64_MAX),
@@ -231,6 +239,7 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(ring_cq_entries);
         SET32(ring_disable);
         SET32(sqpoll_idle_ms);
+        SET32(log_prealloc_kb);
 #undef SET32
         cr_assert_fail("no u32 field %s", f);
         return;
@@ -245,8 +254,12 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET64(watcher_interval_us);
         SET64(max_pending_tasks);
         SET64(task_runtime_limit_us);
+        SET64(epoch_duration_us);
 #undef SET64
         cr_assert_fail("no u64 field %s", f);
+        return;
+    case K_LOG_DIR:
+        c->log_dir = b->text;
         return;
     case K_PLACEMENT:
         c->placement = (enum urt_placement)b->value;
@@ -294,7 +307,7 @@ Test(config, validate_rejects_every_bad_value_naming_the_field, .timeout = 30)
 Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
-                                        "stats_timing", "watchdog_abort", "lane_balance"};
+                                        "stats_timing", "watchdog_abort", "o_direct", "lane_balance"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];
@@ -552,4 +565,21 @@ Test(config, describe_lists_every_field_with_value, .timeout = 10)
     cr_assert_eq(urt_config_describe(&c, small, sizeof(small)), n);
     cr_assert_lt(strlen(small), sizeof(small));
     cr_assert_eq(urt_config_describe(&c, NULL, 0), n);
+}
+
+/* A topology override may name only CPUs the process may run on. */
+Test(config, topology_cpu_outside_affinity_rejected, .timeout = 30)
+{
+    struct urt_config c;
+    urt_config_init(&c);
+    c.workers = 2;
+    c.topology = "0;1023";
+    urt_runtime *rt = NULL;
+    int err = urt_runtime_create(&c, &rt);
+    if (err == -ENOSYS || err == -EPERM)
+        cr_skip_test("io_uring unavailable");
+    cr_assert_eq(err, -EINVAL);
+    cr_assert_null(rt);
+    cr_assert(strstr(urt_last_error(), "topology") && strstr(urt_last_error(), "1023"), "message: %s",
+              urt_last_error());
 }

@@ -251,3 +251,4 @@ Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
     atomic_store(&flood_stop, true);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
+

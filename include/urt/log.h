@@ -1,0 +1,182 @@
+/*
+ * urt/log.h — durable commits on the write-ahead log (SPEC C12–C14).
+ *
+ * With urt_config.log_dir set, every worker owns a log channel (its own file
+ * in that directory) written through its own io_uring ring. A commit appends
+ * one record to the channel of the worker it runs on, tagged with the open
+ * epoch (its marker), and answers with the response it asked for:
+ *   URT_COMMIT_ACCEPTED  — the record is queued in the channel buffer;
+ *   URT_COMMIT_AVAILABLE — the same, the marker is known (urt_commit_marker);
+ *                          for a transaction: after pre-commit, visible to others;
+ *   URT_COMMIT_STORED    — the durable marker covers the commit's marker: the
+ *                          record was written and a device flush covering it
+ *                          completed (its channel's fdatasync, or the epoch
+ *                          file's fdatasync chained behind the write and its
+ *                          sync_file_range), every channel flushed that epoch,
+ *                          and the marker was fdatasync'd into the epoch file.
+ * Group commit: records of many commits share one write + fdatasync.
+ *
+ * Lifecycle of a struct urt_commit (caller-embedded, no allocation):
+ *  1. The caller owns it, zeroed or not, until urt_log_commit() succeeds.
+ *  2. From a successful urt_log_commit() until its callback runs, it belongs
+ *     to the runtime: do not touch, reuse or free it, nor the record bytes.
+ *  3. The callback runs exactly once, on a worker of the runtime (or, for
+ *     commits still waiting when the runtime is destroyed, on the destroying
+ *     thread with status -ECANCELED). status is 0, or -errno (-EIO: the write
+ *     or fdatasync covering the record failed; the commit is not durable).
+ *  4. From the callback on, the commit is the caller's again: the callback may
+ *     free it or reuse it for the next urt_log_commit().
+ *  5. A failed urt_log_commit() (-errno) leaves the commit with the caller and
+ *     never runs the callback.
+ */
+#ifndef URT_LOG_H
+#define URT_LOG_H
+
+#include <urt/common.h>
+#include <urt/task.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The responses are shared with transactions (urt/tx.h, SPEC C11/C13): the
+ * enum is defined there when that header exists, here otherwise. */
+#if defined(__has_include)
+#if __has_include(<urt/tx.h>)
+#include <urt/tx.h>
+#define URT_LOG_RESPONSES_FROM_TX_H 1
+#endif
+#endif
+#ifndef URT_LOG_RESPONSES_FROM_TX_H
+enum urt_commit_response {
+    URT_COMMIT_ACCEPTED = 0,  /* callback when the commit is queued */
+    URT_COMMIT_AVAILABLE = 1, /* callback after pre-commit (visible to others) */
+    URT_COMMIT_STORED = 2,    /* callback when durable */
+};
+#endif
+
+struct urt_commit;
+typedef void urt_log_commit_fn(struct urt_commit *c, int status, void *arg);
+
+/* Runtime-private part of a commit: do not touch. */
+struct urt_commit_private {
+    struct urt_task task;          /* hop to a worker, callback delivery */
+    struct urt_commit *next;       /* intrusive link (batch and release lists) */
+    void *wal;
+    const void *rec;
+    uint64_t tx_id;
+    uint64_t marker;
+    uint64_t submit_ns;            /* latency stamp (0: not taken) */
+    urt_log_commit_fn *cb;
+    void *arg;
+    uint32_t len;
+    int32_t status;
+    uint32_t response;
+    uint32_t state;
+};
+
+struct urt_commit {
+    struct urt_commit_private priv;
+};
+
+/* Appends one record (len bytes at rec, len <= 16 MiB) for transaction tx_id
+ * and calls cb(c, status, arg) once the response is reached (rules above).
+ * From a worker of rt the record goes to that worker's channel at once; from
+ * any other thread the commit hops to a worker first (normal placement).
+ * Returns 0, -EINVAL (NULL argument, bad response, len too large), -ENOTSUP
+ * (the runtime has no log_dir), -ESHUTDOWN. Any thread. */
+URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id, const void *rec, uint32_t len,
+                           enum urt_commit_response response, urt_log_commit_fn *cb, void *arg);
+
+/* The commit's marker (the epoch of its record); valid in its callback. Any thread. */
+URT_API uint64_t urt_commit_marker(const struct urt_commit *c);
+
+/* Durability callback of the embedding engine: fn(marker, arg) runs on a
+ * worker each time the durable marker advances, with strictly increasing
+ * markers, before the commits it covers are released; calls are serialized.
+ * Register before committing; NULL fn unregisters. Returns 0 or -ENOTSUP.
+ * Any thread. */
+typedef void urt_durable_fn(uint64_t marker, void *arg);
+URT_API int urt_log_on_durable(urt_runtime *rt, urt_durable_fn *fn, void *arg);
+
+struct urt_log_stats {
+    uint64_t fsyncs;        /* group commits made durable (one fdatasync each: the
+                               channel's, or the epoch file's in a single-flush chain) */
+    uint64_t flushes;       /* log writes submitted */
+    uint64_t bytes;         /* log bytes written */
+    uint64_t commits;       /* records appended */
+    uint64_t io_errors;     /* failed writes / syncs (their commits got the error) */
+    uint64_t epoch;         /* the open epoch */
+    uint64_t durable;       /* the durable marker (persisted in the epoch file) */
+    uint64_t epoch_writes;  /* epoch-file writes (each fdatasync'd) */
+};
+/* Reads the counters (relaxed: a snapshot, not a consistent cut). Returns 0
+ * or -ENOTSUP. Any thread. */
+URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out);
+
+/* ---- recovery (C14) --------------------------------------------------------------- */
+
+struct urt_log_record {
+    uint64_t epoch, tx_id, lsn, gen;
+    uint32_t worker;
+    uint32_t len;
+    const void *payload;   /* valid during the callback only */
+};
+
+struct urt_log_channel_info {
+    const char *file;      /* name inside the directory */
+    uint64_t gen;
+    uint32_t worker;
+    bool header_ok;        /* starts with a urt channel header */
+    uint64_t size, valid_end, n_records, first_epoch, last_epoch;
+};
+
+struct urt_log_cut {
+    const char *file;
+    uint64_t offset;       /* the file is (or would be) truncated here */
+    uint64_t bytes;        /* bytes removed (all that followed, zeros included) */
+    const char *reason;    /* "checksum mismatch", "not durable (epoch > marker)", ... */
+    bool corrupt;          /* damaged data (not merely records of a non-durable epoch) */
+    bool middle;           /* valid records follow the damage (not a torn tail) */
+};
+
+struct urt_log_recover_ops {
+    /* Replayed records, in epoch order (then by channel, then lsn). Return
+     * non-zero to stop: urt_log_recover returns that value. */
+    int (*record)(void *arg, const struct urt_log_record *r);
+    void (*channel)(void *arg, const struct urt_log_channel_info *ch);
+    void (*cut)(void *arg, const struct urt_log_cut *cut);
+};
+
+struct urt_log_recovery {
+    uint64_t durable_marker;   /* from the epoch file */
+    uint64_t replay_marker;    /* what was replayed up to (lower if damage was found) */
+    uint64_t max_epoch;        /* largest epoch of any valid record before cutting */
+    uint64_t max_gen;
+    uint64_t replayed, cut_bytes;
+    uint32_t channels, cuts;
+    uint32_t epoch_slot_next;  /* internal: next epoch-file slot */
+};
+
+#define URT_LOG_RECOVER_DRY_RUN 0x1u   /* truncate nothing: report what would be cut */
+#define URT_LOG_RECOVER_ALL 0x2u       /* record callback for every valid record, durable or not */
+#define URT_LOG_RECOVER_FLAGS_ALL 0x3u
+
+/* Opens log directory dir, locks it (refused with -EBUSY while another
+ * runtime or recovery holds it), reads every channel, verifies checksums,
+ * cuts torn or corrupt tails and records of epochs above the durable marker
+ * (truncate + fsync; reported through ops->cut), and replays every record of
+ * every epoch <= the durable marker to ops->record in epoch order. Never a
+ * record of a later epoch. Idempotent. ops and any of its members may be
+ * NULL; out may be NULL. Returns 0, the record callback's non-zero value,
+ * -ENOENT (no such directory), -ENOTDIR, -EMEDIUMTYPE (not a urt log
+ * directory: it holds other files), -EBUSY, -EINVAL (flags), or an I/O
+ * -errno. Any thread (not a worker of a runtime using dir). */
+URT_API int urt_log_recover(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
+                            struct urt_log_recovery *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * runtime/log.c — public entry points of the write-ahead log (urt/log.h):
+ * argument checks and the runtime's hooks into tx/wal.c. The log itself
+ * (channels, epochs, group commit, recovery) lives in tx/.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <urt/log.h>
+
+#include "runtime/runtime.h"
+#include "tx/wal.h"
+#if defined(__has_include)
+#if __has_include("tx/commit_hook.h")
+#include "tx/commit_hook.h"
+#define LOG_WITH_TX 1
+#endif
+#endif
+
+static void hook_worker_start(void *ctx, struct worker *w)
+{
+    wal_worker_start(((struct urt_runtime *)ctx)->wal, w);
+}
+
+static void hook_worker_stop(void *ctx, struct worker *w)
+{
+    wal_worker_stop(((struct urt_runtime *)ctx)->wal, w);
+}
+
+static bool hook_before_suspend(void *ctx, struct worker *w)
+{
+    return wal_before_suspend(((struct urt_runtime *)ctx)->wal, w);
+}
+
+int runtime_log_open(struct urt_runtime *rt)
+{
+    if (!rt->cfg.log_dir)
+        return 0;
+    char err[512] = "";
+    int rc = wal_open(&rt->sched, &rt->cfg, rt->cfg.workers, &rt->wal, err, sizeof(err));
+    if (rc)
+        return urt__error(rc, "%s", err[0] ? err : strerror(-rc));
+    rt->sched.hooks.ctx = rt;
+    rt->sched.hooks.worker_start = hook_worker_start;
+    rt->sched.hooks.worker_stop = hook_worker_stop;
+    rt->sched.hooks.before_suspend = hook_before_suspend;
+#ifdef LOG_WITH_TX
+    tx_log_register(rt, wal_tx_log(rt->wal)); /* urt_tx_commit goes through the log */
+#endif
+    return 0;
+}
+
+void runtime_log_close(struct urt_runtime *rt)
+{
+#ifdef LOG_WITH_TX
+    if (rt->wal)
+        tx_log_register(rt, NULL);
+#endif
+    wal_close(rt->wal);
+    rt->wal = NULL;
+}
+
+URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id, const void *rec, uint32_t len,
+                           enum urt_commit_response response, urt_log_commit_fn *cb, void *arg)
+{
+    if (!rt || !c || !cb || (!rec && len))
+        return urt__error(-EINVAL, "urt_log_commit: NULL runtime, commit, callback or record");
+    if ((unsigned)response > URT_COMMIT_STORED)
+        return urt__error(-EINVAL, "urt_log_commit: response %u is not accepted, available or stored",
+                          (unsigned)response);
+    if (len > (16u << 20))
+        return urt__error(-EINVAL, "urt_log_commit: record of %u bytes exceeds 16 MiB", len);
+    if (!rt->wal)
+        return urt__error(-ENOTSUP, "urt_log_commit: the runtime has no log_dir");
+    memset(&c->priv, 0, sizeof(c->priv));
+    c->priv.rec = rec;
+    c->priv.len = len;
+    c->priv.tx_id = tx_id;
+    c->priv.response = (uint32_t)response;
+    c->priv.cb = cb;
+    c->priv.arg = arg;
+    int rc = wal_commit(rt->wal, c);
+    if (rc)
+        return urt__error(rc, "urt_log_commit: %s", rc == -ESHUTDOWN ? "the runtime is shutting down" : strerror(-rc));
+    return 0;
+}
+
+URT_API uint64_t urt_commit_marker(const struct urt_commit *c)
+{
+    return c ? c->priv.marker : 0;
+}
+
+URT_API int urt_log_on_durable(urt_runtime *rt, urt_durable_fn *fn, void *arg)
+{
+    if (!rt)
+        return urt__error(-EINVAL, "urt_log_on_durable: NULL runtime");
+    if (!rt->wal)
+        return urt__error(-ENOTSUP, "urt_log_on_durable: the runtime has no log_dir");
+    return wal_set_on_durable(rt->wal, fn, arg);
+}
+
+URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out)
+{
+    if (!rt || !out)
+        return urt__error(-EINVAL, "urt_log_stats: NULL argument");
+    if (!rt->wal)
+        return urt__error(-ENOTSUP, "urt_log_stats: the runtime has no log_dir");
+    wal_read_stats(rt->wal, out);
+    return 0;
+}
+
+static _Thread_local char recover_err[512];
+
+URT_API int urt_log_recover(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
+                            struct urt_log_recovery *out)
+{
+    if (!dir)
+        return urt__error(-EINVAL, "urt_log_recover: dir is NULL");
+    if (flags & ~URT_LOG_RECOVER_FLAGS_ALL)
+        return urt__error(-EINVAL, "urt_log_recover: unknown flags 0x%x", flags & ~URT_LOG_RECOVER_FLAGS_ALL);
+    int lockfd = -1, rc;
+    recover_err[0] = 0;
+    if (flags & URT_LOG_RECOVER_DRY_RUN)
+        rc = wal_check_dir(dir, recover_err, sizeof(recover_err));
+    else
+        rc = lockfd = wal_lock_dir(dir, false, recover_err, sizeof(recover_err));
+    if (rc >= 0)
+        rc = wal_recover_locked(dir, flags, ops, arg, out, recover_err, sizeof(recover_err));
+    if (lockfd >= 0)
+        close(lockfd);
+    if (rc < 0 && recover_err[0])
+        return urt__error(rc, "%s", recover_err);
+    return rc;
+}

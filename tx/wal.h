@@ -1,0 +1,60 @@
+/*
+ * tx/wal.h — the write-ahead log of a runtime (internal interface).
+ *
+ * runtime/ creates it (wal_open) before the workers start and installs its
+ * worker hooks (wal_worker_start / wal_worker_stop / wal_before_suspend),
+ * destroys it (wal_close) after they stopped. The format is in
+ * wal_format.h, the commit path and its ordering contract in wal.c,
+ * recovery in wal_recover.c.
+ */
+#ifndef URT_TX_WAL_H
+#define URT_TX_WAL_H
+
+#include <urt/log.h>
+
+#include "sched/sched.h"
+
+struct wal;
+
+/* Locks and recovers dir (cuts what recovery cuts, replays nothing), then
+ * creates this session's channel files. Creating thread, before the workers
+ * start. Returns 0 and *out or -errno (message recorded via the callback). */
+int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, struct wal **out,
+             char *err, size_t err_len);
+/* After the workers stopped: cancels commits still waiting (-ECANCELED),
+ * closes the files, unlocks. NULL is a no-op. */
+void wal_close(struct wal *wal);
+
+void wal_worker_start(struct wal *wal, struct worker *w);
+void wal_worker_stop(struct wal *wal, struct worker *w);
+bool wal_before_suspend(struct wal *wal, struct worker *w);
+
+int wal_commit(struct wal *wal, struct urt_commit *c);
+int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg);
+void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
+
+/* Test hook for the next log write (any channel): WAL_FAULT_SHORT submits
+ * only half of it (the kernel writes less, the linked fdatasync runs);
+ * WAL_FAULT_EIO reports -EIO at completion (the bytes may well be on disk);
+ * WAL_FAULT_SHORT_CANCEL reports half written and the linked fdatasync
+ * cancelled (-ECANCELED), exactly what a real short write does. */
+#define WAL_FAULT_SHORT 1
+#define WAL_FAULT_EIO 2
+#define WAL_FAULT_SHORT_CANCEL 3
+void wal_inject_fault(struct wal *wal, int kind);
+
+/* With transactions (tx/commit_hook.h present): the log's struct tx_log, to
+ * be registered with tx_log_register() by runtime/. */
+struct tx_log;
+struct tx_log *wal_tx_log(struct wal *wal);
+
+/* wal_recover.c: recovery on a directory already locked by the caller
+ * (lockfd >= 0) or locking it itself (lockfd < 0). */
+int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
+                       struct urt_log_recovery *out, char *err, size_t err_len);
+/* Opens and locks dir/LOCK (creating dir if create). Returns the fd or -errno. */
+int wal_lock_dir(const char *dir, bool create, char *err, size_t err_len);
+/* 0 if dir exists and holds only urt log files, else -errno with a message. */
+int wal_check_dir(const char *dir, char *err, size_t err_len);
+
+#endif

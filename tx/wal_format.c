@@ -1,0 +1,192 @@
+/*
+ * tx/wal_format.c — record encoding, CRC32C and the record reader (format and
+ * reader rules in wal_format.h). Pure functions over memory: no I/O, no
+ * shared state, safe from any thread. The reader is the fuzz target.
+ */
+#include "tx/wal_format.h"
+
+#include <isa-l/crc.h>
+#include <string.h>
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint16_t rd16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+uint32_t wal_crc32c_update(uint32_t crc, const void *p, size_t n)
+{
+    return crc32_iscsi((unsigned char *)(uintptr_t)p, (int)n, crc);
+}
+
+uint32_t wal_crc32c(const void *p, size_t n)
+{
+    return ~wal_crc32c_update(0xFFFFFFFFu, p, n);
+}
+
+void wal_rec_encode_header(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, uint64_t lsn, uint32_t len)
+{
+    uint8_t *d = dst;
+    uint16_t zero = 0;
+    memcpy(d + 0, &len, 4);
+    memcpy(d + 4, &type, 2);
+    memcpy(d + 6, &zero, 2);
+    memcpy(d + 8, &epoch, 8);
+    memcpy(d + 16, &tx_id, 8);
+    memcpy(d + 24, &lsn, 8);
+}
+
+void wal_rec_seal(void *dst, uint32_t len)
+{
+    uint8_t *d = dst;
+    uint32_t crc = wal_crc32c(d, WAL_HDR_SIZE + len);
+    memcpy(d + WAL_HDR_SIZE + len, &crc, 4);
+    size_t used = WAL_HDR_SIZE + len + WAL_CRC_SIZE;
+    memset(d + used, 0, wal_rec_size(len) - used);
+}
+
+void wal_rec_encode(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, uint64_t lsn, const void *payload,
+                    uint32_t len)
+{
+    wal_rec_encode_header(dst, type, epoch, tx_id, lsn, len);
+    if (len)
+        memcpy((uint8_t *)dst + WAL_HDR_SIZE, payload, len);
+    wal_rec_seal(dst, len);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+/* Checks one record at off. Returns NULL if valid (fills r), else a reason. */
+static const char *check_rec(const uint8_t *buf, size_t n, uint64_t off, struct wal_rec *r)
+{
+    if (n - off < WAL_HDR_SIZE)
+        return "truncated header";
+    const uint8_t *p = buf + off;
+    uint32_t len = rd32(p);
+    uint16_t type = rd16(p + 4);
+    if (type == 0 || type > WAL_REC_TYPE_MAX)
+        return "bad record type";
+    if (rd16(p + 6) != 0)
+        return "bad reserved field";
+    if (len > WAL_MAX_PAYLOAD)
+        return "length too large";
+    if (wal_rec_size(len) > n - off)
+        return "record runs past the end of the file";
+    uint32_t crc = rd32(p + WAL_HDR_SIZE + len);
+    if (crc != wal_crc32c(p, WAL_HDR_SIZE + len))
+        return "checksum mismatch";
+    if (!all_zero(p + WAL_HDR_SIZE + len + WAL_CRC_SIZE, wal_rec_size(len) - WAL_HDR_SIZE - len - WAL_CRC_SIZE))
+        return "non-zero padding";
+    r->off = off;
+    r->len = len;
+    r->type = type;
+    r->epoch = rd64(p + 8);
+    r->tx_id = rd64(p + 16);
+    r->lsn = rd64(p + 24);
+    r->payload = p + WAL_HDR_SIZE;
+    return NULL;
+}
+
+int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal_scan_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    n &= ~(size_t)7u; /* records are 8-byte aligned: a ragged tail cannot hold one */
+    uint64_t off = 0;
+    int ret = 0;
+    const char *why = NULL;
+    while (off < n) {
+        if (n - off >= WAL_HDR_SIZE && all_zero(buf + off, WAL_HDR_SIZE))
+            break; /* terminator or preallocated space: clean end */
+        struct wal_rec r;
+        why = check_rec(buf, n, off, &r);
+        if (!why) {
+            bool first = out->n_records == 0;
+            if (first && (r.type != WAL_REC_HEADER || r.len != sizeof(struct wal_header_payload) ||
+                          memcmp(r.payload, WAL_MAGIC, 8)))
+                why = "first record is not a urt channel header";
+            else if (!first && r.type == WAL_REC_HEADER)
+                why = "header record after the start";
+            else if (!first && r.lsn <= out->last_lsn)
+                why = "lsn not increasing (stale record)";
+            else if (!first && r.epoch < out->last_epoch)
+                why = "epoch decreasing";
+        }
+        if (why)
+            break;
+        if (out->n_records == 0) {
+            memcpy(&out->header, r.payload, sizeof(out->header));
+            out->header_ok = true;
+            out->first_epoch = r.epoch;
+        }
+        out->n_records++;
+        out->last_epoch = r.epoch;
+        out->last_lsn = r.lsn;
+        off += wal_rec_size(r.len);
+        out->valid_end = off;
+        if (r.type != WAL_REC_HEADER && fn) {
+            ret = fn(arg, &r);
+            if (ret)
+                return ret;
+        }
+    }
+    out->bad_off = off;
+    if (why) {
+        out->end = WAL_SCAN_END_CORRUPT;
+        out->reason = why;
+        /* Is there a later valid record (middle damage rather than a torn tail)? */
+        for (uint64_t o = off + 8; o + WAL_HDR_SIZE <= n; o += 8) {
+            struct wal_rec r;
+            if (!check_rec(buf, n, o, &r) && r.type != WAL_REC_HEADER && r.lsn > out->last_lsn &&
+                r.epoch >= out->last_epoch) {
+                out->resync_found = true;
+                break;
+            }
+        }
+    }
+    out->nonzero_after = !all_zero(buf + out->valid_end, n - out->valid_end);
+    return ret;
+}
+
+void wal_epoch_slot_encode(void *dst, const struct wal_epoch_slot *e)
+{
+    uint8_t *d = dst;
+    uint16_t magic = WAL_EPOCH_MAGIC16;
+    memcpy(d, &e->marker, 8);
+    memcpy(d + 8, &e->gen, 8);
+    memcpy(d + 16, &e->end, 8);
+    memcpy(d + 24, &e->worker, 2);
+    memcpy(d + 26, &magic, 2);
+    uint32_t crc = wal_crc32c(d, 28);
+    memcpy(d + 28, &crc, 4);
+}
+
+bool wal_epoch_slot_valid(const void *slot, struct wal_epoch_slot *out)
+{
+    const uint8_t *s = slot;
+    if (rd16(s + 26) != WAL_EPOCH_MAGIC16 || rd32(s + 28) != wal_crc32c(s, 28))
+        return false;
+    out->marker = rd64(s);
+    out->gen = rd64(s + 8);
+    out->end = rd64(s + 16);
+    out->worker = rd16(s + 24);
+    return true;
+}

@@ -1,0 +1,153 @@
+/*
+ * tx/wal_format.h — the on-disk format of urt's write-ahead log, and the
+ * record reader shared by the writer's recovery, tools/urt-wal and the fuzzer.
+ *
+ * Directory (urt_config.log_dir):
+ *   LOCK                      flock()ed by the process that owns the log
+ *   epochs                    the durable-marker file (below)
+ *   cuts.log                  text notes of what recoveries cut (wal_recover.c)
+ *   ch-<gen:16 hex>-<worker:4 hex>.wal   one log channel per worker and session
+ * A session (one runtime) gets a new generation number gen, one above the
+ * largest found; files of earlier sessions stay (recovery already cut them).
+ *
+ * Channel file: a sequence of records, 8-byte aligned, starting at offset 0:
+ *
+ *   off  size
+ *   0    4    length    payload bytes (<= WAL_MAX_PAYLOAD)
+ *   4    2    type      WAL_REC_* (0 never appears in a record: see terminator)
+ *   6    2    reserved  0
+ *   8    8    epoch     the epoch (durability marker) the record belongs to
+ *   16   8    tx id     the transaction (0 for the header record)
+ *   24   8    lsn       channel sequence number, strictly increasing in a file
+ *   32   len  payload
+ *   32+len 4  crc32c    CRC32C (Castagnoli) of bytes [0, 32+len)
+ *   then zero padding to a multiple of 8.
+ *
+ * The issue's {length, type, epoch, tx id, payload, crc32c} plus an lsn: after
+ * a failed write the channel rewrites from the failed write's offset, and a
+ * stale record of the failed write that happens to follow a new record at an
+ * aligned boundary is recognized (its lsn is not above its predecessor's).
+ *
+ * The first record is WAL_REC_HEADER (payload struct wal_header_payload,
+ * magic "URTWAL01"). Epochs never decrease along a file, so a file is a
+ * sequence of epoch sections (records of one epoch are contiguous). Every
+ * write ends with a terminator of WAL_TERMINATOR zero bytes (a header with
+ * type 0), overwritten by the next write: whatever lies behind the last
+ * record (preallocated zeros, the rest of a failed write) is never reached.
+ *
+ * Epoch file "epochs": EPOCH_SLOTS slots of 32 bytes, written round robin:
+ *   0 u64 marker   8 u64 gen   16 u64 end   24 u16 worker   26 u16 magic
+ *   WAL_EPOCH_MAGIC16   28 u32 crc32c of bytes [0, 28)
+ * A slot says: every record of every epoch <= marker is on stable storage on
+ * every channel, provided (when end != 0) that channel ch-<gen>-<worker>
+ * holds valid records up to offset `end`. The condition is how one device
+ * flush covers both a log write and its marker (wal.c "single-flush
+ * chain"): the log bytes and the slot are written, then the epoch file is
+ * fdatasync'd; should the device have kept the slot but lost the log bytes
+ * (power loss between the two writes), the condition fails and the slot is
+ * ignored. Slots with end == 0 were written after the log's own fdatasync.
+ * The durable marker is the largest marker of a valid slot whose condition
+ * holds (0 if none); it was fdatasync'd before any commit of those epochs
+ * was acknowledged `stored`.
+ *
+ * Reader (wal_scan): walks records from offset 0; stops at the first of
+ *   - end of data, or a zero header (WAL_SCAN_END_CLEAN);
+ *   - a length beyond the data or WAL_MAX_PAYLOAD, a type 0 with non-zero
+ *     fields, a bad reserved field, a crc mismatch, a header record not
+ *     first or a first record that is not a header, an lsn not above the
+ *     previous one, an epoch below the previous one (WAL_SCAN_END_CORRUPT,
+ *     with a reason); the valid prefix ends at the last good record.
+ * After a corrupt end it looks (8-byte steps) for any later valid record with
+ * a larger lsn: if there is one the damage is in the middle of the log (bit
+ * rot, not a torn tail) and `resync_found` is set.
+ *
+ * CRC32C: ISA-L's crc32_iscsi (Debian libisal), a maintained library with
+ * SSE4.2/PCLMUL/AVX-512 kernels chosen at run time and a portable fallback;
+ * our own _mm_crc32 loop would only redo that. ISA-L's convention is a raw
+ * register: crc32c(x) = ~crc32_iscsi(x, n, 0xFFFFFFFF) (checked against the
+ * standard check value crc32c("123456789") = 0xE3069283 in the tests).
+ */
+#ifndef URT_TX_WAL_FORMAT_H
+#define URT_TX_WAL_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WAL_REC_HEADER 1u   /* first record of a channel file */
+#define WAL_REC_COMMIT 2u   /* a committed transaction's (or log commit's) record */
+#define WAL_REC_TYPE_MAX 2u
+
+#define WAL_HDR_SIZE 32u
+#define WAL_CRC_SIZE 4u
+#define WAL_TERMINATOR 32u
+#define WAL_MAX_PAYLOAD (16u << 20)
+#define WAL_MAGIC "URTWAL01"
+#define WAL_EPOCH_MAGIC16 0x4845u /* "EH" */
+#define EPOCH_SLOT_SIZE 32u
+#define EPOCH_SLOTS 4096u
+#define WAL_VERSION 1u
+
+struct wal_header_payload {
+    char magic[8];
+    uint32_t version;
+    uint32_t worker;
+    uint64_t gen;
+    uint64_t start_epoch;
+};
+
+static inline size_t wal_rec_size(size_t payload)
+{
+    return (WAL_HDR_SIZE + payload + WAL_CRC_SIZE + 7u) & ~(size_t)7u;
+}
+
+uint32_t wal_crc32c(const void *p, size_t n);
+uint32_t wal_crc32c_update(uint32_t crc, const void *p, size_t n); /* raw register, start 0xFFFFFFFF */
+
+/* Encodes a record at dst (wal_rec_size(len) bytes; padding zeroed). */
+void wal_rec_encode(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, uint64_t lsn, const void *payload,
+                    uint32_t len);
+/* Encodes only the header; the payload is copied by the caller to dst+32,
+ * then wal_rec_seal() writes the crc and padding. */
+void wal_rec_encode_header(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, uint64_t lsn, uint32_t len);
+void wal_rec_seal(void *dst, uint32_t len);
+
+struct wal_rec {
+    uint64_t off;      /* offset in the file */
+    uint32_t len;
+    uint16_t type;
+    uint64_t epoch, tx_id, lsn;
+    const uint8_t *payload;
+};
+
+enum wal_scan_end { WAL_SCAN_END_CLEAN = 0, WAL_SCAN_END_CORRUPT = 1 };
+
+struct wal_scan_result {
+    uint64_t valid_end;    /* end of the last good record (the cut point) */
+    uint64_t n_records;
+    uint64_t first_epoch, last_epoch, last_lsn;
+    enum wal_scan_end end;
+    const char *reason;    /* why the scan stopped when corrupt (static string) */
+    uint64_t bad_off;      /* where the scan stopped */
+    bool nonzero_after;    /* bytes after valid_end are not all zero */
+    bool resync_found;     /* a later valid record exists (damage in the middle) */
+    bool header_ok;
+    struct wal_header_payload header;
+};
+
+/* Record callback: return non-zero to stop the scan (that value is returned). */
+typedef int wal_rec_fn(void *arg, const struct wal_rec *r);
+
+/* Scans buf[0, n). Never reads outside it. Returns 0 or the callback's value. */
+int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal_scan_result *out);
+
+/* Epoch slot encode / check. */
+struct wal_epoch_slot {
+    uint64_t marker;
+    uint64_t gen, end; /* end == 0: no condition */
+    uint16_t worker;
+};
+void wal_epoch_slot_encode(void *dst, const struct wal_epoch_slot *s);
+bool wal_epoch_slot_valid(const void *slot, struct wal_epoch_slot *out);
+
+#endif
