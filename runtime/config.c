@@ -53,6 +53,9 @@ static const struct field FIELDS[] = {
         "per mille of picks that look at the main queue before the sticky queue"),
     U32(deque_capacity, 16, 1u << 24, "4096", "initial local deque slots (power of two; grows)"),
     U32(inbox_check_interval, 1, 1000000, "61", "look at the inbox first every n tasks (fairness)"),
+    U32(lightweight_job_level, 0, 60, "0", "jobs with work_level <= this run serially on one worker (own lane)"),
+    BOOL(lane_balance, "true",
+         "an activated lane goes to the less loaded of the placement choice and a round-robin candidate"),
     U32(ring_entries, 2, 32768, "256", "SQ entries per worker ring (power of two)"),
     U32(ring_cq_entries, 0, 65536, "0", "CQ entries (power of two); 0 = 4 x ring_entries"),
     U32(ring_disable, 0, URT_RING_ALL_FEATURES, "0",
@@ -98,6 +101,8 @@ URT_API void urt_config_init(struct urt_config *c)
     c->dev_thousandths_ratio_check_local_first = 100;
     c->deque_capacity = 4096;
     c->inbox_check_interval = 61;
+    c->lightweight_job_level = 0;
+    c->lane_balance = true;
     c->ring_entries = 256;
     c->ring_cq_entries = 0;
     c->ring_disable = 0;

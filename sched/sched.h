@@ -43,6 +43,7 @@
 #define TASK_POOLED 0x1u   /* from the task pool: returned there after it ran */
 #define TASK_QUEUED 0x2u   /* debug: between submit and run */
 #define TASK_ADMITTED 0x4u /* holds a pending-task slot (sched/admission.h) */
+#define TASK_LANE_RUNNER 0x8u /* the runner task of a lane (sched/lane.c) */
 
 enum worker_state {
     W_RUNNING = 0,
@@ -90,9 +91,6 @@ struct sched_hooks {
     /* On the worker, before it suspends: return true if it created work or
      * I/O that must be waited for differently (the worker polls again). */
     bool (*before_suspend)(void *ctx, struct worker *w);
-    /* On the worker, for a task of a lane, after fn returned (lanes live above
-     * the plain queues: sched/lane.c). */
-    void (*lane_task_done)(void *ctx, struct worker *w, struct urt_task *t, enum urt_task_result r);
 };
 
 struct worker {
@@ -111,6 +109,7 @@ struct worker {
     struct inbox inbox;
     struct inbox sticky;
     alignas(64) _Atomic uint64_t idle_sweeps; /* idle polls seen during a drain (owner writes) */
+    _Atomic uint32_t lanes_active;            /* lanes owned now (sched/lane.c; advisory, relaxed) */
 
     /* --- owner only --- */
     alignas(64) struct ring ring;
@@ -142,6 +141,7 @@ struct sched {
     struct taskpool pool;
     struct sched_hooks hooks;
     uint64_t suspend_timeout_ns;
+    void *_Atomic tx_log;    /* tx/: the registered write-ahead log (tx/commit_hook.h) */
     struct admission *adm;   /* pending-task limit, NULL when off (sched/admission.c) */
     struct watcher *watcher; /* conditional tasks and watchdog (sched/watcher.c) */
 

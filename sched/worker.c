@@ -58,6 +58,8 @@
 #include "sched/sched.h"
 #include "sched/admission.h"
 #include "sched/watcher.h"
+#include "sched/job.h"
+#include "sched/lane.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -355,7 +357,9 @@ static inline void run_task(struct worker *w, struct urt_task *t)
 {
     struct sched *s = w->s;
     uint32_t flags = t->priv.flags;     /* read before fn: fn may free t */
-    struct urt_lane *lane = t->priv.lane;
+    struct urt_job *job = t->priv.job;
+    if (job && job_task_skip(w, t))     /* cancelled job (sched/job.c) */
+        return;
     bool watched = s->cfg->task_runtime_limit_us != 0; /* watchdog (sched/watchdog.h) */
     if (__builtin_expect(watched, 0))
         watchdog_begin(&w->wd, t);
@@ -369,10 +373,6 @@ static inline void run_task(struct worker *w, struct urt_task *t)
         admission_release(s->adm); /* a yield is not a completion */
     if (__builtin_expect(timed, 0))
         probe_task_done(&w->hists, w->index, &pr);
-    if (lane) {
-        s->hooks.lane_task_done(s->hooks.ctx, w, t, r);
-        return;
-    }
     if (r == URT_TASK_YIELD) {
         STAT_INC(w, yields);
         t->priv.enqueue_ns = pr.end_ns; /* queued again: queue delay restarts (0: not timed) */
@@ -381,11 +381,14 @@ static inline void run_task(struct worker *w, struct urt_task *t)
     }
     if (flags & TASK_POOLED)
         taskpool_free(&s->pool, &w->cache, t);
+    if (job)
+        job_task_finished(s, w, job);
 }
 
 void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
 {
     uint32_t flags = t->priv.flags;
+    struct urt_job *job = t->priv.job;
     if (t->cancel)
         t->cancel(t, t->arg);
     if (flags & TASK_ADMITTED)
@@ -400,6 +403,8 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
             taskpool_free(&s->pool, &c, t); /* chunk memory is freed with the pool */
         }
     }
+    if (job)
+        job_task_cancelled(s, self, job);
 }
 
 /* ---- completions -------------------------------------------------------------------- */
@@ -774,6 +779,10 @@ static int cancel_leftovers(struct sched *s, struct worker *w)
         n++;
     }
     while ((t = inbox_pop(&w->sticky)) != NULL) {
+        if (t->priv.flags & TASK_LANE_RUNNER) {
+            n += lane_cancel_runner(s, t); /* the lane's queued tasks */
+            continue;
+        }
         sched_cancel_task(s, NULL, t);
         n++;
     }

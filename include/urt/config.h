@@ -67,6 +67,13 @@ struct urt_config {
     uint32_t inbox_check_interval;  /* a worker looks at its inbox before its own deque
                                        every n tasks, for fairness (default 61) */
 
+    /* --- C6/C8 lanes and hybrid scheduling ----------------------------- */
+    uint32_t lightweight_job_level; /* jobs with work_level <= this run serially on one
+                                       worker through their own lane (0..60, default 0) */
+    bool lane_balance;              /* a lane becoming active goes to the worker with fewer
+                                       active lanes among the placement rule's choice and
+                                       one round-robin candidate (default true) */
+
     /* --- C2 rings ------------------------------------------------------- */
     uint32_t ring_entries;          /* SQ entries per worker ring, power of two (default 256) */
     uint32_t ring_cq_entries;       /* CQ entries; 0 = 4 x ring_entries */

@@ -12,6 +12,9 @@
 #include <urt/runtime.h>
 #include <urt/stats.h>
 #include <urt/task.h>
+#include <urt/lane.h>
+#include <urt/job.h>
+#include <urt/tx.h>
 #include <urt/watcher.h>
 
 #define URT_VERSION_MAJOR 0

@@ -31,6 +31,8 @@ static const char *const ALL_FIELDS[] = {
     "dev_thousandths_ratio_check_local_first",
     "deque_capacity",
     "inbox_check_interval",
+    "lightweight_job_level",
+    "lane_balance",
     "ring_entries",
     "ring_cq_entries",
     "ring_disable",
@@ -188,6 +190,8 @@ static const struct bad BAD[] = {
     U32BAD(deque_capacity, 1u << 25),
     U32BAD(inbox_check_interval, 0),
     U32BAD(inbox_check_interval, 1000001),
+    U32BAD(lightweight_job_level, 61),
+    U32BAD(lightweight_job_level, UINT32_MAX),
     U32BAD(ring_entries, 0),
     U32BAD(ring_entries, 1),
     U32BAD(ring_entries, 3),
@@ -230,6 +234,7 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(dev_thousandths_ratio_check_local_first);
         SET32(deque_capacity);
         SET32(inbox_check_interval);
+        SET32(lightweight_job_level);
         SET32(ring_entries);
         SET32(ring_cq_entries);
         SET32(ring_disable);
@@ -302,7 +307,7 @@ Test(config, validate_rejects_every_bad_value_naming_the_field, .timeout = 30)
 Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
-                                        "stats_timing", "watchdog_abort", "o_direct"};
+                                        "stats_timing", "watchdog_abort", "o_direct", "lane_balance"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];

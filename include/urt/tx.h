@@ -1,0 +1,157 @@
+/*
+ * urt/tx.h — transactions (SPEC C11): tasks that use a transaction run on its
+ * lane (one at a time, in submission order, never stolen), and the transaction
+ * ends exactly once, by commit or by abort, whatever threads race to end it.
+ *
+ * End-of-transaction protocol (after jogasaki's concurrent_end_tx). Every
+ * transaction has a termination word:
+ *
+ *     GOING_TO_ABORT | GOING_TO_COMMIT | ENDED | count of tasks using it
+ *
+ * changed only by compare-and-swap, so every request sees one order:
+ *  1. A task of the transaction "uses" it from the moment it starts (count + 1)
+ *     until its fn returns (count - 1). A task that would start after either
+ *     GOING_TO_* flag is set does not run: its cancel callback (if any) runs
+ *     instead (urt_task_tx() names the transaction; the reason is always
+ *     URT_TX_EINACTIVE, "inactive transaction").
+ *  2. urt_tx_abort() is idempotent. With no task in flight it performs the
+ *     abort at once (the abort hook runs on the calling thread); with tasks in
+ *     flight it sets GOING_TO_ABORT and the last of those tasks performs the
+ *     abort (the hook runs on that task's worker, after its fn returned).
+ *  3. urt_tx_commit() with tasks in flight is refused with -EBUSY and turns
+ *     into an abort (rule 2). After an abort request it fails with
+ *     -ECANCELED; after another commit request with -EALREADY. Otherwise it
+ *     sets GOING_TO_COMMIT, runs the pre-commit hook on the calling thread and
+ *     completes the commit (see "responses" below).
+ *  4. The abort hook and the commit hook are each called at most once, and
+ *     never at the same time: the one request that sets ENDED calls them. A
+ *     commit whose pre-commit hook fails calls the abort hook right after it,
+ *     on the same thread, and its callback receives the hook's error.
+ *
+ * Commit responses (SPEC C13). The callback passed to urt_tx_commit() runs
+ * exactly once (if the call returned 0), as a task on a worker:
+ *   URT_COMMIT_ACCEPTED  — as soon as the commit was queued (right after the
+ *                          pre-commit hook ran);
+ *   URT_COMMIT_AVAILABLE — after pre-commit: the transaction's effects are
+ *                          visible to others;
+ *   URT_COMMIT_STORED    — when the write-ahead log has made the commit's
+ *                          records durable. Needs a log (the durability layer
+ *                          registers one, see tx/commit_hook.h); without one,
+ *                          urt_tx_commit() fails with -EOPNOTSUPP and changes
+ *                          nothing.
+ * With a log registered, every response goes through it (ACCEPTED and
+ * AVAILABLE still append the records, they only do not wait for durability).
+ *
+ * Lifecycle of a urt_tx (numbered rules):
+ *  1. urt_tx_begin() creates it with one handle, owned by the caller.
+ *  2. Tasks are submitted with urt_tx_submit()/urt_tx_spawn() (any thread)
+ *     until the transaction ends; later submissions fail with URT_TX_EINACTIVE.
+ *  3. urt_tx_release() gives the handle back; if the transaction has not
+ *     ended it is aborted first (rule 2). The memory lives on until the last
+ *     queued task and the commit callback are done; it is freed by the runtime.
+ *  4. The handle may not be used after urt_tx_release(). Releasing NULL is a
+ *     no-op. Release every transaction before urt_runtime_destroy().
+ */
+#ifndef URT_TX_H
+#define URT_TX_H
+
+#include <errno.h>
+
+#include <urt/common.h>
+#include <urt/task.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct urt_tx urt_tx;
+
+/* The "inactive transaction" error: the transaction is ending or has ended. */
+#define URT_TX_EINACTIVE (-ESTALE)
+
+enum urt_commit_response {
+    URT_COMMIT_ACCEPTED = 0,  /* callback when the commit is queued */
+    URT_COMMIT_AVAILABLE = 1, /* callback after pre-commit (visible to others) */
+    URT_COMMIT_STORED = 2,    /* callback when durable (needs a write-ahead log) */
+};
+
+/* The commit callback: status is 0 (committed, with the requested response
+ * reached) or -errno (the pre-commit hook's error, -EIO from the log, or
+ * -ECANCELED when the runtime shut down before the response was reached). */
+typedef void urt_commit_fn(urt_tx *tx, int status, void *arg);
+
+/* The user's hooks (each optional). pre_commit returns 0 or -errno; a
+ * failure aborts the transaction. Rule 4 above: at most once each, never
+ * concurrently. They may not call urt_tx_commit/urt_tx_abort on tx. */
+struct urt_tx_hooks {
+    int (*pre_commit)(urt_tx *tx, void *arg);
+    void (*abort)(urt_tx *tx, void *arg);
+    void *arg;
+};
+
+struct urt_tx_options {
+    struct urt_tx_hooks hooks;
+    uint64_t id;         /* the transaction id carried by its log records (0: urt assigns one) */
+    uint32_t reserved[4];/* must be zero */
+};
+
+/* Sets every option to its default (no hooks, id assigned). Any thread. */
+URT_API void urt_tx_options_init(struct urt_tx_options *opt);
+
+/* Begins a transaction with its own lane. opt may be NULL. Returns 0 and *out,
+ * or -EINVAL, -ENOMEM, -ESHUTDOWN. Any thread. */
+URT_API int urt_tx_begin(urt_runtime *rt, const struct urt_tx_options *opt, urt_tx **out);
+
+/* Submits a task that uses the transaction to its lane (flags as
+ * urt_task_submit; URT_SUBMIT_URGENT only matters when the lane is idle).
+ * Returns 0, -EINVAL, -ESHUTDOWN, or URT_TX_EINACTIVE once the transaction
+ * is ending. Any thread. */
+URT_API int urt_tx_submit(urt_tx *tx, struct urt_task *task, unsigned flags);
+/* The same with a task from the runtime's cache (plus -ENOMEM). Any thread. */
+URT_API int urt_tx_spawn(urt_tx *tx, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags);
+
+/* Requests the abort (rule 2). Returns 0 (aborted now, or going to abort when
+ * the tasks in flight end, or already aborting: idempotent), or -EALREADY
+ * when a commit was requested first (the commit goes on), -EINVAL. Any thread. */
+URT_API int urt_tx_abort(urt_tx *tx);
+
+/* Requests the commit (rule 3). Returns 0 (cb will run exactly once), or
+ * -EBUSY (tasks in flight: the transaction now aborts, cb never runs),
+ * -ECANCELED (an abort was requested first), -EALREADY (a commit was
+ * requested first), -EOPNOTSUPP (URT_COMMIT_STORED without a write-ahead log;
+ * nothing changed), -EINVAL (NULL tx or cb, unknown response). Any thread;
+ * the pre-commit hook runs on the calling thread. */
+URT_API int urt_tx_commit(urt_tx *tx, enum urt_commit_response response, urt_commit_fn *cb, void *arg);
+
+/* Appends a log record (copied) to the transaction; the write-ahead log
+ * writes the records at commit, in the order they were appended. Returns 0,
+ * -EINVAL (len 0 or above 16 MiB), -ENOMEM, URT_TX_EINACTIVE. From a task of
+ * the transaction (they are serialized), or from one thread while no task of
+ * it is queued or running. */
+URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len);
+
+/* Where the transaction is. Any thread. */
+enum urt_tx_state {
+    URT_TX_ACTIVE = 0,    /* accepts tasks */
+    URT_TX_ABORTING = 1,  /* going to abort: waits for the tasks in flight */
+    URT_TX_ABORTED = 2,   /* the abort was performed */
+    URT_TX_COMMITTING = 3,/* commit requested, response not reached yet */
+    URT_TX_COMMITTED = 4, /* the commit's response was reached */
+};
+URT_API enum urt_tx_state urt_tx_state(const urt_tx *tx);
+
+/* The transaction id (for log records). Any thread. */
+URT_API uint64_t urt_tx_id(const urt_tx *tx);
+
+/* In a task's fn or cancel callback: the transaction the task belongs to, or
+ * NULL. Any thread (reads the task). */
+URT_API urt_tx *urt_task_tx(const struct urt_task *task);
+
+/* Gives the handle back (lifecycle rule 3). NULL is a no-op. Any thread. */
+URT_API void urt_tx_release(urt_tx *tx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,502 @@
+/*
+ * sched/job.c — jobs (SPEC C7) and hybrid scheduling (C8).
+ *
+ * A job counts its live tasks in `live`, plus one while it is open (not yet
+ * closed). Every task of the job adds one at submission (the submitter holds
+ * a count: its own task's, or the open one, so `live` cannot reach 0 under
+ * it) and removes one after its fn returned DONE or its cancel callback ran
+ * and the task was released. The decrement that reaches 0 ends the job:
+ *
+ *   teardown: readiness predicate (false: re-check after ready_interval_ns on
+ *             a timeout SQE of the same worker's ring, no spinning) -> seal the
+ *             status (0, or the first cancel reason) -> completion callback ->
+ *             ended := 1, wake waiters -> disarm the deadline -> release.
+ *
+ * It runs in place on the worker of the last task (default) or in the
+ * embedded teardown task (URT_JOB_TEARDOWN_TASK). If the count reaches 0 on a
+ * thread that is not a worker (urt_job_close of an empty job), the teardown
+ * task is handed to a worker; at runtime destroy (no worker left) it runs in
+ * place on the destroying thread, without waiting for readiness.
+ *
+ * Cancel: the status word goes JOB_OPEN -> reason (-ECANCELED, -ETIME) by CAS,
+ * once; the teardown seals it JOB_OPEN -> JOB_SEALED_OK by the same CAS, so
+ * either the cancel wins (callback sees the reason) or the teardown does
+ * (cancel returns -EALREADY). A task of a cancelled job is not run: the
+ * worker checks the status before fn (job_task_skip) and calls the cancel
+ * callback instead.
+ *
+ * Deadline: armed as a timeout SQE on one worker's ring (sched_timer_arm):
+ * directly when the job is created on a worker, else by the embedded
+ * arm_task handed to a worker. Its completion (-ETIME) cancels the job with
+ * -ETIME. The teardown disarms it: directly on that worker, else with the
+ * embedded disarm_task sent to it. The arm task and the teardown meet by a
+ * Dekker pair (J4): arm stores timer_worker then loads ended; teardown stores
+ * ended then loads timer_worker; at least one sees the other, so the timer is
+ * either never armed or disarmed.
+ *
+ * Hybrid (C8): work_level <= lightweight_job_level gives the job its own lane
+ * (sched/lane.c): its tasks run one at a time on the lane's worker, never
+ * stolen; heavier jobs use the ordinary queues and stealing.
+ *
+ * References (refs; the memory is freed at 0):
+ *   the caller's handle (urt_job_release), the runtime's (dropped at the end
+ *   of the teardown), one while the deadline timer may still complete, one
+ *   while a disarm task is queued, one while the serial lane is active.
+ *
+ * ---- Memory ordering (the contract, once) ------------------------------------
+ *  (J1) live: the decrement is acq_rel; the one reaching 0 has acquired every
+ *       task's writes, so the callback sees them. Increments are relaxed (the
+ *       submitter already holds a count; the task is published by its queue).
+ *  (J2) refs: acq_rel decrement, the last one frees (standard refcount).
+ *  (J3) status: release CAS by cancel / seal; acquire load before each task
+ *       (job_task_skip) and in urt_job_cancelled, so a task that sees the
+ *       cancel sees what the canceller wrote before it.
+ *  (J4) timer_worker / ended: seq_cst stores and loads (Dekker, above).
+ *  (J5) ended / waiters: the teardown stores ended (seq_cst) then loads
+ *       waiters (seq_cst); a waiter increments waiters (seq_cst) then loads
+ *       ended (seq_cst) before FUTEX_WAIT, so no wake is lost; the futex
+ *       itself rechecks the word.
+ *  timer_armed, deadline_io and ready_io belong to the worker they are on.
+ */
+#include "sched/job.h"
+#include "sched/admission.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* runtime/error.c (declared here: sched/ does not include runtime/). */
+int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static inline struct sched *sched_of(const urt_runtime *rt)
+{
+    return (struct sched *)rt;
+}
+
+#define JOB_OF(ptr, member) ((struct urt_job *)((char *)(ptr) - offsetof(struct urt_job, member)))
+
+/* ---- references ------------------------------------------------------------------ */
+
+static inline void job_ref(struct urt_job *j)
+{
+    atomic_fetch_add_explicit(&j->refs, 1, memory_order_relaxed);
+}
+
+static void job_unref(struct urt_job *j)
+{
+    if (atomic_fetch_sub_explicit(&j->refs, 1, memory_order_acq_rel) == 1) /* (J2) */
+        free(j);
+}
+
+/* ---- cancel ------------------------------------------------------------------------ */
+
+/* JOB_OPEN -> reason, once. 0 or -EALREADY. Any thread. */
+static int job_cancel_reason(struct urt_job *j, int32_t reason)
+{
+    int32_t open = JOB_OPEN;
+    /* (J3) release: pairs with the acquire loads of job_is_cancelled. */
+    if (atomic_compare_exchange_strong_explicit(&j->status, &open, reason, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return 0;
+    return -EALREADY;
+}
+
+/* ---- deadline --------------------------------------------------------------------- */
+
+static void on_deadline(struct sched_io *io, struct worker *w, int32_t res, uint32_t cqe_flags)
+{
+    struct urt_job *j = JOB_OF(io, deadline_io);
+    (void)w;
+    (void)cqe_flags;
+    j->timer_armed = false;
+    if (res == -ETIME)
+        job_cancel_reason(j, -ETIME);
+    job_unref(j); /* the timer's reference */
+}
+
+/* On w: arms the deadline unless the job already ended. Consumes the timer
+ * reference when it does not arm. */
+static void deadline_arm_here(struct worker *w, struct urt_job *j)
+{
+    atomic_store_explicit(&j->timer_worker, w, memory_order_seq_cst); /* (J4) */
+    if (atomic_load_explicit(&j->ended, memory_order_seq_cst) || job_is_cancelled(j)) {
+        job_unref(j);
+        return;
+    }
+    uint64_t now = urt_now_ns();
+    uint64_t rem = j->deadline_abs_ns > now ? j->deadline_abs_ns - now : 1;
+    for (int tries = 0; tries < 3; tries++) {
+        if (sched_timer_arm(w, &j->deadline_io, rem, on_deadline) == 0) {
+            j->timer_armed = true;
+            return;
+        }
+        sched_io_flush(w); /* the SQ is full: submit what is there, retry */
+    }
+    job_unref(j); /* the ring refuses timers: the deadline is not enforced */
+}
+
+static enum urt_task_result arm_task_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    deadline_arm_here(sched_self(), arg);
+    return URT_TASK_DONE;
+}
+
+static void arm_task_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    job_unref(arg); /* never armed */
+}
+
+static enum urt_task_result disarm_task_fn(struct urt_task *t, void *arg)
+{
+    struct urt_job *j = arg;
+    (void)t;
+    if (j->timer_armed)
+        sched_timer_cancel(sched_self(), &j->deadline_io); /* on_deadline(-ECANCELED) drops the ref */
+    job_unref(j); /* the disarm task's reference */
+    return URT_TASK_DONE;
+}
+
+static void disarm_task_cancel(struct urt_task *t, void *arg)
+{
+    struct urt_job *j = arg;
+    (void)t;
+    /* Runtime destroy: the workers (and their rings) are gone, the timer will
+     * never complete. */
+    if (j->timer_armed) {
+        j->timer_armed = false;
+        job_unref(j);
+    }
+    job_unref(j);
+}
+
+static void deadline_disarm(struct sched *s, struct worker *w, struct urt_job *j)
+{
+    if (!j->opt.deadline_ns)
+        return;
+    struct worker *tw = atomic_load_explicit(&j->timer_worker, memory_order_seq_cst); /* (J4) */
+    if (!tw)
+        return; /* the arm task will see ended */
+    if (tw == w) {
+        if (j->timer_armed)
+            sched_timer_cancel(w, &j->deadline_io);
+        return;
+    }
+    if (!w && atomic_load_explicit(&s->phase, memory_order_acquire) == PHASE_STOPPING) {
+        /* Teardown on the destroying thread after the workers stopped. */
+        if (j->timer_armed) {
+            j->timer_armed = false;
+            job_unref(j);
+        }
+        return;
+    }
+    job_ref(j);
+    sched_push_inbox(s, tw, &j->disarm_task);
+}
+
+/* ---- teardown ------------------------------------------------------------------------ */
+
+static void teardown_run(struct worker *w, struct urt_job *j);
+
+static void on_ready_timer(struct sched_io *io, struct worker *w, int32_t res, uint32_t cqe_flags)
+{
+    (void)res;
+    (void)cqe_flags;
+    teardown_run(w, JOB_OF(io, ready_io));
+    sched_io_flush(w); /* a disarm or re-arm prepared outside a task */
+}
+
+static void teardown_run(struct worker *w, struct urt_job *j)
+{
+    struct sched *s = j->s;
+    if (j->opt.ready && w && !j->opt.ready((urt_job *)j, j->opt.ready_arg)) {
+        if (sched_timer_arm(w, &j->ready_io, j->opt.ready_interval_ns, on_ready_timer) == 0)
+            return;
+        sched_local_push(w, &j->teardown_task); /* SQ full: re-check as a task */
+        return;
+    }
+    int32_t st = JOB_OPEN;
+    atomic_compare_exchange_strong_explicit(&j->status, &st, JOB_SEALED_OK, memory_order_acq_rel,
+                                            memory_order_acquire); /* (J3) */
+    int status = st == JOB_OPEN ? 0 : st;
+    if (j->opt.done)
+        j->opt.done((urt_job *)j, status, j->opt.arg);
+    atomic_store_explicit(&j->ended, 1, memory_order_seq_cst); /* (J4)(J5) */
+    if (atomic_load_explicit(&j->waiters, memory_order_seq_cst))
+        syscall(SYS_futex, &j->ended, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    deadline_disarm(s, w, j);
+    job_unref(j); /* the runtime's reference */
+}
+
+static enum urt_task_result teardown_task_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    teardown_run(sched_self(), arg);
+    return URT_TASK_DONE;
+}
+
+static void teardown_task_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    job_cancel_reason(arg, -ECANCELED);
+    teardown_run(NULL, arg);
+}
+
+/* live reached 0 on w (NULL: a thread that is not a worker). */
+static void job_end(struct sched *s, struct worker *w, struct urt_job *j)
+{
+    if (w) {
+        if (j->opt.flags & URT_JOB_TEARDOWN_TASK)
+            sched_local_push(w, &j->teardown_task);
+        else
+            teardown_run(w, j);
+        return;
+    }
+    if (sched_submit(s, &j->teardown_task, 0) != 0)
+        teardown_run(NULL, j); /* runtime destroy: no worker to hand it to */
+}
+
+void job_task_finished(struct sched *s, struct worker *w, struct urt_job *j)
+{
+    /* (J1) acq_rel: the last decrement sees every task's writes. */
+    if (atomic_fetch_sub_explicit(&j->live, 1, memory_order_acq_rel) == 1)
+        job_end(s, w, j);
+}
+
+void job_task_cancelled(struct sched *s, struct worker *w, struct urt_job *j)
+{
+    job_cancel_reason(j, -ECANCELED);
+    job_task_finished(s, w, j);
+}
+
+/* ---- serial jobs' lane -------------------------------------------------------------- */
+
+static void job_lane_active(void *ctx)
+{
+    job_ref(ctx);
+}
+
+static void job_lane_idle(void *ctx)
+{
+    job_unref(ctx);
+}
+
+static const struct lane_ops job_lane_ops = {
+    .active = job_lane_active,
+    .idle = job_lane_idle,
+};
+
+/* ---- public API ------------------------------------------------------------------------ */
+
+URT_API void urt_job_options_init(struct urt_job_options *opt)
+{
+    memset(opt, 0, sizeof(*opt));
+    opt->ready_interval_ns = 100 * 1000;
+    opt->work_level = URT_WORK_LEVEL_MAX;
+}
+
+static int check_options(const struct urt_job_options *o)
+{
+    if (o->work_level > URT_WORK_LEVEL_MAX)
+        return urt__error(-EINVAL, "urt_job_create: work_level %u is out of range (0..%d)", o->work_level,
+                          URT_WORK_LEVEL_MAX);
+    if (o->flags & ~URT_JOB_FLAGS_ALL)
+        return urt__error(-EINVAL, "urt_job_create: unknown flags 0x%x", o->flags & ~URT_JOB_FLAGS_ALL);
+    if (o->ready_interval_ns < 1000 || o->ready_interval_ns > 10ull * 1000 * 1000 * 1000)
+        return urt__error(-EINVAL, "urt_job_create: ready_interval_ns %llu is out of range (1000..10^10)",
+                          (unsigned long long)o->ready_interval_ns);
+    for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
+        if (o->reserved[i])
+            return urt__error(-EINVAL, "urt_job_create: reserved[%zu] must be zero", i);
+    return 0;
+}
+
+URT_API int urt_job_create(urt_runtime *rt, const struct urt_job_options *opt, urt_job **out)
+{
+    if (!rt || !out)
+        return urt__error(-EINVAL, "urt_job_create: NULL %s", rt ? "out" : "runtime");
+    struct urt_job_options defaults;
+    if (!opt) {
+        urt_job_options_init(&defaults);
+        opt = &defaults;
+    }
+    int err = check_options(opt);
+    if (err)
+        return err;
+    struct sched *s = sched_of(rt);
+    if (atomic_load_explicit(&s->phase, memory_order_acquire) != PHASE_RUNNING)
+        return urt__error(-ESHUTDOWN, "urt_job_create: the runtime is being destroyed");
+    struct urt_job *j = aligned_alloc(64, (sizeof(*j) + 63) & ~(size_t)63);
+    if (!j)
+        return urt__error(-ENOMEM, "urt_job_create: out of memory");
+    memset(j, 0, sizeof(*j));
+    j->s = s;
+    j->opt = *opt;
+    atomic_init(&j->live, 1); /* the open count (rule 3) */
+    atomic_init(&j->status, JOB_OPEN);
+    atomic_init(&j->ended, 0);
+    atomic_init(&j->waiters, 0);
+    atomic_init(&j->refs, 2 + (opt->deadline_ns ? 1 : 0));
+    atomic_init(&j->closed, 0);
+    atomic_init(&j->timer_worker, NULL);
+    urt_task_init(&j->teardown_task, teardown_task_fn, j);
+    j->teardown_task.cancel = teardown_task_cancel;
+    urt_task_init(&j->arm_task, arm_task_fn, j);
+    j->arm_task.cancel = arm_task_cancel;
+    urt_task_init(&j->disarm_task, disarm_task_fn, j);
+    j->disarm_task.cancel = disarm_task_cancel;
+    j->serial = opt->work_level <= s->cfg->lightweight_job_level;
+    if (j->serial)
+        lane_init(&j->lane, s, LANE_JOB, &job_lane_ops, j);
+    if (opt->deadline_ns) {
+        j->deadline_abs_ns = urt_now_ns() + opt->deadline_ns;
+        struct worker *self = sched_current(s);
+        if (self) {
+            deadline_arm_here(self, j);
+        } else if (sched_submit(s, &j->arm_task, URT_SUBMIT_URGENT) != 0) {
+            free(j);
+            return urt__error(-ESHUTDOWN, "urt_job_create: the runtime is being destroyed");
+        }
+    }
+    *out = j;
+    return 0;
+}
+
+/* Submits task as a task of job. On failure the task is the caller's again,
+ * except a pooled task refused by the admission limit, which admission_submit
+ * already gave back to the pool (*gone = true). */
+static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool *gone)
+{
+    *gone = false;
+    if (job_is_cancelled(job))
+        return -ECANCELED;
+    struct sched *s = job->s;
+    atomic_fetch_add_explicit(&job->live, 1, memory_order_relaxed); /* (J1) */
+    task->priv.job = job;
+    task->priv.submit_flags = flags;
+    task->priv.flags &= ~TASK_ADMITTED;
+    int err;
+    if (job->serial) {
+        err = lane_submit(&job->lane, task, flags); /* lanes are not under max_pending_tasks */
+    } else if (__builtin_expect(s->adm != NULL, 0)) {
+        bool pooled = task->priv.flags & TASK_POOLED;
+        err = admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
+        *gone = err && pooled;
+    } else {
+        err = sched_submit(s, task, flags);
+    }
+    if (err) {
+        if (!*gone)
+            task->priv.job = NULL;
+        job_task_finished(s, sched_current(s), job);
+    }
+    return err;
+}
+
+URT_API int urt_job_submit(urt_job *job, struct urt_task *task, unsigned flags)
+{
+    if (!job || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
+        return urt__error(-EINVAL, "urt_job_submit: NULL job, task or fn, or unknown flags");
+    bool gone;
+    task->priv.flags &= ~TASK_POOLED;
+    return job_submit(job, task, flags, &gone);
+}
+
+URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
+{
+    if (!job || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
+        return urt__error(-EINVAL, "urt_job_spawn: NULL job or fn, or unknown flags");
+    struct sched *s = job->s;
+    struct urt_task *t = sched_task_alloc(s);
+    if (!t)
+        return -ENOMEM;
+    t->fn = fn;
+    t->arg = arg;
+    t->cancel = cancel;
+    t->priv.lane = NULL;
+    t->priv.flags = TASK_POOLED;
+    bool gone;
+    int err = job_submit(job, t, flags, &gone);
+    if (err && !gone) {
+        t->priv.flags = 0;
+        sched_task_free(s, t);
+    }
+    return err;
+}
+
+URT_API int urt_job_close(urt_job *job)
+{
+    if (!job)
+        return urt__error(-EINVAL, "urt_job_close: NULL job");
+    if (atomic_exchange_explicit(&job->closed, 1, memory_order_relaxed))
+        return -EALREADY;
+    job_task_finished(job->s, sched_current(job->s), job);
+    return 0;
+}
+
+URT_API int urt_job_cancel(urt_job *job)
+{
+    if (!job)
+        return urt__error(-EINVAL, "urt_job_cancel: NULL job");
+    return job_cancel_reason(job, -ECANCELED);
+}
+
+URT_API bool urt_job_cancelled(const urt_job *job)
+{
+    return job && job_is_cancelled(job);
+}
+
+URT_API int urt_job_poll(const urt_job *job)
+{
+    if (!job)
+        return -EINVAL;
+    if (!atomic_load_explicit(&job->ended, memory_order_acquire))
+        return -EINPROGRESS;
+    int32_t st = atomic_load_explicit(&job->status, memory_order_acquire);
+    return st == JOB_SEALED_OK ? 0 : st;
+}
+
+URT_API int urt_job_wait(urt_job *job, uint64_t timeout_ns)
+{
+    if (!job)
+        return -EINVAL;
+    if (sched_current(job->s))
+        return urt__error(-EDEADLK, "urt_job_wait: workers never block (use urt_job_poll)");
+    uint64_t deadline = timeout_ns == URT_WAIT_FOREVER ? UINT64_MAX : urt_now_ns() + timeout_ns;
+    for (;;) {
+        int st = urt_job_poll(job);
+        if (st != -EINPROGRESS)
+            return st;
+        uint64_t now = urt_now_ns();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        struct timespec ts, *tp = NULL;
+        if (deadline != UINT64_MAX) {
+            uint64_t rem = deadline - now;
+            ts.tv_sec = (time_t)(rem / 1000000000ull);
+            ts.tv_nsec = (long)(rem % 1000000000ull);
+            tp = &ts;
+        }
+        atomic_fetch_add_explicit(&job->waiters, 1, memory_order_seq_cst); /* (J5) */
+        if (!atomic_load_explicit(&job->ended, memory_order_seq_cst))
+            syscall(SYS_futex, &job->ended, FUTEX_WAIT_PRIVATE, 0, tp, NULL, 0);
+        atomic_fetch_sub_explicit(&job->waiters, 1, memory_order_relaxed);
+    }
+}
+
+URT_API urt_job *urt_task_job(const struct urt_task *task)
+{
+    return task ? task->priv.job : NULL;
+}
+
+URT_API void urt_job_release(urt_job *job)
+{
+    if (job)
+        job_unref(job);
+}

@@ -1,0 +1,68 @@
+/*
+ * sched/job.h — jobs (SPEC C7, C8), private part. Design, lifecycle and
+ * memory ordering in sched/job.c; the public API is urt/job.h.
+ *
+ * The worker loop (run_task), the lane runner (lane.c) and cancellation
+ * (sched_cancel_task) call into jobs at two points:
+ *   job_task_skip(w, t)        before a job task's fn: true when the job was
+ *                              cancelled (the task was cancelled and counted);
+ *   job_task_finished(s, w, j) after the task's fn returned DONE (or its cancel
+ *                              callback ran) and the task itself was released.
+ */
+#ifndef URT_SCHED_JOB_H
+#define URT_SCHED_JOB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urt/job.h>
+
+#include "sched/io.h"
+#include "sched/lane.h"
+#include "sched/sched.h"
+
+/* status word: JOB_OPEN until the first cancel (a negative errno) or the
+ * teardown's seal (JOB_SEALED_OK), whichever comes first; never changes again. */
+#define JOB_OPEN 0
+#define JOB_SEALED_OK 1
+
+struct urt_job {
+    alignas(64) _Atomic uint64_t live;   /* live tasks (+1 while not closed) */
+    alignas(64) _Atomic int32_t status;  /* JOB_OPEN, JOB_SEALED_OK or -ECANCELED / -ETIME */
+    _Atomic uint32_t ended;              /* futex word: 1 once teardown finished */
+    _Atomic uint32_t waiters;            /* threads in urt_job_wait */
+    _Atomic uint32_t refs;               /* see job.c "References" */
+    _Atomic uint32_t closed;             /* urt_job_close was called */
+    _Atomic(struct worker *) timer_worker; /* the worker the deadline is armed on */
+    struct sched *s;
+    struct urt_job_options opt;
+    bool serial;                         /* lightweight: runs on its own lane */
+    bool timer_armed;                    /* timer_worker only */
+    uint64_t deadline_abs_ns;
+    struct urt_task teardown_task;
+    struct urt_task arm_task, disarm_task;
+    struct sched_io deadline_io, ready_io;
+    struct urt_lane lane;                /* serial jobs only */
+};
+
+static inline bool job_is_cancelled(const struct urt_job *j)
+{
+    /* acquire: pairs with the release CAS in job_cancel (J3 in job.c). */
+    return atomic_load_explicit(&j->status, memory_order_acquire) < 0;
+}
+
+void job_task_finished(struct sched *s, struct worker *w, struct urt_job *job);
+/* A task of job was cancelled (its callback ran, it was released): the job
+ * is cancelled (-ECANCELED, unless it already has a reason) and counted down. */
+void job_task_cancelled(struct sched *s, struct worker *w, struct urt_job *job);
+
+static inline bool job_task_skip(struct worker *w, struct urt_task *t)
+{
+    if (__builtin_expect(!job_is_cancelled(t->priv.job), 1))
+        return false;
+    sched_cancel_task(w->s, w, t);
+    return true;
+}
+
+#endif

@@ -1,0 +1,391 @@
+/*
+ * sched/lane.c — lanes (SPEC C6): tasks of a lane run one at a time, in
+ * submission order, on the worker that owns the lane; never stolen.
+ *
+ * ---- Design: a strand on the owner's sticky queue ---------------------------
+ * A lane holds its own FIFO (a Vyukov intrusive MPSC queue, sched/inbox.h),
+ * a placement word `owner << 32 | pending` and one embedded runner task.
+ * pending counts the lane's tasks that were submitted and have not finished
+ * (queued, running or yielded).
+ *
+ *   submit(t):  L1 push t on the lane's FIFO (one exchange);
+ *               L2 CAS the word: pending + 1, and if pending was 0 a new owner
+ *                  chosen by the placement rules (below);
+ *               L3 if pending was 0: push the runner on the owner's sticky
+ *                  queue (and wake the owner if it sleeps).
+ *   runner:     pops the FIFO head and runs it, up to LANE_BATCH tasks
+ *               (fairness with the other lanes of the worker) and no more
+ *               than it knows are counted (V4), or until the FIFO looks
+ *               empty; then L4 fetch_sub pending by the number of
+ *               tasks that finished (their fn returned DONE). At 0 the runner
+ *               stops (the lane is idle and may move at its next
+ *               submission); otherwise it pushes itself to the tail of the
+ *               owner's sticky queue. One RMW per batch, not per task, keeps
+ *               the placement word's line off the runner's path.
+ *
+ * Why this and not "every task into the owner's sticky queue" (jogasaki): a
+ * task that yields must keep its place. In a shared sticky queue a yielded
+ * task pushed back to the tail would be overtaken by the later tasks of its
+ * lane; here it stays the lane's head (`current`) and the runner, not the
+ * task, goes to the tail, so the lane's order holds and other lanes still get
+ * the worker. It also costs one shared-queue operation per batch, not per
+ * task, and the runner keeps the lane's tasks hot on one core.
+ *
+ * Invariants:
+ *  (V1) At most one runner execution touches the lane's tasks at a time: the
+ *       runner is queued only by the submitter that moved pending 0 -> 1, and
+ *       re-queues itself only while pending > 0 (so no 0 -> 1 can happen
+ *       meanwhile). Hence tasks of a lane never overlap, and `current` is
+ *       touched by one thread at a time.
+ *  (V2) pending > 0 after L4 implies the FIFO holds a task (or the yielded
+ *       `current`): every submitter pushes (L1) before it counts (L2), and at
+ *       L4 every popped task is finished and subtracted, so pushed - popped >=
+ *       counted - subtracted > 0. The task may be "in transit" (a producer
+ *       between its exchange and its link): the runner then re-queues itself
+ *       and retries.
+ *  (V3) The owner is only chosen at 0 -> 1 and the runner runs only on the
+ *       owner (sticky queues are never stolen), so a lane never migrates while
+ *       it has pending tasks.
+ *  (V4) A runner pops at most `budget` tasks between two L4s, budget being a
+ *       pending count it knows (the previous L4's result; 1 at activation,
+ *       the task whose submission queued the runner): a task
+ *       may be popped before its submitter counted it (L1 done, L2 not yet),
+ *       so without the bound the runner could run more tasks than are
+ *       counted and L4 would take pending below zero. Only the runner
+ *       decrements, so pending >= budget until its next L4.
+ *
+ * Placement at 0 -> 1 (C5, plus balance): from a worker, that worker; from
+ * any other thread, its preferred worker (or round robin, per
+ * use_preferred_worker_for_current_thread); URT_SUBMIT_URGENT prefers a
+ * suspended worker. Because lanes cannot be stolen, a busy worker cannot shed
+ * them later; with lane_balance (default true) the C5 choice is compared with
+ * one round-robin candidate and the one owning fewer active lanes wins (the
+ * "power of two choices"). lane_balance = false keeps the C5 choice strictly.
+ *
+ * ---- Memory ordering (the contract, once) -----------------------------------
+ *  (M1) A task's contents are published by the FIFO push (inbox.h I1) and
+ *       read after the runner's acquire pop.
+ *  (M2) L4 is a release RMW; L2 is an acquire RMW. The submitter that moves
+ *       pending 0 -> 1 therefore reads-from the runner's last L4 and sees
+ *       every write of the lane's earlier tasks; it publishes that to the
+ *       next runner through the sticky queue push (release) and pop
+ *       (acquire). So task k+1 of a lane happens-after task k even when the
+ *       lane moved to another worker.
+ *  (M3) lanes_active (per worker, for balance) is advisory: relaxed.
+ *  (M4) Shutdown: a submitter that is not a worker brackets its push with
+ *       foreign_inflight (seq_cst), exactly as sched/submit.c does, so
+ *       sched_stop either sees its push or the submitter sees the phase.
+ *
+ * Load: one exchange + one CAS per submission, no lock, no allocation; the
+ * runner does one fetch_sub and one sticky push per batch.
+ */
+#include "sched/lane.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include <urt/lane.h>
+
+#include "sched/job.h"
+
+/* Tasks a runner runs before it lets the worker's other lanes and queues in. */
+#define LANE_BATCH 64
+
+static inline struct sched *sched_of(const urt_runtime *rt)
+{
+    return (struct sched *)rt; /* struct sched is first in struct urt_runtime */
+}
+
+/* ---- placement --------------------------------------------------------------- */
+
+static struct worker *lane_pick(struct sched *s, struct worker *self, unsigned flags)
+{
+    struct worker *w = NULL;
+    if (flags & URT_SUBMIT_URGENT)
+        w = sched_find_sleeping(s);
+    if (!w)
+        w = self ? self : sched_pick_worker(s);
+    if (!s->cfg->lane_balance || s->n_workers == 1)
+        return w;
+    uint32_t i = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
+    struct worker *c = s->workers[i];
+    if (c == w)
+        c = s->workers[(i + 1) % s->n_workers];
+    /* (M3) advisory counts */
+    if (atomic_load_explicit(&c->lanes_active, memory_order_relaxed) <
+        atomic_load_explicit(&w->lanes_active, memory_order_relaxed))
+        w = c;
+    return w;
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+/* Runs t on w; returns what its fn returned (DONE also for a skipped task). */
+static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l, struct urt_task *t)
+{
+    const struct lane_ops *ops = l->ops;
+    struct urt_job *job = t->priv.job;
+    uint32_t flags = t->priv.flags; /* read before fn: fn may free t */
+    if (job && job_task_skip(w, t))
+        return URT_TASK_DONE;
+    if (ops && ops->enter && !ops->enter(l->ctx, t)) {
+        sched_cancel_task(w->s, w, t); /* the task may not start (tx ending) */
+        return URT_TASK_DONE;
+    }
+    /* The watchdog watches each lane task, not the runner's whole batch:
+     * close the runner's run, watch t, then reopen the runner's run (which
+     * run_task closes). */
+    bool watched = w->s->cfg->task_runtime_limit_us != 0;
+    if (__builtin_expect(watched, 0)) {
+        watchdog_end(&w->wd);
+        watchdog_begin(&w->wd, t);
+    }
+    struct probe_run pr;
+    bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
+    enum urt_task_result r = t->fn(t, t->arg);
+    if (__builtin_expect(watched, 0)) {
+        watchdog_end(&w->wd);
+        watchdog_begin(&w->wd, &l->runner);
+    }
+    if (__builtin_expect(timed, 0))
+        probe_task_done(&w->hists, w->index, &pr);
+    if (ops && ops->leave)
+        ops->leave(l->ctx, t);
+    if (r == URT_TASK_YIELD) {
+        STAT_INC(w, yields);
+        t->priv.enqueue_ns = pr.end_ns; /* waits again: queue delay restarts (0: not timed) */
+        return r;
+    }
+    if (flags & TASK_POOLED)
+        taskpool_free(&w->s->pool, &w->cache, t);
+    if (job)
+        job_task_finished(w->s, w, job);
+    return URT_TASK_DONE;
+}
+
+/* L4: subtracts the tasks that finished; returns the pending count left.
+ * At 0 the lane is idle: the runner's last access to it. */
+static inline uint32_t lane_settle(struct urt_lane *l, uint32_t finished)
+{
+    l->budget = 0; /* what the next activation starts from (written before L4) */
+    /* release: pairs with the acquire CAS of the next 0 -> 1 (M2) */
+    uint64_t old = atomic_fetch_sub_explicit(&l->word, finished, memory_order_acq_rel);
+    assert(LANE_PENDING(old) >= finished); /* (V4) */
+    return LANE_PENDING(old) - finished;
+}
+
+static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
+{
+    struct urt_lane *l = arg;
+    struct worker *w = sched_current(l->s);
+    void (*idle)(void *) = l->ops ? l->ops->idle : NULL;
+    void *ctx = l->ctx;
+    unsigned ran = 0;
+    uint32_t finished = 0;
+    /* (V4) tasks known to be counted and not finished: at activation (budget
+     * 0) at least the one whose submission queued the runner. */
+    uint32_t budget = l->budget ? l->budget : 1;
+    (void)runner;
+    while (ran < LANE_BATCH) {
+        if (finished == budget) {
+            /* every task we knew of is done: settle, and learn how many more */
+            uint32_t left = lane_settle(l, finished);
+            if (left == 0)
+                goto idle;
+            budget = left;
+            finished = 0;
+        }
+        if (__builtin_expect(atomic_load_explicit(&l->s->phase, memory_order_relaxed) == PHASE_STOPPING, 0))
+            break; /* destroy(CANCEL): the queued tasks are cancelled, not run */
+        struct urt_task *t = l->current;
+        if (t)
+            l->current = NULL;
+        else if (!(t = inbox_pop(&l->q)))
+            break; /* (V2) in transit */
+        ran++;
+        if (run_one(w, l, t) == URT_TASK_YIELD) {
+            l->current = t; /* keeps its place at the head of the lane */
+            break;
+        }
+        finished++;
+    }
+    if (finished) {
+        uint32_t left = lane_settle(l, finished);
+        if (left == 0)
+            goto idle;
+        budget = left;
+    }
+    l->budget = budget; /* still ours: pending > 0 */
+    if (ran > 1) {
+        STAT_ADD(w, tasks_run, ran - 1);
+        STAT_ADD(w, sticky_runs, ran - 1);
+    }
+    /* pending > 0: back to the tail of our own sticky queue (we are awake, no
+     * wake needed; the queue's exchange orders it for has_work()). */
+    inbox_push(&w->sticky, &l->runner);
+    return URT_TASK_DONE;
+
+idle:
+    /* The lane may be re-activated (even freed) from here on: touch nothing
+     * of it. */
+    if (ran > 1) {
+        STAT_ADD(w, tasks_run, ran - 1);
+        STAT_ADD(w, sticky_runs, ran - 1);
+    }
+    atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed);
+    if (idle)
+        idle(ctx);
+    return URT_TASK_DONE;
+}
+
+/* ---- submission ------------------------------------------------------------------ */
+
+void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const struct lane_ops *ops, void *ctx)
+{
+    atomic_init(&l->word, 0);
+    inbox_init(&l->q);
+    urt_task_init(&l->runner, lane_runner, l);
+    l->runner.priv.flags = TASK_LANE_RUNNER;
+    l->current = NULL;
+    l->budget = 0;
+    l->s = s;
+    l->ops = ops;
+    l->ctx = ctx;
+    l->kind = kind;
+    l->heap = false;
+}
+
+int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
+{
+    struct sched *s = l->s;
+    struct worker *self = sched_current(s);
+    if (!self) {
+        /* (M4) pairs with sched_stop's phase store + foreign_inflight wait. */
+        atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
+            atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+            return -ESHUTDOWN;
+        }
+    }
+    t->priv.lane = l;
+    probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
+    inbox_push(&l->q, t); /* L1 (M1) */
+
+    struct worker *target = NULL;
+    uint64_t old = atomic_load_explicit(&l->word, memory_order_relaxed), next;
+    do {
+        if (LANE_PENDING(old) == 0) {
+            if (!target)
+                target = lane_pick(s, self, flags);
+            next = (uint64_t)target->index << 32 | 1u;
+        } else {
+            next = old + 1;
+        }
+        /* L2, acquire: pairs with the runner's release L4 (M2). */
+    } while (!atomic_compare_exchange_weak_explicit(&l->word, &old, next, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    if (LANE_PENDING(old) == 0) {
+        atomic_fetch_add_explicit(&target->lanes_active, 1, memory_order_relaxed); /* (M3) */
+        if (l->ops && l->ops->active)
+            l->ops->active(l->ctx);
+        if (target == self)
+            inbox_push(&self->sticky, &l->runner); /* L3: we are awake */
+        else
+            sched_push_sticky(s, target, &l->runner); /* L3 + wake */
+    }
+    if (!self)
+        atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+    return 0;
+}
+
+int lane_cancel_runner(struct sched *s, struct urt_task *runner)
+{
+    struct urt_lane *l = runner->arg;
+    int n = 0;
+    struct urt_task *t;
+    void (*idle)(void *) = l->ops ? l->ops->idle : NULL;
+    void *ctx = l->ctx;
+    if ((t = l->current)) {
+        l->current = NULL;
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    /* The workers are gone and no submitter is in flight: nothing is in transit. */
+    while ((t = inbox_pop(&l->q))) {
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    l->budget = 0;
+    atomic_store_explicit(&l->word, 0, memory_order_release);
+    if (idle)
+        idle(ctx);
+    return n;
+}
+
+/* ---- public API ----------------------------------------------------------------- */
+
+URT_API int urt_lane_create(urt_runtime *rt, urt_lane **out)
+{
+    if (!rt || !out)
+        return -EINVAL;
+    struct urt_lane *l = aligned_alloc(64, (sizeof(*l) + 63) & ~(size_t)63);
+    if (!l)
+        return -ENOMEM;
+    lane_init(l, sched_of(rt), LANE_PLAIN, NULL, NULL);
+    l->heap = true;
+    *out = l;
+    return 0;
+}
+
+URT_API int urt_lane_submit(urt_lane *lane, struct urt_task *task, unsigned flags)
+{
+    if (!lane || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL) || lane->kind != LANE_PLAIN)
+        return -EINVAL;
+    task->priv.submit_flags = flags;
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED); /* lanes are not under max_pending_tasks */
+    task->priv.job = NULL;
+    return lane_submit(lane, task, flags);
+}
+
+URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
+{
+    if (!lane || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL) || lane->kind != LANE_PLAIN)
+        return -EINVAL;
+    struct sched *s = lane->s;
+    struct urt_task *t = sched_task_alloc(s);
+    if (!t)
+        return -ENOMEM;
+    t->fn = fn;
+    t->arg = arg;
+    t->cancel = cancel;
+    t->priv.job = NULL;
+    t->priv.flags = TASK_POOLED;
+    t->priv.submit_flags = flags;
+    int err = lane_submit(lane, t, flags);
+    if (err)
+        sched_task_free(s, t);
+    return err;
+}
+
+URT_API uint32_t urt_lane_pending(const urt_lane *lane)
+{
+    return lane ? LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire)) : 0;
+}
+
+URT_API int urt_lane_destroy(urt_lane *lane)
+{
+    if (!lane)
+        return 0;
+    if (!lane->heap)
+        return -EINVAL;
+    struct worker *self = sched_current(lane->s);
+    if (self && LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire)) != 0)
+        return -EBUSY; /* a worker may not wait: a task of this lane could be queued behind us */
+    /* acquire: pairs with the runner's release L4, its last access (M2). */
+    while (LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire)) != 0)
+        sched_yield();
+    free(lane);
+    return 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * sched/lane.h — lanes (SPEC C6): serialization domains, the layer under
+ * transactions (tx/) and serial jobs (sched/job.c). Design and memory
+ * ordering in sched/lane.c.
+ *
+ * A lane is a strand: its own FIFO of tasks (a Vyukov MPSC queue), a
+ * placement word (owning worker << 32 | pending count) and one runner task.
+ * While pending > 0 the runner sits in (or runs from) the owner's sticky queue
+ * and runs the lane's tasks one at a time, in FIFO order, in batches bounded
+ * by the pending count it knows (lane.c V4); it is never stolen.
+ *
+ * Users above (tx/, job.c) attach optional callbacks (struct lane_ops):
+ *   active(ctx)    — pending went 0 -> 1 (on the submitter, before the runner
+ *                    is queued): take a reference on the lane's owner object;
+ *   idle(ctx)      — pending went 1 -> 0 (the runner's last access to the
+ *                    lane; the lane's memory may be freed inside it);
+ *   enter(ctx, t)  — before t's fn: false = do not run t (its cancel callback
+ *                    runs, it counts as finished);
+ *   leave(ctx, t)  — after t's fn returned (DONE or YIELD).
+ */
+#ifndef URT_SCHED_LANE_H
+#define URT_SCHED_LANE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sched/inbox.h"
+#include "sched/sched.h"
+
+struct lane_ops {
+    void (*active)(void *ctx);
+    void (*idle)(void *ctx);
+    bool (*enter)(void *ctx, struct urt_task *t);
+    void (*leave)(void *ctx, struct urt_task *t);
+};
+
+enum lane_kind {
+    LANE_PLAIN = 0, /* urt_lane_create */
+    LANE_TX = 1,    /* ctx is a urt_tx */
+    LANE_JOB = 2,   /* ctx is a urt_job (serial job) */
+};
+
+struct urt_lane {
+    /* submitters' line: one CAS per submission */
+    alignas(64) _Atomic uint64_t word; /* owner worker << 32 | pending */
+    struct inbox q;                    /* the lane's FIFO (own cache lines) */
+    /* the runner's (serialized by the placement word, see lane.c) */
+    alignas(64) struct urt_task runner;
+    struct urt_task *current;          /* a task that yielded: it resumes first */
+    uint32_t budget;                   /* tasks known counted and not yet run (lane.c V4) */
+    /* immutable after lane_init */
+    struct sched *s;
+    const struct lane_ops *ops;
+    void *ctx;
+    enum lane_kind kind;
+    bool heap;                         /* allocated by urt_lane_create */
+};
+
+#define LANE_PENDING(word) ((uint32_t)(word))
+#define LANE_OWNER(word) ((uint32_t)((word) >> 32))
+
+/* Initializes an embedded lane. ops may be NULL. */
+void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const struct lane_ops *ops, void *ctx);
+
+/* Queues t on l (t->priv.lane := l). Returns 0 or -ESHUTDOWN (from a thread
+ * that is not a worker, once destroy started). Any thread. */
+int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags);
+
+/* After the workers stopped: cancels the runner's lane (every queued task's
+ * cancel callback runs). Returns the number of tasks cancelled. */
+int lane_cancel_runner(struct sched *s, struct urt_task *runner);
+
+/* Worker index of the lane's last owner (meaningful once a task was queued). */
+static inline uint32_t lane_owner(const struct urt_lane *l)
+{
+    return LANE_OWNER(atomic_load_explicit(&l->word, memory_order_relaxed));
+}
+
+#endif

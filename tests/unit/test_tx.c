@@ -1,0 +1,389 @@
+/*
+ * tests/unit/test_tx.c — transactions (SPEC C11): the end-of-transaction
+ * protocol of urt/tx.h.
+ *
+ * Deterministic cases: commit with nothing in flight; abort idempotent;
+ * commit after abort (-ECANCELED) and abort after commit (-EALREADY); STORED
+ * without a log (-EOPNOTSUPP, nothing changes); commit with a task in flight
+ * (-EBUSY, the transaction aborts when that task ends, on its worker); a task
+ * queued behind an abort is not run (cancel callback, inactive); a failing
+ * pre-commit hook aborts and reports its error; submission after the end;
+ * records appended in order.
+ *
+ * Concurrent case: per transaction a feeder keeps submitting tasks while
+ * several threads race commit and abort requests at random times. Checked:
+ * the hooks run at most once each, never together and never while a task of
+ * the transaction runs (a shared in-use flag); exactly one request "wins"
+ * (one commit returning 0, or the abort performed), the callback runs once
+ * iff a commit returned 0; every submitted task ran or was cancelled once; no
+ * task started after the end.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "tests/helpers.h"
+#include "tx/commit_hook.h"
+
+struct txs {
+    urt_runtime *rt;
+    _Atomic int pre_commits, aborts, callbacks, cb_status, hook_worker;
+    _Atomic int in_use, overlaps;
+    _Atomic int ran, cancelled, submitted, after_end;
+    _Atomic bool ended;
+    int pre_commit_result;
+};
+
+static int pre_commit_hook(urt_tx *tx, void *arg)
+{
+    struct txs *s = arg;
+    (void)tx;
+    if (atomic_exchange(&s->in_use, 1))
+        atomic_fetch_add(&s->overlaps, 1);
+    atomic_fetch_add(&s->pre_commits, 1);
+    atomic_store(&s->ended, true);
+    atomic_store(&s->in_use, 0);
+    return s->pre_commit_result;
+}
+
+static void abort_hook(urt_tx *tx, void *arg)
+{
+    struct txs *s = arg;
+    (void)tx;
+    if (atomic_exchange(&s->in_use, 1))
+        atomic_fetch_add(&s->overlaps, 1);
+    atomic_fetch_add(&s->aborts, 1);
+    atomic_store(&s->hook_worker, urt_current_worker(s->rt));
+    atomic_store(&s->ended, true);
+    atomic_store(&s->in_use, 0);
+}
+
+static void commit_cb(urt_tx *tx, int status, void *arg)
+{
+    struct txs *s = arg;
+    (void)tx;
+    atomic_store(&s->cb_status, status);
+    atomic_fetch_add(&s->callbacks, 1);
+}
+
+static urt_tx *begin(struct txs *s)
+{
+    struct urt_tx_options o;
+    urt_tx_options_init(&o);
+    o.hooks.pre_commit = pre_commit_hook;
+    o.hooks.abort = abort_hook;
+    o.hooks.arg = s;
+    urt_tx *tx = NULL;
+    cr_assert_eq(urt_tx_begin(s->rt, &o, &tx), 0);
+    return tx;
+}
+
+static urt_runtime *make_rt(uint32_t workers)
+{
+    struct urt_config cfg;
+    test_config(&cfg, workers);
+    return rt_create_or_skip(&cfg);
+}
+
+static enum urt_task_result work_fn(struct urt_task *t, void *arg)
+{
+    struct txs *s = arg;
+    (void)t;
+    if (atomic_load(&s->ended))
+        atomic_fetch_add(&s->after_end, 1);
+    if (atomic_exchange(&s->in_use, 1))
+        atomic_fetch_add(&s->overlaps, 1);
+    for (volatile int i = 0; i < 300; i++)
+        ;
+    atomic_store(&s->in_use, 0);
+    atomic_fetch_add(&s->ran, 1);
+    return URT_TASK_DONE;
+}
+
+static void work_cancel(struct urt_task *t, void *arg)
+{
+    struct txs *s = arg;
+    if (!urt_task_tx(t))
+        atomic_fetch_add(&s->overlaps, 1000); /* checked on the main thread */
+    atomic_fetch_add(&s->cancelled, 1);
+}
+
+static void work_cancel_mt(struct urt_task *t, void *arg)
+{
+    struct txs *s = arg;
+    (void)t;
+    atomic_fetch_add(&s->cancelled, 1);
+}
+
+/* ---- deterministic ---------------------------------------------------------------- */
+
+Test(tx, commit_with_nothing_in_flight, .timeout = 30)
+{
+    static struct txs s;
+    s.rt = make_rt(2);
+    urt_tx *tx = begin(&s);
+    cr_assert_eq(urt_tx_state(tx), URT_TX_ACTIVE);
+    cr_assert_neq(urt_tx_id(tx), 0);
+    cr_assert_eq(urt_tx_spawn(tx, work_fn, work_cancel_mt, &s, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&s.ran) == 1, 5000));
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_AVAILABLE, commit_cb, &s), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&s.callbacks) == 1, 5000));
+    cr_assert_eq(atomic_load(&s.cb_status), 0);
+    cr_assert_eq(atomic_load(&s.pre_commits), 1);
+    cr_assert_eq(atomic_load(&s.aborts), 0);
+    cr_assert_eq(urt_tx_state(tx), URT_TX_COMMITTED);
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_AVAILABLE, commit_cb, &s), -EALREADY);
+    cr_assert_eq(urt_tx_abort(tx), -EALREADY);
+    cr_assert_eq(urt_tx_spawn(tx, work_fn, NULL, &s, 0), URT_TX_EINACTIVE);
+    urt_tx_release(tx);
+    urt_tx_release(NULL);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&s.callbacks), 1);
+    cr_assert_eq(atomic_load(&s.aborts), 0);
+}
+
+Test(tx, abort_is_idempotent, .timeout = 30)
+{
+    static struct txs s;
+    s.rt = make_rt(2);
+    urt_tx *tx = begin(&s);
+    cr_assert_eq(urt_tx_abort(tx), 0);
+    cr_assert_eq(atomic_load(&s.aborts), 1, "no task in flight: the abort is performed by the caller");
+    cr_assert_eq(atomic_load(&s.hook_worker), -1);
+    cr_assert_eq(urt_tx_abort(tx), 0);
+    cr_assert_eq(urt_tx_state(tx), URT_TX_ABORTED);
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_ACCEPTED, commit_cb, &s), -ECANCELED);
+    urt_tx_release(tx); /* release aborts again: still idempotent */
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&s.aborts), 1);
+    cr_assert_eq(atomic_load(&s.pre_commits), 0);
+    cr_assert_eq(atomic_load(&s.callbacks), 0);
+}
+
+Test(tx, stored_without_log_is_refused, .timeout = 30)
+{
+    static struct txs s;
+    s.rt = make_rt(1);
+    urt_tx *tx = begin(&s);
+    cr_assert_eq(urt_tx_log(tx, "abc", 3), 0);
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_STORED, commit_cb, &s), -EOPNOTSUPP);
+    cr_assert(strstr(urt_last_error(), "write-ahead log"), "%s", urt_last_error());
+    cr_assert_eq(urt_tx_state(tx), URT_TX_ACTIVE, "a refused STORED commit changes nothing");
+    cr_assert_eq(atomic_load(&s.pre_commits), 0);
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_ACCEPTED, commit_cb, &s), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&s.callbacks) == 1, 5000));
+    cr_assert_eq(urt_tx_commit(NULL, URT_COMMIT_ACCEPTED, commit_cb, &s), -EINVAL);
+    cr_assert_eq(urt_tx_commit(tx, (enum urt_commit_response)7, commit_cb, &s), -EINVAL);
+    urt_tx_release(tx);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+static _Atomic bool g_gate;
+
+static enum urt_task_result gated_fn(struct urt_task *t, void *arg)
+{
+    struct txs *s = arg;
+    (void)t;
+    atomic_store(&s->in_use, 1);
+    while (!atomic_load(&g_gate))
+        sched_yield();
+    atomic_store(&s->in_use, 0);
+    atomic_fetch_add(&s->ran, 1);
+    return URT_TASK_DONE;
+}
+
+Test(tx, commit_with_task_in_flight_turns_into_abort, .timeout = 30)
+{
+    static struct txs s;
+    s.rt = make_rt(2);
+    atomic_store(&s.hook_worker, -2);
+    urt_tx *tx = begin(&s);
+    static struct urt_task a, b;
+    urt_task_init(&a, gated_fn, &s);
+    urt_task_init(&b, work_fn, &s);
+    b.cancel = work_cancel;
+    cr_assert_eq(urt_tx_submit(tx, &a, 0), 0);
+    cr_assert_eq(urt_tx_submit(tx, &b, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&s.in_use) == 1, 5000)); /* a is running */
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_AVAILABLE, commit_cb, &s), -EBUSY);
+    cr_assert_eq(urt_tx_state(tx), URT_TX_ABORTING);
+    cr_assert_eq(atomic_load(&s.aborts), 0, "the task in flight performs the abort");
+    cr_assert_eq(urt_tx_abort(tx), 0); /* idempotent while aborting */
+    cr_assert_eq(urt_tx_submit(tx, &b, 0), URT_TX_EINACTIVE);
+    atomic_store(&g_gate, true);
+    cr_assert(WAIT_UNTIL(atomic_load(&s.aborts) == 1 && atomic_load(&s.cancelled) == 1, 5000));
+    cr_assert_geq(atomic_load(&s.hook_worker), 0, "the abort ran on the last task's worker");
+    cr_assert_eq(atomic_load(&s.ran), 1, "b was queued behind the abort: not run");
+    cr_assert_eq(urt_tx_state(tx), URT_TX_ABORTED);
+    urt_tx_release(tx);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&s.aborts), 1);
+    cr_assert_eq(atomic_load(&s.callbacks), 0, "a refused commit never runs its callback");
+    cr_assert_eq(atomic_load(&s.pre_commits), 0);
+}
+
+Test(tx, failing_pre_commit_aborts, .timeout = 30)
+{
+    static struct txs s;
+    s.rt = make_rt(1);
+    s.pre_commit_result = -EDEADLK;
+    urt_tx *tx = begin(&s);
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_AVAILABLE, commit_cb, &s), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&s.callbacks) == 1, 5000));
+    cr_assert_eq(atomic_load(&s.cb_status), -EDEADLK);
+    cr_assert_eq(atomic_load(&s.pre_commits), 1);
+    cr_assert_eq(atomic_load(&s.aborts), 1);
+    cr_assert_eq(urt_tx_state(tx), URT_TX_ABORTED);
+    urt_tx_release(tx);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* A stand-in log: records what it got and completes STORED from a thread. */
+struct fake_log {
+    struct tx_log base;
+    urt_tx *tx;
+    size_t n_records;
+    char first[8];
+};
+
+static int fake_commit(struct tx_log *log, urt_tx *tx, enum urt_commit_response r)
+{
+    struct fake_log *f = (struct fake_log *)log;
+    (void)r;
+    f->tx = tx;
+    size_t cur = 0;
+    uint32_t len;
+    const void *p = tx_record_next(tx, &cur, &len);
+    if (p && len < sizeof(f->first))
+        memcpy(f->first, p, len);
+    f->n_records = tx_record_count(tx);
+    return 0; /* completes later */
+}
+
+Test(tx, stored_goes_through_the_log_seam, .timeout = 30)
+{
+    static struct txs s;
+    static struct fake_log log = {.base = {.commit = fake_commit}};
+    s.rt = make_rt(1);
+    tx_log_register(s.rt, &log.base);
+    urt_tx *tx = begin(&s);
+    cr_assert_eq(urt_tx_log(tx, "first", 5), 0);
+    cr_assert_eq(urt_tx_log(tx, "second", 6), 0);
+    cr_assert_eq(urt_tx_log(tx, "x", 0), -EINVAL);
+    cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_STORED, commit_cb, &s), 0);
+    cr_assert_eq(log.tx, tx);
+    cr_assert_eq(log.n_records, 2);
+    cr_assert_str_eq(log.first, "first");
+    cr_assert_eq(urt_tx_log(tx, "late", 4), URT_TX_EINACTIVE);
+    cr_assert_eq(urt_tx_state(tx), URT_TX_COMMITTING);
+    sleep_us(2000);
+    cr_assert_eq(atomic_load(&s.callbacks), 0, "STORED waits for the log");
+    tx_commit_complete(tx, 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&s.callbacks) == 1, 5000));
+    cr_assert_eq(atomic_load(&s.cb_status), 0);
+    cr_assert_eq(urt_tx_state(tx), URT_TX_COMMITTED);
+    urt_tx_release(tx);
+    tx_log_register(s.rt, NULL);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- concurrent end requests --------------------------------------------------------- */
+
+#define N_TX SCALE(300, 60)
+#define ENDERS 3
+
+struct race {
+    struct txs s;
+    urt_tx *tx;
+    _Atomic int commit_ok, commit_busy, abort_ok, go;
+    _Atomic int done_enders;
+};
+
+static struct race *g_races;
+
+static void *ender(void *arg)
+{
+    uint64_t x = 0x9E3779B97F4A7C15ull * ((uintptr_t)arg + 3);
+    for (int i = 0; i < N_TX; i++) {
+        struct race *r = &g_races[i];
+        while (atomic_load(&r->go) == 0)
+            sched_yield();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        sleep_us(x % 200);
+        if (x & 0x100) {
+            int e = urt_tx_commit(r->tx, URT_COMMIT_ACCEPTED, commit_cb, &r->s);
+            if (e == 0)
+                atomic_fetch_add(&r->commit_ok, 1);
+            else if (e == -EBUSY)
+                atomic_fetch_add(&r->commit_busy, 1);
+        } else {
+            if (urt_tx_abort(r->tx) == 0)
+                atomic_fetch_add(&r->abort_ok, 1);
+        }
+        atomic_fetch_add(&r->done_enders, 1);
+    }
+    return NULL;
+}
+
+Test(tx, concurrent_commit_and_abort, .timeout = 300)
+{
+    urt_runtime *rt = make_rt(2);
+    g_races = calloc(N_TX, sizeof(*g_races));
+    cr_assert_not_null(g_races);
+    pthread_t th[ENDERS];
+    for (uintptr_t i = 0; i < ENDERS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, ender, (void *)i), 0);
+    for (int i = 0; i < N_TX; i++) {
+        struct race *r = &g_races[i];
+        r->s.rt = rt;
+        r->tx = begin(&r->s);
+        atomic_store(&r->go, 1);
+        /* feed tasks until every ender made its request, and a little beyond */
+        int extra = 0;
+        while (extra < 20) {
+            if (atomic_load(&r->done_enders) == ENDERS)
+                extra++;
+            int e = urt_tx_spawn(r->tx, work_fn, work_cancel_mt, &r->s, 0);
+            if (e == 0)
+                atomic_fetch_add(&r->s.submitted, 1);
+            else
+                cr_assert_eq(e, URT_TX_EINACTIVE);
+            if (extra == 0 && (i & 1))
+                sched_yield();
+        }
+        urt_tx_release(r->tx);
+    }
+    for (int i = 0; i < ENDERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < N_TX; i++) {
+        struct txs *s = &g_races[i].s;
+        cr_assert(WAIT_UNTIL(atomic_load(&s->ran) + atomic_load(&s->cancelled) == atomic_load(&s->submitted), 10000),
+                  "tx %d: %d submitted, %d ran, %d cancelled", i, atomic_load(&s->submitted), atomic_load(&s->ran),
+                  atomic_load(&s->cancelled));
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    int commits = 0, aborts = 0, busy = 0;
+    for (int i = 0; i < N_TX; i++) {
+        struct race *r = &g_races[i];
+        struct txs *s = &r->s;
+        cr_assert_eq(atomic_load(&s->overlaps), 0, "tx %d: a hook or task overlapped another", i);
+        cr_assert_eq(atomic_load(&s->after_end), 0, "tx %d: a task started after the end", i);
+        cr_assert_leq(atomic_load(&r->commit_ok), 1);
+        int c = atomic_load(&r->commit_ok);
+        cr_assert_eq(atomic_load(&s->pre_commits), c, "tx %d: pre-commit ran %d times, %d commits won", i,
+                     atomic_load(&s->pre_commits), c);
+        cr_assert_eq(atomic_load(&s->callbacks), c);
+        cr_assert_eq(atomic_load(&s->aborts), 1 - c, "tx %d: abort hook ran %d times (commit won: %d)", i,
+                     atomic_load(&s->aborts), c);
+        if (c)
+            cr_assert_eq(atomic_load(&r->abort_ok), 0, "tx %d: an abort succeeded after the commit won", i);
+        commits += c;
+        aborts += 1 - c;
+        busy += atomic_load(&r->commit_busy);
+    }
+    cr_log_info("%d transactions: %d committed, %d aborted, %d commits refused (busy)", N_TX, commits, aborts, busy);
+    free(g_races);
+}

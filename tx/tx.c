@@ -1,0 +1,438 @@
+/*
+ * tx/tx.c — transactions (SPEC C11): a lane for the transaction's tasks, the
+ * end-of-transaction protocol, commit responses and the log seam.
+ *
+ * The protocol (rules in urt/tx.h) lives in one 64-bit termination word:
+ *
+ *     bit 63 GOING_TO_ABORT | bit 62 GOING_TO_COMMIT | bit 61 ENDED | count (low 32)
+ *
+ * Every change is one CAS, so the requests of all threads are totally ordered
+ * on this word and exactly one of them sets ENDED — the one that performs the
+ * end (abort hook, or pre-commit + commit). Transitions:
+ *
+ *   enter (lane runner, before a task's fn):  no GOING_* flag -> count + 1,
+ *                                             else the task is not run
+ *   leave (after the fn returned):            count - 1; at count 0 with
+ *                                             GOING_TO_ABORT and no ENDED: set
+ *                                             ENDED, this task performs the abort
+ *   abort:   GOING_TO_COMMIT alone -> -EALREADY; GOING_TO_ABORT -> 0 (idempotent);
+ *            else set GOING_TO_ABORT (+ ENDED if count == 0: abort now)
+ *   commit:  GOING_TO_ABORT -> -ECANCELED; GOING_TO_COMMIT -> -EALREADY;
+ *            count > 0 -> set GOING_TO_ABORT (the commit turns into an abort,
+ *            -EBUSY); else set GOING_TO_COMMIT | ENDED and commit
+ *
+ * The tasks that use the transaction are its lane's tasks, so count is 0 or
+ * 1 in practice; the word does not rely on that.
+ *
+ * References (refs; freed at 0): the user's handle, one while the lane is
+ * active (lane ops active/idle), one while a commit is in flight (until its
+ * callback ran). Records (urt_tx_log) are a growing buffer of
+ * {u32 length, bytes} owned by the transaction.
+ *
+ * ---- Memory ordering (the contract, once) -----------------------------------
+ *  (T1) term: every transition is an acq_rel CAS; the thread that sets ENDED
+ *       (or performs the abort in leave) has acquired every earlier task's
+ *       leave, hence the tasks' writes, before it calls a hook. Submitters'
+ *       check of the flags is an acquire load (only a fast refusal: the
+ *       authoritative check is enter).
+ *  (T2) refs: relaxed increments by holders, acq_rel decrement; the last frees.
+ *  (T3) final (ABORTED / COMMITTED) is stored with release after the hook /
+ *       response and read with acquire by urt_tx_state.
+ *  (T4) the log registration: release store / acquire load (commit_hook.h rule 1).
+ *  Records are touched by one thread at a time by the API contract (the
+ *  lane's tasks are serialized; the lane hands them over with acquire/release,
+ *  sched/lane.c M2).
+ */
+#include <errno.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urt/tx.h>
+
+#include "sched/lane.h"
+#include "sched/sched.h"
+#include "tx/commit_hook.h"
+
+/* runtime/error.c (declared here: tx/ does not include runtime/). */
+int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define TX_GOING_TO_ABORT (1ull << 63)
+#define TX_GOING_TO_COMMIT (1ull << 62)
+#define TX_ENDED (1ull << 61)
+#define TX_COUNT(v) ((uint32_t)(v))
+
+#define TX_RECORD_MAX (16u << 20)
+
+struct urt_tx {
+    struct urt_lane lane;             /* the transaction's tasks */
+    alignas(64) _Atomic uint64_t term;/* the termination word */
+    _Atomic uint32_t refs;
+    _Atomic uint32_t final;           /* 0, URT_TX_ABORTED or URT_TX_COMMITTED (T3) */
+    _Atomic int32_t home;             /* worker of the last task that entered, or -1 */
+    struct sched *s;
+    urt_runtime *rt;
+    struct urt_tx_hooks hooks;
+    uint64_t id;
+    /* the commit (written by the committing thread before the callback task) */
+    enum urt_commit_response response;
+    urt_commit_fn *cb;
+    void *cb_arg;
+    int commit_status;
+    struct urt_task commit_task;
+    struct tx_log_slot log_slot; /* the log's, during a commit */
+    /* records */
+    unsigned char *rec;
+    size_t rec_len, rec_cap, rec_count, rec_bytes;
+};
+
+static _Atomic uint64_t next_tx_id = 1;
+
+/* ---- references --------------------------------------------------------------- */
+
+static inline void tx_ref(struct urt_tx *tx)
+{
+    atomic_fetch_add_explicit(&tx->refs, 1, memory_order_relaxed); /* (T2) */
+}
+
+static void tx_unref(struct urt_tx *tx)
+{
+    if (atomic_fetch_sub_explicit(&tx->refs, 1, memory_order_acq_rel) == 1) { /* (T2) */
+        free(tx->rec);
+        free(tx);
+    }
+}
+
+/* ---- ending ------------------------------------------------------------------- */
+
+static void perform_abort(struct urt_tx *tx)
+{
+    if (tx->hooks.abort)
+        tx->hooks.abort(tx, tx->hooks.arg);
+    atomic_store_explicit(&tx->final, URT_TX_ABORTED, memory_order_release); /* (T3) */
+}
+
+static enum urt_task_result commit_task_fn(struct urt_task *t, void *arg)
+{
+    struct urt_tx *tx = arg;
+    (void)t;
+    tx->cb(tx, tx->commit_status, tx->cb_arg);
+    tx_unref(tx); /* the commit's reference */
+    return URT_TASK_DONE;
+}
+
+static void commit_task_cancel(struct urt_task *t, void *arg)
+{
+    commit_task_fn(t, arg); /* runtime destroy: the callback still runs once */
+}
+
+/* The response was reached (status 0) or the commit failed: run the callback
+ * as a task on a worker (inline when the runtime is being destroyed). */
+static void commit_finish(struct urt_tx *tx, int status)
+{
+    tx->commit_status = status;
+    atomic_store_explicit(&tx->final, status == 0 ? URT_TX_COMMITTED : URT_TX_ABORTED,
+                          memory_order_release); /* (T3) */
+    if (sched_submit(tx->s, &tx->commit_task, 0) != 0)
+        commit_task_fn(&tx->commit_task, tx);
+}
+
+void tx_commit_complete(urt_tx *tx, int status)
+{
+    commit_finish(tx, status);
+}
+
+/* ---- the lane's gate -------------------------------------------------------------- */
+
+static bool tx_enter(void *ctx, struct urt_task *t)
+{
+    struct urt_tx *tx = ctx;
+    (void)t;
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed);
+    do {
+        if (v & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
+            return false; /* rule 1: inactive transaction */
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, v + 1, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (T1) */
+    atomic_store_explicit(&tx->home, (int32_t)lane_owner(&tx->lane), memory_order_relaxed);
+    return true;
+}
+
+static void tx_leave(void *ctx, struct urt_task *t)
+{
+    struct urt_tx *tx = ctx;
+    (void)t; /* may be freed already */
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
+    bool abort_now;
+    do {
+        n = v - 1;
+        abort_now = TX_COUNT(n) == 0 && (n & TX_GOING_TO_ABORT) && !(n & TX_ENDED);
+        if (abort_now)
+            n |= TX_ENDED;
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (T1) */
+    if (abort_now)
+        perform_abort(tx); /* rule 2: the last task in flight performs it */
+}
+
+static void tx_lane_active(void *ctx)
+{
+    tx_ref(ctx);
+}
+
+static void tx_lane_idle(void *ctx)
+{
+    tx_unref(ctx);
+}
+
+static const struct lane_ops tx_lane_ops = {
+    .active = tx_lane_active,
+    .idle = tx_lane_idle,
+    .enter = tx_enter,
+    .leave = tx_leave,
+};
+
+/* ---- public API ---------------------------------------------------------------------- */
+
+URT_API void urt_tx_options_init(struct urt_tx_options *opt)
+{
+    memset(opt, 0, sizeof(*opt));
+}
+
+URT_API int urt_tx_begin(urt_runtime *rt, const struct urt_tx_options *opt, urt_tx **out)
+{
+    if (!rt || !out)
+        return urt__error(-EINVAL, "urt_tx_begin: NULL %s", rt ? "out" : "runtime");
+    struct urt_tx_options defaults;
+    if (!opt) {
+        urt_tx_options_init(&defaults);
+        opt = &defaults;
+    }
+    for (size_t i = 0; i < sizeof(opt->reserved) / sizeof(opt->reserved[0]); i++)
+        if (opt->reserved[i])
+            return urt__error(-EINVAL, "urt_tx_begin: reserved[%zu] must be zero", i);
+    struct sched *s = (struct sched *)rt;
+    if (atomic_load_explicit(&s->phase, memory_order_acquire) != PHASE_RUNNING)
+        return urt__error(-ESHUTDOWN, "urt_tx_begin: the runtime is being destroyed");
+    struct urt_tx *tx = aligned_alloc(64, (sizeof(*tx) + 63) & ~(size_t)63);
+    if (!tx)
+        return urt__error(-ENOMEM, "urt_tx_begin: out of memory");
+    memset(tx, 0, sizeof(*tx));
+    lane_init(&tx->lane, s, LANE_TX, &tx_lane_ops, tx);
+    atomic_init(&tx->term, 0);
+    atomic_init(&tx->refs, 1);
+    atomic_init(&tx->final, 0);
+    atomic_init(&tx->home, -1);
+    tx->s = s;
+    tx->rt = rt;
+    tx->hooks = opt->hooks;
+    tx->id = opt->id ? opt->id : atomic_fetch_add_explicit(&next_tx_id, 1, memory_order_relaxed);
+    urt_task_init(&tx->commit_task, commit_task_fn, tx);
+    tx->commit_task.cancel = commit_task_cancel;
+    *out = tx;
+    return 0;
+}
+
+URT_API int urt_tx_submit(urt_tx *tx, struct urt_task *task, unsigned flags)
+{
+    if (!tx || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
+        return urt__error(-EINVAL, "urt_tx_submit: NULL transaction, task or fn, or unknown flags");
+    /* (T1) a fast refusal only: enter decides */
+    if (atomic_load_explicit(&tx->term, memory_order_acquire) & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
+        return URT_TX_EINACTIVE;
+    task->priv.job = NULL;
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
+    task->priv.submit_flags = flags;
+    return lane_submit(&tx->lane, task, flags);
+}
+
+URT_API int urt_tx_spawn(urt_tx *tx, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
+{
+    if (!tx || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
+        return urt__error(-EINVAL, "urt_tx_spawn: NULL transaction or fn, or unknown flags");
+    if (atomic_load_explicit(&tx->term, memory_order_acquire) & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
+        return URT_TX_EINACTIVE;
+    struct urt_task *t = sched_task_alloc(tx->s);
+    if (!t)
+        return -ENOMEM;
+    t->fn = fn;
+    t->arg = arg;
+    t->cancel = cancel;
+    t->priv.job = NULL;
+    t->priv.flags = TASK_POOLED;
+    t->priv.submit_flags = flags;
+    int err = lane_submit(&tx->lane, t, flags);
+    if (err)
+        sched_task_free(tx->s, t);
+    return err;
+}
+
+URT_API int urt_tx_abort(urt_tx *tx)
+{
+    if (!tx)
+        return urt__error(-EINVAL, "urt_tx_abort: NULL transaction");
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
+    do {
+        if (v & TX_GOING_TO_ABORT)
+            return 0; /* idempotent */
+        if (v & TX_GOING_TO_COMMIT)
+            return urt__error(-EALREADY, "urt_tx_abort: a commit was requested first");
+        n = v | TX_GOING_TO_ABORT;
+        if (TX_COUNT(v) == 0)
+            n |= TX_ENDED;
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (T1) */
+    if (n & TX_ENDED)
+        perform_abort(tx); /* no task in flight: now, on this thread */
+    return 0;
+}
+
+URT_API int urt_tx_commit(urt_tx *tx, enum urt_commit_response response, urt_commit_fn *cb, void *arg)
+{
+    if (!tx || !cb)
+        return urt__error(-EINVAL, "urt_tx_commit: NULL %s", tx ? "callback" : "transaction");
+    if ((unsigned)response > URT_COMMIT_STORED)
+        return urt__error(-EINVAL, "urt_tx_commit: unknown response %d", (int)response);
+    struct tx_log *log = tx_log_of(tx->rt);
+    if (response == URT_COMMIT_STORED && !log)
+        return urt__error(-EOPNOTSUPP, "urt_tx_commit: URT_COMMIT_STORED needs a write-ahead log, and none is "
+                                       "configured for this runtime");
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
+    do {
+        if (v & TX_GOING_TO_ABORT)
+            return urt__error(-ECANCELED, "urt_tx_commit: the transaction is aborting (abort requested first)");
+        if (v & TX_GOING_TO_COMMIT)
+            return urt__error(-EALREADY, "urt_tx_commit: a commit was requested first");
+        n = TX_COUNT(v) ? v | TX_GOING_TO_ABORT : v | TX_GOING_TO_COMMIT | TX_ENDED;
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (T1) */
+    if (!(n & TX_GOING_TO_COMMIT))
+        return urt__error(-EBUSY, "urt_tx_commit: %u task(s) of the transaction in flight: it aborts instead",
+                          TX_COUNT(v));
+    tx_ref(tx); /* the commit's reference, dropped after the callback */
+    tx->response = response;
+    tx->cb = cb;
+    tx->cb_arg = arg;
+    int st = tx->hooks.pre_commit ? tx->hooks.pre_commit(tx, tx->hooks.arg) : 0;
+    if (st == 0 && log) {
+        st = log->commit(log, tx, response);
+        if (st == 0)
+            return 0; /* the log calls tx_commit_complete */
+    }
+    if (st != 0 && tx->hooks.abort)
+        tx->hooks.abort(tx, tx->hooks.arg); /* rule 4: same thread, right after */
+    commit_finish(tx, st);
+    return 0;
+}
+
+URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len)
+{
+    if (!tx || !record || len == 0 || len > TX_RECORD_MAX)
+        return urt__error(-EINVAL, "urt_tx_log: NULL transaction or record, or length %zu not in 1..%u", len,
+                          TX_RECORD_MAX);
+    if (atomic_load_explicit(&tx->term, memory_order_acquire) & TX_ENDED)
+        return URT_TX_EINACTIVE;
+    size_t need = tx->rec_len + sizeof(uint32_t) + len;
+    if (need > tx->rec_cap) {
+        size_t cap = tx->rec_cap ? tx->rec_cap : 256;
+        while (cap < need)
+            cap *= 2;
+        unsigned char *p = realloc(tx->rec, cap);
+        if (!p)
+            return -ENOMEM;
+        tx->rec = p;
+        tx->rec_cap = cap;
+    }
+    uint32_t l32 = (uint32_t)len;
+    memcpy(tx->rec + tx->rec_len, &l32, sizeof(l32));
+    memcpy(tx->rec + tx->rec_len + sizeof(l32), record, len);
+    tx->rec_len = need;
+    tx->rec_count++;
+    tx->rec_bytes += len;
+    return 0;
+}
+
+URT_API enum urt_tx_state urt_tx_state(const urt_tx *tx)
+{
+    if (!tx)
+        return URT_TX_ABORTED;
+    uint32_t f = atomic_load_explicit(&tx->final, memory_order_acquire); /* (T3) */
+    if (f)
+        return (enum urt_tx_state)f;
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_acquire);
+    if (v & TX_GOING_TO_ABORT)
+        return URT_TX_ABORTING;
+    if (v & TX_GOING_TO_COMMIT)
+        return URT_TX_COMMITTING;
+    return URT_TX_ACTIVE;
+}
+
+URT_API uint64_t urt_tx_id(const urt_tx *tx)
+{
+    return tx ? tx->id : 0;
+}
+
+URT_API urt_tx *urt_task_tx(const struct urt_task *task)
+{
+    if (!task || !task->priv.lane || task->priv.lane->kind != LANE_TX)
+        return NULL;
+    return task->priv.lane->ctx;
+}
+
+URT_API void urt_tx_release(urt_tx *tx)
+{
+    if (!tx)
+        return;
+    urt_tx_abort(tx); /* no-op if it is ending or ended (-EALREADY: a commit goes on) */
+    tx_unref(tx);
+}
+
+/* ---- the log seam (tx/commit_hook.h) --------------------------------------------------- */
+
+void tx_log_register(urt_runtime *rt, struct tx_log *log)
+{
+    atomic_store_explicit(&((struct sched *)rt)->tx_log, log, memory_order_release); /* (T4) */
+}
+
+struct tx_log *tx_log_of(urt_runtime *rt)
+{
+    return atomic_load_explicit(&((struct sched *)rt)->tx_log, memory_order_acquire); /* (T4) */
+}
+
+const void *tx_record_next(const urt_tx *tx, size_t *cursor, uint32_t *len)
+{
+    if (*cursor + sizeof(uint32_t) > tx->rec_len)
+        return NULL;
+    uint32_t l32;
+    memcpy(&l32, tx->rec + *cursor, sizeof(l32));
+    const void *p = tx->rec + *cursor + sizeof(l32);
+    *cursor += sizeof(l32) + l32;
+    *len = l32;
+    return p;
+}
+
+size_t tx_record_count(const urt_tx *tx)
+{
+    return tx->rec_count;
+}
+
+size_t tx_record_bytes(const urt_tx *tx)
+{
+    return tx->rec_bytes;
+}
+
+int tx_home_worker(const urt_tx *tx)
+{
+    return atomic_load_explicit(&tx->home, memory_order_relaxed);
+}
+
+urt_runtime *tx_runtime(const urt_tx *tx)
+{
+    return tx->rt;
+}
+
+struct tx_log_slot *tx_log_slot(urt_tx *tx)
+{
+    return &tx->log_slot;
+}
