@@ -80,6 +80,7 @@ URT_API struct urt_stats *urt_stats_snapshot(const urt_runtime *rt)
     if (!st)
         return NULL;
     st->n_workers = s->n_workers;
+    urt_runtime_features(rt, &st->features);
     st->foreign_wakes_sent = atomic_load_explicit(&s->foreign_wakes, memory_order_relaxed);
     st->probes_fired = atomic_load_explicit(&urt__probes_fired, memory_order_relaxed);
     st->timing = probe_timing_on();

@@ -22,6 +22,7 @@
 #define URT_STATS_H
 
 #include <urt/common.h>
+#include <urt/runtime.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +71,7 @@ struct urt_stats {
     uint64_t foreign_wakes_sent; /* wake messages sent by threads that are not workers */
     uint64_t probes_fired;       /* USDT probe events fired in this process (0 unless attached) */
     bool timing;                 /* timestamps are being taken right now (stats_timing or a probe) */
+    struct urt_features features; /* what the start-up io_uring probe chose (urt_runtime_features) */
     struct urt_worker_stats total; /* sum over workers (node, cpu = -1); latency: merged histograms */
     struct urt_worker_stats workers[]; /* n_workers entries */
 };

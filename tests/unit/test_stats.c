@@ -194,3 +194,24 @@ Test(stats, timing_on_fills_histograms, .timeout = 60)
     free(state);
     cr_assert_not(probe_timing_on(), "the gate stays open after the stats runtime is gone");
 }
+
+/* The start-up probe's choice is part of every snapshot (issue 2: "visible in
+ * the statistics"), and it is the choice the runtime reports. */
+Test(stats, snapshot_carries_the_ring_probe_result, .timeout = 30)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.ring_disable = URT_RING_DEFER_TASKRUN;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_features f;
+    urt_runtime_features(rt, &f);
+    struct urt_stats *s = urt_stats_snapshot(rt);
+    cr_assert_not_null(s);
+    cr_assert_eq(s->features.setup_flags, f.setup_flags);
+    cr_assert_not(s->features.defer_taskrun, "DEFER_TASKRUN was masked");
+    cr_assert_eq(s->features.ringless_msg, f.ringless_msg);
+    cr_assert_eq(s->features.numa_nodes, f.numa_nodes);
+    cr_assert_geq(s->features.numa_nodes, 1);
+    urt_stats_free(s);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
