@@ -413,14 +413,9 @@ URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *can
     if (!job || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
         return urt__error(-EINVAL, "urt_job_spawn: NULL job or fn, or unknown flags");
     struct sched *s = job->s;
-    struct urt_task *t = sched_task_alloc(s);
+    struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)
         return -ENOMEM;
-    t->fn = fn;
-    t->arg = arg;
-    t->cancel = cancel;
-    t->priv.lane = NULL;
-    t->priv.flags = TASK_POOLED;
     bool gone;
     int err = job_submit(job, t, flags, &gone);
     if (err && !gone) {

@@ -354,15 +354,9 @@ URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *
     if (!lane || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL) || lane->kind != LANE_PLAIN)
         return -EINVAL;
     struct sched *s = lane->s;
-    struct urt_task *t = sched_task_alloc(s);
+    struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)
         return -ENOMEM;
-    t->fn = fn;
-    t->arg = arg;
-    t->cancel = cancel;
-    t->priv.job = NULL;
-    t->priv.flags = TASK_POOLED;
-    t->priv.submit_flags = flags;
     int err = lane_submit(lane, t, flags);
     if (err)
         sched_task_free(s, t);

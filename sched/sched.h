@@ -202,6 +202,10 @@ void sched_read_stats(const struct sched *s, uint32_t w, struct urt_worker_stats
 
 /* Task-pool helpers for the public spawn entry points. */
 struct urt_task *sched_task_alloc(struct sched *s);
+/* A pooled task from the calling thread's cache, filled for fn/cancel/arg
+ * (no job, no lane yet: the submit path sets them). NULL on -ENOMEM. */
+struct urt_task *sched_spawn_task(struct sched *s, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
+                                  unsigned flags);
 /* Gives a task from sched_task_alloc() back (its submission failed). */
 void sched_task_free(struct sched *s, struct urt_task *t);
 

@@ -129,6 +129,22 @@ int sched_submit(struct sched *s, struct urt_task *t, unsigned flags)
     return 0;
 }
 
+struct urt_task *sched_spawn_task(struct sched *s, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
+                                  unsigned flags)
+{
+    struct urt_task *t = sched_task_alloc(s);
+    if (!t)
+        return NULL;
+    t->fn = fn;
+    t->arg = arg;
+    t->cancel = cancel;
+    t->priv.job = NULL;
+    t->priv.lane = NULL;
+    t->priv.flags = TASK_POOLED;
+    t->priv.submit_flags = flags;
+    return t;
+}
+
 struct urt_task *sched_task_alloc(struct sched *s)
 {
     struct worker *self = sched_current(s);
@@ -185,16 +201,9 @@ URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *c
     if (!rt || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
         return -EINVAL;
     struct sched *s = sched_of(rt);
-    struct urt_task *t = sched_task_alloc(s);
+    struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)
         return -ENOMEM;
-    t->fn = fn;
-    t->arg = arg;
-    t->cancel = cancel;
-    t->priv.job = NULL;
-    t->priv.lane = NULL;
-    t->priv.flags = TASK_POOLED;
-    t->priv.submit_flags = flags;
     if (__builtin_expect(s->adm != NULL, 0))
         return admission_submit(s, t, flags); /* max_pending_tasks; frees t on failure (sched/admission.c) */
     int err = sched_submit(s, t, flags);
