@@ -537,12 +537,12 @@ static void epoch_write_complete(struct chan *ch)
     }
 }
 
-static void ew_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
+/* One CQE of the epoch-file write (ew) or its fdatasync (es) is in: the
+ * flush completes with the last CQE of a single-flush chain, the epoch write
+ * with the last of its own pair. */
+static void epoch_cqe_in(struct chan *ch)
 {
-    (void)w, (void)flags;
-    struct chan *ch = CH_OF(io, io_ew);
     ch->inflight--;
-    ch->eres_w = res;
     if (ch->single) {
         if (--ch->cqes == 0)
             flush_complete(ch);
@@ -552,19 +552,20 @@ static void ew_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t
         epoch_write_complete(ch);
 }
 
+static void ew_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
+{
+    (void)w, (void)flags;
+    struct chan *ch = CH_OF(io, io_ew);
+    ch->eres_w = res;
+    epoch_cqe_in(ch);
+}
+
 static void es_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
 {
     (void)w, (void)flags;
     struct chan *ch = CH_OF(io, io_es);
-    ch->inflight--;
     ch->eres_s = res;
-    if (ch->single) {
-        if (--ch->cqes == 0)
-            flush_complete(ch);
-        return;
-    }
-    if (--ch->ecqes == 0)
-        epoch_write_complete(ch);
+    epoch_cqe_in(ch);
 }
 
 /* ---- flushing a channel ---------------------------------------------------------------- */

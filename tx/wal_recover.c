@@ -154,19 +154,28 @@ int wal_lock_dir(const char *dir, bool create, char *err, size_t errlen)
     return fd;
 }
 
-static int read_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
+/* Opens name read-only and stats it: the fd (>= 0) or -errno (-ENOENT: absent). */
+static int open_stat(int dirfd, const char *name, struct stat *st)
 {
-    *out = NULL;
-    *size = 0;
     int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
-    struct stat st;
-    if (fstat(fd, &st)) {
+        return -errno;
+    if (fstat(fd, st)) {
         int e = errno;
         close(fd);
         return -e;
     }
+    return fd;
+}
+
+static int read_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
+{
+    *out = NULL;
+    *size = 0;
+    struct stat st;
+    int fd = open_stat(dirfd, name, &st);
+    if (fd < 0)
+        return fd == -ENOENT ? 0 : fd;
     size_t n = (size_t)st.st_size;
     uint8_t *b = malloc(n ? n : 1);
     if (!b) {
@@ -195,15 +204,10 @@ static int map_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
 {
     *out = NULL;
     *size = 0;
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
     struct stat st;
-    if (fstat(fd, &st)) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
+    int fd = open_stat(dirfd, name, &st);
+    if (fd < 0)
+        return fd == -ENOENT ? 0 : fd;
     if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
