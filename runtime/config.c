@@ -21,7 +21,12 @@
 
 #include "runtime/runtime.h"
 
-enum ftype { F_U32, F_U64, F_BOOL, F_PLACEMENT, F_STR };
+enum ftype { F_U32, F_U64, F_BOOL, F_ENUM, F_STR };
+
+/* Names of the values of the enum fields (F_ENUM: stored as an int-sized enum,
+ * value = index in the list, min..max the valid range). */
+static const char *const PLACEMENT_NAMES[] = {"none", "numa", "core", NULL};
+static const char *const LOG_SYNC_NAMES[] = {"auto", "strict", "single_flush", NULL};
 
 struct field {
     const char *name;
@@ -30,18 +35,19 @@ struct field {
     uint64_t min, max;
     const char *def; /* default, as text (for the table) */
     const char *doc;
+    const char *const *names; /* F_ENUM: value names */
 };
 
-#define U32(n, lo, hi, d, doc) {#n, F_U32, offsetof(struct urt_config, n), lo, hi, d, doc}
-#define U64(n, lo, hi, d, doc) {#n, F_U64, offsetof(struct urt_config, n), lo, hi, d, doc}
-#define BOOL(n, d, doc) {#n, F_BOOL, offsetof(struct urt_config, n), 0, 1, d, doc}
+#define U32(n, lo, hi, d, doc) {#n, F_U32, offsetof(struct urt_config, n), lo, hi, d, doc, NULL}
+#define U64(n, lo, hi, d, doc) {#n, F_U64, offsetof(struct urt_config, n), lo, hi, d, doc, NULL}
+#define BOOL(n, d, doc) {#n, F_BOOL, offsetof(struct urt_config, n), 0, 1, d, doc, NULL}
 
 static const struct field FIELDS[] = {
     U32(workers, 1, 1024, "online CPUs", "worker threads (fixed for the runtime's life)"),
-    {"placement", F_PLACEMENT, offsetof(struct urt_config, placement), 0, 2, "numa",
-     "none | numa (spread over nodes, bound to the node's CPUs) | core (one CPU each)"},
+    {"placement", F_ENUM, offsetof(struct urt_config, placement), 0, 2, "numa",
+     "none | numa (spread over nodes, bound to the node's CPUs) | core (one CPU each)", PLACEMENT_NAMES},
     {"topology", F_STR, offsetof(struct urt_config, topology), 0, 0, "(libnuma)",
-     "override: nodes separated by ';', each a CPU list, e.g. \"0;1\""},
+     "override: nodes separated by ';', each a CPU list, e.g. \"0;1\"", NULL},
     BOOL(busy_worker, "false", "idle workers never suspend"),
     U32(worker_try_count, 1, 100000000, "1000", "empty polls before a worker suspends"),
     U64(worker_suspend_timeout_us, 1, 3600000000ull, "1000000", "longest suspension (µs)"),
@@ -70,11 +76,15 @@ static const struct field FIELDS[] = {
     BOOL(watchdog_abort, "false", "watchdog policy: dump every worker's state, then abort()"),
     /* C12 write-ahead log */
     {"log_dir", F_STR, offsetof(struct urt_config, log_dir), 0, 0, "(none)",
-     "log directory: durable commits (urt/log.h) need one; NULL = no log"},
+     "log directory: durable commits (urt/log.h) need one; NULL = no log", NULL},
     U64(epoch_duration_us, 10, 10000000, "1000", "epoch (durability marker) timer period, µs"),
     BOOL(o_direct, "false", "log channels written with O_DIRECT (aligned buffers)"),
     U32(log_prealloc_kb, 0, 1u << 22, "4096",
         "zero-filled space kept ahead of each channel's data (KiB; 0 = plain appends)"),
+    {"log_sync", F_ENUM, offsetof(struct urt_config, log_sync), 0, 2, "auto",
+     "auto (single_flush on ext4/xfs/no-CoW btrfs, else strict) | strict (each write's own fdatasync "
+     "before its marker) | single_flush (one device flush covers the write and its marker)",
+     LOG_SYNC_NAMES},
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -117,6 +127,7 @@ URT_API void urt_config_init(struct urt_config *c)
     c->epoch_duration_us = 1000;
     c->o_direct = false;
     c->log_prealloc_kb = 4096;
+    c->log_sync = URT_LOG_SYNC_AUTO;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)
@@ -129,8 +140,8 @@ static uint64_t get_num(const struct urt_config *c, const struct field *f)
         return *(const uint64_t *)p;
     case F_BOOL:
         return *(const bool *)p;
-    case F_PLACEMENT:
-        return (uint64_t)*(const enum urt_placement *)p;
+    case F_ENUM:
+        return (uint64_t)*(const int *)p;
     case F_STR:
         break;
     }
@@ -296,16 +307,17 @@ URT_API int urt_config_set(struct urt_config *c, const char *name, const char *v
         else
             return urt__error(-EINVAL, "%s: \"%s\" is not a boolean (true/false)", f->name, v);
         return 0;
-    case F_PLACEMENT:
-        if (!strcasecmp(v, "none"))
-            *(enum urt_placement *)p = URT_PLACEMENT_NONE;
-        else if (!strcasecmp(v, "numa"))
-            *(enum urt_placement *)p = URT_PLACEMENT_NUMA;
-        else if (!strcasecmp(v, "core"))
-            *(enum urt_placement *)p = URT_PLACEMENT_CORE;
-        else
-            return urt__error(-EINVAL, "%s: \"%s\" is not one of none, numa, core", f->name, v);
-        return 0;
+    case F_ENUM: {
+        char list[128] = "";
+        for (int i = 0; f->names[i]; i++) {
+            if (!strcasecmp(v, f->names[i])) {
+                *(int *)p = i;
+                return 0;
+            }
+            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", f->names[i]);
+        }
+        return urt__error(-EINVAL, "%s: \"%s\" is not one of %s", f->name, v, list);
+    }
     case F_STR: {
         if (!*v) {
             *(const char **)p = NULL;
@@ -358,14 +370,13 @@ URT_API int urt_config_from_env(struct urt_config *c)
 
 static void value_text(const struct urt_config *c, const struct field *f, char *buf, size_t len)
 {
-    static const char *placements[] = {"none", "numa", "core"};
     switch (f->type) {
     case F_BOOL:
         snprintf(buf, len, "%s", get_num(c, f) ? "true" : "false");
         break;
-    case F_PLACEMENT: {
+    case F_ENUM: {
         uint64_t v = get_num(c, f);
-        snprintf(buf, len, "%s", v < 3 ? placements[v] : "?");
+        snprintf(buf, len, "%s", v <= f->max ? f->names[v] : "?");
         break;
     }
     case F_STR: {

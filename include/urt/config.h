@@ -29,6 +29,18 @@ enum urt_placement {
     URT_PLACEMENT_CORE = 2, /* one CPU per worker (round-robin over the allowed CPUs) */
 };
 
+/* How the log makes a group commit durable (docs/durability.md). */
+enum urt_log_sync {
+    URT_LOG_SYNC_AUTO = 0,         /* default: single_flush where the file system keeps its
+                                      promise (ext4, xfs, btrfs with no-CoW log files, when
+                                      preallocation is on), strict everywhere else */
+    URT_LOG_SYNC_STRICT = 1,       /* each log write's own fdatasync completes before the
+                                      marker that covers it is written to the epoch file */
+    URT_LOG_SYNC_SINGLE_FLUSH = 2, /* write(log) -> sync_file_range -> epoch slot ->
+                                      fdatasync(epochs): one device flush per group; only where
+                                      log writes overwrite allocated blocks in place */
+};
+
 /* Ring features urt must not use even where the kernel offers them
  * (ring_disable bit set). Used to test the fallbacks, and by users who want to. */
 enum urt_ring_feature {
@@ -95,7 +107,9 @@ struct urt_config {
     uint64_t epoch_duration_us;     /* epoch timer period, µs (default 1000) */
     bool o_direct;                  /* channel files opened with O_DIRECT (default false) */
     uint32_t log_prealloc_kb;       /* zero-filled space ahead of each channel's data, KiB
-                                       (default 4096; 0 = plain appends) */
+                                       (default 4096; 0 = plain appends, and never single_flush) */
+    enum urt_log_sync log_sync;     /* how a group commit is made durable (default auto;
+                                       docs/durability.md) */
 
     uint32_t reserved[8];           /* must be zero */
 };

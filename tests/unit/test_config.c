@@ -47,6 +47,7 @@ static const char *const ALL_FIELDS[] = {
     "epoch_duration_us",
     "o_direct",
     "log_prealloc_kb",
+    "log_sync",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -138,7 +139,7 @@ Test(config, validate_accepts_edges, .timeout = 10)
 
 /* ---- bad values ------------------------------------------------------------------ */
 
-enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_TOPOLOGY, K_RESERVED, K_RING_PAIR, K_LOG_DIR };
+enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_LOG_SYNC, K_TOPOLOGY, K_RESERVED, K_RING_PAIR, K_LOG_DIR };
 
 struct bad {
     const char *field;   /* must appear in the message */
@@ -176,6 +177,8 @@ static const struct bad BAD[] = {
     U64BAD(epoch_duration_us, 10000001ull),
     U32BAD(log_prealloc_kb, (1u << 22) + 1),
     {"log_dir", K_LOG_DIR, 0, "", 0},
+    {"log_sync", K_LOG_SYNC, 3, NULL, 0},
+    {"log_sync", K_LOG_SYNC, 1000, NULL, 0},
     U64BAD(worker_suspend_timeout_us, 0),
     U64BAD(worker_suspend_timeout_us, 3600000001ull),
     U64BAD(worker_suspend_timeout_us, UINT64_MAX),
@@ -263,6 +266,9 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         return;
     case K_PLACEMENT:
         c->placement = (enum urt_placement)b->value;
+        return;
+    case K_LOG_SYNC:
+        c->log_sync = (enum urt_log_sync)b->value;
         return;
     case K_TOPOLOGY:
         c->topology = b->text;
