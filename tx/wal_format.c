@@ -106,6 +106,43 @@ static const char *check_rec(const uint8_t *buf, size_t n, uint64_t off, struct 
     return NULL;
 }
 
+/* The first valid record after off that continues the valid prefix (larger
+ * lsn, epoch not below): damage before it is in the middle of the log. */
+static bool find_resync(const uint8_t *buf, size_t n, uint64_t off, struct wal_scan_result *out)
+{
+    for (uint64_t o = off + 8; o + WAL_HDR_SIZE <= n; o += 8) {
+        struct wal_rec r;
+        if (!check_rec(buf, n, o, &r) && r.type != WAL_REC_HEADER && r.lsn > out->last_lsn &&
+            r.epoch >= out->last_epoch) {
+            out->resync_found = true;
+            out->resync_off = o;
+            out->resync_epoch = r.epoch;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Checks the record at off against the valid prefix so far: NULL or why not. */
+static const char *check_next(const uint8_t *buf, size_t n, uint64_t off, const struct wal_scan_result *out,
+                              struct wal_rec *r)
+{
+    const char *why = check_rec(buf, n, off, r);
+    if (why)
+        return why;
+    bool first = out->n_records == 0;
+    if (first && (r->type != WAL_REC_HEADER || r->len != sizeof(struct wal_header_payload) ||
+                  memcmp(r->payload, WAL_MAGIC, 8)))
+        return "first record is not a urt channel header";
+    if (!first && r->type == WAL_REC_HEADER)
+        return "header record after the start";
+    if (!first && r->lsn <= out->last_lsn)
+        return "lsn not increasing (stale record)";
+    if (!first && r->epoch < out->last_epoch)
+        return "epoch decreasing";
+    return NULL;
+}
+
 int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal_scan_result *out)
 {
     memset(out, 0, sizeof(*out));
@@ -114,23 +151,15 @@ int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal
     int ret = 0;
     const char *why = NULL;
     while (off < n) {
-        if (n - off >= WAL_HDR_SIZE && all_zero(buf + off, WAL_HDR_SIZE))
-            break; /* terminator or preallocated space: clean end */
-        struct wal_rec r;
-        why = check_rec(buf, n, off, &r);
-        if (!why) {
-            bool first = out->n_records == 0;
-            if (first && (r.type != WAL_REC_HEADER || r.len != sizeof(struct wal_header_payload) ||
-                          memcmp(r.payload, WAL_MAGIC, 8)))
-                why = "first record is not a urt channel header";
-            else if (!first && r.type == WAL_REC_HEADER)
-                why = "header record after the start";
-            else if (!first && r.lsn <= out->last_lsn)
-                why = "lsn not increasing (stale record)";
-            else if (!first && r.epoch < out->last_epoch)
-                why = "epoch decreasing";
+        if (n - off >= WAL_HDR_SIZE && all_zero(buf + off, WAL_HDR_SIZE)) {
+            /* Terminator or preallocated space: a clean end, unless valid
+             * records follow (a zeroed block in the middle of the log). */
+            if (out->n_records && find_resync(buf, n, off, out))
+                why = "zeroed bytes in the middle of the log";
+            break;
         }
-        if (why)
+        struct wal_rec r;
+        if ((why = check_next(buf, n, off, out, &r)))
             break;
         if (out->n_records == 0) {
             memcpy(&out->header, r.payload, sizeof(out->header));
@@ -152,15 +181,8 @@ int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal
     if (why) {
         out->end = WAL_SCAN_END_CORRUPT;
         out->reason = why;
-        /* Is there a later valid record (middle damage rather than a torn tail)? */
-        for (uint64_t o = off + 8; o + WAL_HDR_SIZE <= n; o += 8) {
-            struct wal_rec r;
-            if (!check_rec(buf, n, o, &r) && r.type != WAL_REC_HEADER && r.lsn > out->last_lsn &&
-                r.epoch >= out->last_epoch) {
-                out->resync_found = true;
-                break;
-            }
-        }
+        if (!out->resync_found)
+            find_resync(buf, n, off, out);
     }
     out->nonzero_after = !all_zero(buf + out->valid_end, n - out->valid_end);
     return ret;

@@ -51,7 +51,10 @@
  * was acknowledged `stored`.
  *
  * Reader (wal_scan): walks records from offset 0; stops at the first of
- *   - end of data, or a zero header (WAL_SCAN_END_CLEAN);
+ *   - end of data, or a zero header with no valid record after it
+ *     (WAL_SCAN_END_CLEAN: the terminator, preallocated space);
+ *   - a zero header FOLLOWED by a valid record that continues the prefix
+ *     (WAL_SCAN_END_CORRUPT, "zeroed bytes in the middle of the log");
  *   - a length beyond the data or WAL_MAX_PAYLOAD, a type 0 with non-zero
  *     fields, a bad reserved field, a crc mismatch, a header record not
  *     first or a first record that is not a header, an lsn not above the
@@ -131,6 +134,7 @@ struct wal_scan_result {
     uint64_t bad_off;      /* where the scan stopped */
     bool nonzero_after;    /* bytes after valid_end are not all zero */
     bool resync_found;     /* a later valid record exists (damage in the middle) */
+    uint64_t resync_off, resync_epoch; /* the first such record */
     bool header_ok;
     struct wal_header_payload header;
 };

@@ -5,33 +5,50 @@
  *   1. Lock: dir/LOCK is flock()ed (LOCK_EX|LOCK_NB) for as long as a runtime
  *      or a recovery uses the directory; another holder gets -EBUSY. A dry
  *      run (tools/urt-wal) takes no lock and changes nothing.
- *   2. Identify: every entry must be LOCK, epochs or ch-<gen>-<worker>.wal;
- *      anything else means this is not a urt log directory (-EMEDIUMTYPE).
- *   3. Read every channel whole and scan it (wal_scan): the valid prefix, and
- *      where and why it stopped.
- *   4. Durable marker D: the largest marker of a valid epoch-file slot whose
- *      condition holds (its channel's valid prefix reaches the slot's `end`;
- *      wal_format.h).
- *   5. Damage below D: a channel that stopped on corrupt data FOLLOWED by
- *      valid records (larger lsn: damage in the middle, not a torn tail) lost
- *      records of epochs >= h, h = the epoch in the damaged record's header
- *      when it is readable and not below the last good record's epoch g, else
- *      g. If h <= D the epochs h..D are incomplete on that channel, so the
- *      replay limit becomes R = min(D, h - 1) (never replay part of an
- *      epoch). A torn tail (nothing valid after it) is what a crash leaves:
- *      it holds only records of epochs above D (a record is covered by D only
- *      after its write and fdatasync completed), whatever its torn header
- *      says, so it never lowers R — an acknowledged commit is never dropped
- *      because a crash tore the record behind it.
- *   6. Cut: each channel is truncated (then fsync'd) at the earlier of its
- *      corrupt point and its first record of an epoch above R; every cut is
- *      reported with its reason (ops->cut) and noted in dir/cuts.log, one
- *      line per cut: "<unix time> <file> offset <n> bytes <n> <reason>". Records of non-durable epochs are cut so that
- *      a later session's markers (which start above every epoch seen) can
- *      never make them replayable.
- *   7. Replay: the records of epochs <= R of all channels, merged in epoch
- *      order (ties: channel order = generation, then worker; then lsn).
- * Running it twice gives the same result: the second run finds nothing to cut.
+ *   2. Identify: every entry must be LOCK, epochs, epochs.tmp, cuts.log,
+ *      sessions.log or ch-<gen>-<worker>.wal; anything else means this is
+ *      not a urt log directory (-EMEDIUMTYPE).
+ *   3. Map every channel and scan it (wal_scan): the valid prefix, and where
+ *      and why it stopped.
+ *   4. Durable marker D (choose_durable): the valid epoch-file slots sorted
+ *      by marker; D is the largest marker reached before the first slot
+ *      whose condition fails (its channel's valid prefix does not reach the
+ *      slot's `end`). Conditions are cumulative: a later slot builds on
+ *      every earlier one, so once one is broken (its log bytes were lost)
+ *      no later marker is believed either — a later unconditional slot
+ *      cannot vouch for an epoch whose records another channel lost.
+ *   5. Damage below D (damage_limit): a channel that stopped on corrupt or
+ *      zeroed data FOLLOWED by a valid record of an epoch <= D (damage in
+ *      the middle of durable data, not a torn write) lost records of epochs
+ *      >= g, g = the epoch of its last valid record (the damaged record's
+ *      own header tells nothing: its checksum failed), or the generation's
+ *      start epoch if no record is valid. Epochs g..D are then incomplete
+ *      on that channel, so the replay limit becomes R = min(D, g - 1): a
+ *      transaction (one epoch, one channel) is replayed whole or not at all,
+ *      and replay is always a prefix of the epoch order — later epochs are
+ *      not replayed even from intact channels (a later transaction may
+ *      depend on a lost one). Damage followed only by records of epochs
+ *      above D (or by nothing) is a torn tail: what a crash leaves behind
+ *      an unfinished write; it never lowers R.
+ *   6. Plan the cuts: each channel is cut at the earlier of its damage and
+ *      its first record of an epoch above R, with a reason that names the
+ *      damage when damage is the cause.
+ *   7. Replay (before anything is cut, so that the mapped bytes are still
+ *      there, URT_LOG_RECOVER_ALL included): the records of epochs <= R (or
+ *      every valid record) of all channels, merged in epoch order (ties:
+ *      generation, then worker; then lsn).
+ *   8. Persist (not in a dry run): the kept channels are fsync'd, the epoch
+ *      file is replaced (epochs.tmp, fdatasync, rename, fsync of the
+ *      directory) by one unconditional slot holding D, then the cuts are
+ *      made (truncate + fsync) and noted in dir/cuts.log, one line each:
+ *      "<unix time> <file> offset <n> bytes <n> <reason> (...)". Marker
+ *      first, cuts second: a crash in between leaves D and records above it,
+ *      which the next recovery cuts. Records of non-durable epochs are cut
+ *      so that a later session's markers (which start above every epoch
+ *      seen) can never make them replayable.
+ * Idempotent: a second run (with or without runtimes started in between)
+ * finds D unconditional, nothing to cut, and replays the same records; the
+ * marker it reports never goes down.
  *
  * Threading: plain blocking file I/O on the calling thread; no shared state.
  */
@@ -52,13 +69,21 @@
 #include "tx/wal.h"
 #include "tx/wal_format.h"
 
+static bool all_zero_bytes(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
 struct rrec {
     uint64_t off, epoch, tx_id, lsn;
     uint32_t len;
 };
 
 struct rchan {
-    char name[256];
+    char name[32];             /* ch-<gen:16>-<worker:4>.wal */
     uint64_t gen;
     uint32_t worker;
     uint8_t *data;
@@ -66,9 +91,30 @@ struct rchan {
     struct wal_scan_result scan;
     struct rrec *recs;
     size_t n, cap;
+    bool middle;             /* damage in the middle of durable data (step 5) */
     uint64_t cut_off;
-    const char *cut_reason;
     bool cut_corrupt;
+    char cut_reason[224];
+};
+
+struct rslot {
+    struct wal_epoch_slot s;
+    bool holds;
+};
+
+/* One recovery's working state. */
+struct recovery {
+    const char *dir;
+    int dirfd;
+    unsigned flags;
+    struct rchan *ch;
+    size_t n, cap;
+    struct rslot *slots;
+    size_t n_slots;
+    bool epochs_canonical;   /* the epoch file already is "one unconditional slot D" */
+    struct urt_log_recovery res;
+    char *err;
+    size_t errlen;
 };
 
 static int fail(char *err, size_t len, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -95,6 +141,17 @@ static bool parse_channel_name(const char *s, uint64_t *gen, uint32_t *worker)
     return true;
 }
 
+static bool known_name(const char *n)
+{
+    static const char *const fixed[] = {".", "..", "LOCK", "epochs", "epochs.tmp", "cuts.log", "sessions.log"};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        if (!strcmp(n, fixed[i]))
+            return true;
+    uint64_t g;
+    uint32_t w;
+    return parse_channel_name(n, &g, &w);
+}
+
 static int check_dir(const char *dir, char *err, size_t errlen)
 {
     struct stat st;
@@ -109,14 +166,10 @@ static int check_dir(const char *dir, char *err, size_t errlen)
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d))) {
-        uint64_t g;
-        uint32_t w;
-        const char *n = e->d_name;
-        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "LOCK") || !strcmp(n, "epochs") ||
-            !strcmp(n, "cuts.log") ||
-            parse_channel_name(n, &g, &w))
+        if (known_name(e->d_name))
             continue;
-        rc = fail(err, errlen, -EMEDIUMTYPE, "log directory %s: not a urt log directory (it holds \"%s\")", dir, n);
+        rc = fail(err, errlen, -EMEDIUMTYPE, "log directory %s: not a urt log directory (it holds \"%s\")", dir,
+                  e->d_name);
         break;
     }
     closedir(d);
@@ -198,8 +251,8 @@ static int read_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
 }
 
 /* A channel file mapped read-only (a log can be far larger than memory we
- * want to copy it into). Only bytes before the cut point are touched after
- * a cut, so truncating the file while it is mapped is safe. */
+ * want to copy it into). Every read of the mapping happens before any cut
+ * (step 7 before step 8): a truncated mapped page would fault (SIGBUS). */
 static int map_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
 {
     *out = NULL;
@@ -245,78 +298,270 @@ static int cmp_chan(const void *a, const void *b)
     return x->worker < y->worker ? -1 : x->worker > y->worker;
 }
 
-/* Every valid slot of the epoch file (step 3); *next_slot follows the slot
- * with the largest marker. Returns the count (slots in *out, to free). */
-static size_t read_epochs(int dirfd, struct wal_epoch_slot **out, uint32_t *next_slot)
+/* ---- steps 2-3: find and scan the channels ------------------------------------------- */
+
+static int add_channel(struct recovery *r, const char *name, uint64_t g, uint32_t w)
 {
-    uint8_t *b;
-    size_t n, count = 0;
-    uint64_t best = 0;
-    *out = NULL;
-    *next_slot = 0;
-    if (read_whole(dirfd, "epochs", &b, &n) || !b)
-        return 0;
-    struct wal_epoch_slot *v = malloc((n / EPOCH_SLOT_SIZE + 1) * sizeof(*v));
-    for (size_t i = 0; v && i + EPOCH_SLOT_SIZE <= n && i / EPOCH_SLOT_SIZE < EPOCH_SLOTS; i += EPOCH_SLOT_SIZE) {
-        struct wal_epoch_slot e;
-        if (!wal_epoch_slot_valid(b + i, &e))
-            continue;
-        v[count++] = e;
-        if (e.marker >= best) {
-            best = e.marker;
-            *next_slot = (uint32_t)((i / EPOCH_SLOT_SIZE + 1) % EPOCH_SLOTS);
-        }
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        struct rchan *p = realloc(r->ch, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        r->ch = p;
+        r->cap = cap;
     }
-    free(b);
-    *out = v;
-    return count;
+    struct rchan *c = &r->ch[r->n++];
+    memset(c, 0, sizeof(*c));
+    memcpy(c->name, name, 28);
+    c->name[28] = 0;
+    c->gen = g;
+    c->worker = w;
+    if (g > r->res.max_gen)
+        r->res.max_gen = g;
+    return 0;
+}
+
+static int list_channels(struct recovery *r)
+{
+    int fd = dup(r->dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(r->err, r->errlen, -e, "log directory %s: %s", r->dir, strerror(e));
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        uint64_t g;
+        uint32_t w;
+        if (parse_channel_name(e->d_name, &g, &w))
+            rc = add_channel(r, e->d_name, g, w);
+    }
+    closedir(d);
+    if (r->n)
+        qsort(r->ch, r->n, sizeof(*r->ch), cmp_chan);
+    return rc;
+}
+
+static int scan_channels(struct recovery *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        struct rchan *c = &r->ch[i];
+        int rc = map_whole(r->dirfd, c->name, &c->data, &c->size);
+        if (rc)
+            return fail(r->err, r->errlen, rc, "log directory %s: cannot map %s: %s", r->dir, c->name, strerror(-rc));
+        if ((rc = wal_scan(c->data, c->size, collect, c, &c->scan)))
+            return fail(r->err, r->errlen, rc, "log directory %s: cannot scan %s: %s", r->dir, c->name,
+                        strerror(-rc));
+        if (c->scan.header_ok && c->scan.header.start_epoch > r->res.max_epoch)
+            r->res.max_epoch = c->scan.header.start_epoch;
+        if (c->scan.last_epoch > r->res.max_epoch)
+            r->res.max_epoch = c->scan.last_epoch;
+        if (c->scan.resync_found && c->scan.resync_epoch > r->res.max_epoch)
+            r->res.max_epoch = c->scan.resync_epoch; /* never reuse an epoch found on disk */
+    }
+    r->res.channels = (uint32_t)r->n;
+    return 0;
+}
+
+/* ---- step 4: the durable marker ---------------------------------------------------------- */
+
+static const struct rchan *find_chan(const struct recovery *r, uint64_t gen, uint32_t worker)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->ch[i].gen == gen && r->ch[i].worker == worker)
+            return &r->ch[i];
+    return NULL;
 }
 
 /* Does the slot's condition hold: channel (gen, worker) has valid records up
- * to `end` (step 3)? Slots without a condition always hold. */
-static bool slot_holds(const struct wal_epoch_slot *e, const struct rchan *ch, size_t n)
+ * to `end`? Slots without a condition always hold, and so do slots of a
+ * generation older than the newest: the recovery that ran before that newer
+ * session started judged them already (and rewrote the epoch file). */
+static bool slot_holds(const struct recovery *r, const struct wal_epoch_slot *e)
 {
-    if (!e->end)
+    if (!e->end || e->gen < r->res.max_gen)
         return true;
-    for (size_t i = 0; i < n; i++)
-        if (ch[i].gen == e->gen && ch[i].worker == e->worker)
-            return ch[i].scan.valid_end >= e->end;
-    return false;
+    const struct rchan *c = find_chan(r, e->gen, e->worker);
+    return c && c->scan.valid_end >= e->end;
 }
 
-/* The epoch from which a corrupt channel lost records (step 5). */
-static uint64_t lost_from(const struct rchan *c)
+static int cmp_slot(const void *a, const void *b)
 {
-    uint64_t g = c->scan.n_records ? c->scan.last_epoch : 0;
-    if (c->scan.bad_off + WAL_HDR_SIZE <= c->size) {
-        uint64_t h;
-        memcpy(&h, c->data + c->scan.bad_off + 8, 8);
-        if (h >= g)
-            return h;
+    const struct rslot *x = a, *y = b;
+    if (x->s.marker != y->s.marker)
+        return x->s.marker < y->s.marker ? -1 : 1;
+    return (int)y->holds - (int)x->holds; /* equal markers: holding slots first */
+}
+
+/* Every valid slot of the epoch file; res.epoch_slot_next follows the slot
+ * with the largest marker. */
+static int read_slots(struct recovery *r)
+{
+    uint8_t *b;
+    size_t n;
+    int rc = read_whole(r->dirfd, "epochs", &b, &n);
+    if (rc)
+        return fail(r->err, r->errlen, rc, "log directory %s: cannot read the epoch file: %s", r->dir, strerror(-rc));
+    if (!b)
+        return 0;
+    r->slots = malloc((n / EPOCH_SLOT_SIZE + 1) * sizeof(*r->slots));
+    if (!r->slots) {
+        free(b);
+        return -ENOMEM;
     }
-    return g;
-}
-
-static void note_cut(int dirfd, const struct rchan *c, uint64_t durable, uint64_t limit)
-{
-    int fd = openat(dirfd, "cuts.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return; /* a note only: the cut itself is done and reported */
-    char line[512];
-    int n = snprintf(line, sizeof(line),
-                     "%lld %s offset %" PRIu64 " bytes %" PRIu64 " %s (durable marker %" PRIu64 ", replay up to %" PRIu64
-                     ")\n",
-                     (long long)time(NULL), c->name, c->cut_off, (uint64_t)c->size - c->cut_off, c->cut_reason, durable,
-                     limit);
-    if (n > 0 && write(fd, line, (size_t)n) < 0) {
-        /* nothing to do: the note is best effort */
+    uint64_t best = 0;
+    bool other = false;
+    for (size_t i = 0; i + EPOCH_SLOT_SIZE <= n && i / EPOCH_SLOT_SIZE < EPOCH_SLOTS; i += EPOCH_SLOT_SIZE) {
+        struct wal_epoch_slot e;
+        if (!wal_epoch_slot_valid(b + i, &e)) {
+            other |= !all_zero_bytes(b + i, EPOCH_SLOT_SIZE);
+            continue;
+        }
+        other |= i != 0 || e.end != 0;
+        r->slots[r->n_slots++] = (struct rslot){e, slot_holds(r, &e)};
+        if (e.marker >= best) {
+            best = e.marker;
+            r->res.epoch_slot_next = (uint32_t)((i / EPOCH_SLOT_SIZE + 1) % EPOCH_SLOTS);
+        }
     }
-    close(fd);
+    r->epochs_canonical = !other && r->n_slots == 1 && n == (size_t)EPOCH_SLOTS * EPOCH_SLOT_SIZE;
+    free(b);
+    return 0;
 }
 
-static int replay(struct rchan *ch, size_t n, uint64_t limit, bool all, const struct urt_log_recover_ops *ops,
-                  void *arg, uint64_t *replayed)
+static void choose_durable(struct recovery *r)
 {
+    if (r->n_slots)
+        qsort(r->slots, r->n_slots, sizeof(*r->slots), cmp_slot);
+    uint64_t d = 0;
+    size_t k = 0;
+    for (; k < r->n_slots && r->slots[k].holds; k++)
+        d = r->slots[k].s.marker;
+    r->res.broken_slots = (uint32_t)(r->n_slots - k);
+    r->res.durable_marker = d;
+    r->epochs_canonical &= r->n_slots == 1 && k == 1;
+}
+
+/* ---- step 5: damage below the marker --------------------------------------------------- */
+
+/* The start epoch of c's generation, from c's header or a sibling's. */
+static uint64_t gen_start_epoch(const struct recovery *r, const struct rchan *c)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->ch[i].gen == c->gen && r->ch[i].scan.header_ok)
+            return r->ch[i].scan.header.start_epoch;
+    return 0;
+}
+
+/* The epoch from which a damaged channel lost records: its last valid record's. */
+static uint64_t lost_from(const struct recovery *r, const struct rchan *c)
+{
+    if (c->scan.n_records > 1)
+        return c->scan.last_epoch;
+    return gen_start_epoch(r, c);
+}
+
+static void damage_limit(struct recovery *r)
+{
+    uint64_t limit = r->res.durable_marker;
+    for (size_t i = 0; i < r->n; i++) {
+        struct rchan *c = &r->ch[i];
+        if (c->scan.end != WAL_SCAN_END_CORRUPT || !c->scan.resync_found ||
+            c->scan.resync_epoch > r->res.durable_marker)
+            continue; /* clean, or a torn tail (step 5) */
+        c->middle = true;
+        uint64_t g = lost_from(r, c);
+        if (g <= limit)
+            limit = g ? g - 1 : 0;
+    }
+    r->res.replay_marker = limit;
+}
+
+/* ---- step 6: where each channel is cut -------------------------------------------------- */
+
+static const struct rchan *first_middle(const struct recovery *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->ch[i].middle)
+            return &r->ch[i];
+    return NULL;
+}
+
+static void plan_cut(struct recovery *r, struct rchan *c)
+{
+    uint64_t limit = r->res.replay_marker, d = r->res.durable_marker;
+    c->cut_off = c->size;
+    if (c->scan.end == WAL_SCAN_END_CORRUPT) {
+        c->cut_off = c->scan.valid_end;
+        c->cut_corrupt = true;
+        snprintf(c->cut_reason, sizeof(c->cut_reason), "%s%s", c->scan.reason,
+                 c->middle ? " (damage: valid records follow)" : "");
+    }
+    for (size_t k = 0; k < c->n; k++) {
+        if (c->recs[k].epoch <= limit)
+            continue;
+        if (c->recs[k].off < c->cut_off) {
+            const struct rchan *m = first_middle(r);
+            c->cut_off = c->recs[k].off;
+            if (c->middle)
+                snprintf(c->cut_reason, sizeof(c->cut_reason),
+                         "damage: %s at offset %" PRIu64 "; epochs from %" PRIu64 " are incomplete", c->scan.reason,
+                         c->scan.bad_off, limit + 1);
+            else if (m && limit < d)
+                snprintf(c->cut_reason, sizeof(c->cut_reason),
+                         "epoch above the replay limit %" PRIu64 " (damage in %s: epochs from %" PRIu64
+                         " are incomplete)",
+                         limit, m->name, limit + 1);
+            else {
+                snprintf(c->cut_reason, sizeof(c->cut_reason), "not durable (epoch above the durable marker)");
+                c->cut_corrupt = false;
+            }
+        }
+        break;
+    }
+}
+
+static void report_channel(const struct rchan *c, const struct urt_log_recover_ops *ops, void *arg)
+{
+    if (!ops || !ops->channel)
+        return;
+    struct urt_log_channel_info info = {.file = c->name, .gen = c->gen, .worker = c->worker,
+                                        .header_ok = c->scan.header_ok, .size = c->size,
+                                        .valid_end = c->scan.valid_end, .n_records = c->n,
+                                        .first_epoch = c->n ? c->recs[0].epoch : 0,
+                                        .last_epoch = c->n ? c->recs[c->n - 1].epoch : 0};
+    ops->channel(arg, &info);
+}
+
+static void plan_cuts(struct recovery *r, const struct urt_log_recover_ops *ops, void *arg)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        struct rchan *c = &r->ch[i];
+        plan_cut(r, c);
+        report_channel(c, ops, arg);
+        if (c->cut_off >= c->size)
+            continue;
+        r->res.cuts++;
+        r->res.cut_bytes += c->size - c->cut_off;
+        if (ops && ops->cut) {
+            struct urt_log_cut cut = {.file = c->name, .offset = c->cut_off, .bytes = c->size - c->cut_off,
+                                      .reason = c->cut_reason, .corrupt = c->cut_corrupt,
+                                      .middle = c->cut_corrupt && c->middle};
+            ops->cut(arg, &cut);
+        }
+    }
+}
+
+/* ---- step 7: replay ---------------------------------------------------------------------- */
+
+static int replay(struct recovery *r, const struct urt_log_recover_ops *ops, void *arg)
+{
+    bool all = r->flags & URT_LOG_RECOVER_ALL;
+    size_t n = r->n;
+    struct rchan *ch = r->ch;
     size_t *pos = calloc(n ? n : 1, sizeof(*pos));
     if (!pos)
         return -ENOMEM;
@@ -326,19 +571,19 @@ static int replay(struct rchan *ch, size_t n, uint64_t limit, bool all, const st
         for (size_t i = 0; i < n; i++) {
             if (pos[i] >= ch[i].n)
                 continue;
-            const struct rrec *r = &ch[i].recs[pos[i]];
-            if (!all && (r->epoch > limit || r->off >= ch[i].cut_off))
+            const struct rrec *x = &ch[i].recs[pos[i]];
+            if (!all && (x->epoch > r->res.replay_marker || x->off >= ch[i].cut_off))
                 continue;
-            if (best == n || r->epoch < ch[best].recs[pos[best]].epoch)
+            if (best == n || x->epoch < ch[best].recs[pos[best]].epoch)
                 best = i;
         }
         if (best == n)
             break;
-        const struct rrec *r = &ch[best].recs[pos[best]++];
-        struct urt_log_record out = {.epoch = r->epoch, .tx_id = r->tx_id, .lsn = r->lsn, .gen = ch[best].gen,
-                                     .worker = ch[best].worker, .len = r->len,
-                                     .payload = ch[best].data + r->off + WAL_HDR_SIZE};
-        (*replayed)++;
+        const struct rrec *x = &ch[best].recs[pos[best]++];
+        struct urt_log_record out = {.epoch = x->epoch, .tx_id = x->tx_id, .lsn = x->lsn, .gen = ch[best].gen,
+                                     .worker = ch[best].worker, .len = x->len,
+                                     .payload = ch[best].data + x->off + WAL_HDR_SIZE};
+        r->res.replayed++;
         if ((rc = ops->record(arg, &out)))
             break;
     }
@@ -346,143 +591,160 @@ static int replay(struct rchan *ch, size_t n, uint64_t limit, bool all, const st
     return rc;
 }
 
-int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
-                       struct urt_log_recovery *out, char *err, size_t errlen)
+/* ---- step 8: make it so on disk ------------------------------------------------------- */
+
+static void note_cut(struct recovery *r, const struct rchan *c)
 {
-    struct urt_log_recovery res;
-    memset(&res, 0, sizeof(res));
-    bool dry = flags & URT_LOG_RECOVER_DRY_RUN;
-    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0)
-        return fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno));
-    struct rchan *ch = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    DIR *d = fdopendir(dup(dirfd));
-    if (!d) {
-        rc = -errno;
-        goto out;
+    int fd = openat(r->dirfd, "cuts.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return; /* a note only: the cut itself is done and reported */
+    char line[640];
+    int n = snprintf(line, sizeof(line),
+                     "%lld %s offset %" PRIu64 " bytes %" PRIu64 " %s (durable marker %" PRIu64 ", replay up to %" PRIu64
+                     ")\n",
+                     (long long)time(NULL), c->name, c->cut_off, (uint64_t)c->size - c->cut_off, c->cut_reason,
+                     r->res.durable_marker, r->res.replay_marker);
+    if (n > 0 && write(fd, line, (size_t)n) < 0) {
+        /* nothing to do: the note is best effort */
     }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        uint64_t g;
-        uint32_t w;
-        if (!parse_channel_name(e->d_name, &g, &w))
+    close(fd);
+}
+
+static int sync_name(struct recovery *r, const char *name)
+{
+    int fd = openat(r->dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd)) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(r->err, r->errlen, -e, "log directory %s: cannot sync %s: %s", r->dir, name, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+/* What recovery read of the kept channels is on stable storage before the
+ * marker that relies on it is rewritten without conditions. */
+static int sync_kept(struct recovery *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        int rc = sync_name(r, r->ch[i].name);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t off = 0; off < n;) {
+        ssize_t w = pwrite(fd, b + off, n - off, (off_t)off);
+        if (w < 0 && errno == EINTR)
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            struct rchan *p = realloc(ch, cap * sizeof(*p));
-            if (!p) {
-                rc = -ENOMEM;
-                break;
-            }
-            ch = p;
-        }
-        memset(&ch[n], 0, sizeof(ch[n]));
-        memcpy(ch[n].name, e->d_name, 28);
-        ch[n].name[28] = 0;
-        ch[n].gen = g;
-        ch[n].worker = w;
-        n++;
-        if (g > res.max_gen)
-            res.max_gen = g;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        off += (size_t)w;
     }
-    closedir(d);
+    return 0;
+}
+
+/* The epoch file becomes one unconditional slot holding D (slot 0). */
+static int rewrite_epochs(struct recovery *r)
+{
+    size_t size = (size_t)EPOCH_SLOTS * EPOCH_SLOT_SIZE;
+    uint8_t *b = calloc(1, size);
+    if (!b)
+        return -ENOMEM;
+    struct wal_epoch_slot s = {.marker = r->res.durable_marker};
+    if (s.marker)
+        wal_epoch_slot_encode(b, &s);
+    int rc = 0;
+    int fd = openat(r->dirfd, "epochs.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || (rc = write_full(fd, b, size)) || fdatasync(fd))
+        rc = rc ? rc : -errno;
+    if (fd >= 0)
+        close(fd);
+    free(b);
+    if (!rc && renameat(r->dirfd, "epochs.tmp", r->dirfd, "epochs"))
+        rc = -errno;
+    if (!rc && fsync(r->dirfd))
+        rc = -errno;
     if (rc)
-        goto out;
-    if (n)
-        qsort(ch, n, sizeof(*ch), cmp_chan);
+        return fail(r->err, r->errlen, rc, "log directory %s: cannot rewrite the epoch file: %s", r->dir,
+                    strerror(-rc));
+    r->res.epoch_slot_next = s.marker ? 1 : 0;
+    return 0;
+}
 
-    for (size_t i = 0; i < n; i++) {
-        struct rchan *c = &ch[i];
-        if ((rc = map_whole(dirfd, c->name, &c->data, &c->size)))
-            goto out;
-        if ((rc = wal_scan(c->data, c->size, collect, c, &c->scan)))
-            goto out;
-        if (c->scan.header_ok && c->scan.header.start_epoch > res.max_epoch)
-            res.max_epoch = c->scan.header.start_epoch;
-        if (c->scan.last_epoch > res.max_epoch)
-            res.max_epoch = c->scan.last_epoch;
-    }
-    struct wal_epoch_slot *slots;
-    size_t n_slots = read_epochs(dirfd, &slots, &res.epoch_slot_next);
-    for (size_t k = 0; k < n_slots; k++)
-        if (slots[k].marker > res.durable_marker && slot_holds(&slots[k], ch, n))
-            res.durable_marker = slots[k].marker;
-    free(slots);
-    uint64_t limit = res.durable_marker;
-    for (size_t i = 0; i < n; i++) {
-        struct rchan *c = &ch[i];
-        if (c->scan.end == WAL_SCAN_END_CORRUPT && c->scan.resync_found) {
-            uint64_t h = lost_from(c);
-            if (h <= limit)
-                limit = h ? h - 1 : 0;
-        }
-    }
-    res.replay_marker = limit;
-    res.channels = (uint32_t)n;
-
-    for (size_t i = 0; i < n; i++) {
-        struct rchan *c = &ch[i];
-        c->cut_off = c->size;
-        if (c->scan.end == WAL_SCAN_END_CORRUPT) {
-            c->cut_off = c->scan.valid_end;
-            c->cut_reason = c->scan.reason;
-            c->cut_corrupt = true;
-        }
-        for (size_t k = 0; k < c->n; k++) {
-            if (c->recs[k].epoch > limit) {
-                if (c->recs[k].off < c->cut_off) {
-                    c->cut_off = c->recs[k].off;
-                    c->cut_reason = "not durable (epoch above the durable marker)";
-                    c->cut_corrupt = false;
-                }
-                break;
-            }
-        }
-        if (ops && ops->channel) {
-            struct urt_log_channel_info info = {.file = c->name, .gen = c->gen, .worker = c->worker,
-                                                .header_ok = c->scan.header_ok, .size = c->size,
-                                                .valid_end = c->scan.valid_end, .n_records = c->n,
-                                                .first_epoch = c->n ? c->recs[0].epoch : 0,
-                                                .last_epoch = c->n ? c->recs[c->n - 1].epoch : 0};
-            ops->channel(arg, &info);
-        }
-        if (c->cut_off < c->size) {
-            res.cuts++;
-            res.cut_bytes += c->size - c->cut_off;
-            if (ops && ops->cut) {
-                struct urt_log_cut cut = {.file = c->name, .offset = c->cut_off, .bytes = c->size - c->cut_off,
-                                          .reason = c->cut_reason, .corrupt = c->cut_corrupt,
-                                          .middle = c->cut_corrupt && c->scan.resync_found};
-                ops->cut(arg, &cut);
-            }
-            if (!dry) {
-                int fd = openat(dirfd, c->name, O_WRONLY | O_CLOEXEC);
-                if (fd < 0 || ftruncate(fd, (off_t)c->cut_off) || fsync(fd)) {
-                    rc = fail(err, errlen, -errno, "log directory %s: cannot cut %s: %s", dir, c->name,
-                              strerror(errno));
-                    if (fd >= 0)
-                        close(fd);
-                    goto out;
-                }
+static int apply_cuts(struct recovery *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        struct rchan *c = &r->ch[i];
+        if (c->cut_off >= c->size)
+            continue;
+        int fd = openat(r->dirfd, c->name, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)c->cut_off) || fsync(fd)) {
+            int e = errno;
+            if (fd >= 0)
                 close(fd);
-                note_cut(dirfd, c, res.durable_marker, limit);
-            }
+            return fail(r->err, r->errlen, -e, "log directory %s: cannot cut %s: %s", r->dir, c->name, strerror(e));
         }
+        close(fd);
+        note_cut(r, c);
     }
-    if (ops && ops->record)
-        rc = replay(ch, n, limit, flags & URT_LOG_RECOVER_ALL, ops, arg, &res.replayed);
-out:
-    for (size_t i = 0; i < n; i++) {
-        if (ch[i].data && ch[i].size)
-            munmap(ch[i].data, ch[i].size);
-        free(ch[i].recs);
-    }
-    free(ch);
-    close(dirfd);
-    if (out)
-        *out = res;
+    return 0;
+}
+
+static int persist(struct recovery *r)
+{
+    if (r->epochs_canonical && !r->res.cuts)
+        return 0; /* already what a recovery leaves */
+    int rc = sync_kept(r);
+    if (!rc)
+        rc = rewrite_epochs(r);
+    if (!rc)
+        rc = apply_cuts(r);
     return rc;
 }
 
+static void recovery_free(struct recovery *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->ch[i].data && r->ch[i].size)
+            munmap(r->ch[i].data, r->ch[i].size);
+        free(r->ch[i].recs);
+    }
+    free(r->ch);
+    free(r->slots);
+    if (r->dirfd >= 0)
+        close(r->dirfd);
+}
+
+int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
+                       struct urt_log_recovery *out, char *err, size_t errlen)
+{
+    struct recovery r = {.dir = dir, .flags = flags, .err = err, .errlen = errlen};
+    r.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = r.dirfd < 0 ? fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno)) : 0;
+    if (!rc)
+        rc = list_channels(&r);
+    if (!rc)
+        rc = scan_channels(&r);
+    if (!rc)
+        rc = read_slots(&r);
+    if (!rc) {
+        choose_durable(&r);
+        damage_limit(&r);
+        plan_cuts(&r, ops, arg);
+    }
+    int rc_replay = 0;
+    if (!rc && ops && ops->record)
+        rc_replay = replay(&r, ops, arg);
+    if (!rc && !(flags & URT_LOG_RECOVER_DRY_RUN))
+        rc = persist(&r);
+    recovery_free(&r);
+    if (out)
+        *out = r.res;
+    return rc ? rc : rc_replay;
+}

@@ -155,6 +155,8 @@ struct urt_log_recovery {
     uint64_t max_gen;
     uint64_t replayed, cut_bytes;
     uint32_t channels, cuts;
+    uint32_t broken_slots;     /* epoch-file slots not believed: the first whose condition failed
+                                  (its log bytes are gone) and every later one */
     uint32_t epoch_slot_next;  /* internal: next epoch-file slot */
 };
 
