@@ -236,6 +236,8 @@ URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t le
         return -EINVAL;
     if (c->log_dir && !*c->log_dir)
         return fail(err, len, "log_dir: empty path (NULL means no log)");
+    if (c->log_sync == URT_LOG_SYNC_SINGLE_FLUSH && c->log_prealloc_kb == 0)
+        return fail(err, len, "log_sync: single_flush needs log_prealloc_kb > 0 (appending writes change metadata)");
     for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
         if (c->reserved[i])
             return fail(err, len, "reserved[%zu]: must be zero", i);

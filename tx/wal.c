@@ -91,10 +91,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sched/io.h"
 #include "tx/wal_format.h"
+#include "tx/wal_sync.h"
 
 /* Transactions (issue 3, tx/tx.c) hand their commits to the log through
  * tx/commit_hook.h; built in when that seam exists. */
@@ -161,6 +163,7 @@ struct chan {
     uint32_t inflight;          /* our SQEs whose CQE is still to come */
     bool stopping;
     bool repair;                /* a write failed: the next one overwrites its range */
+    uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
 
     struct urt_task flush_task;
     bool flush_queued, flush_yielded;
@@ -204,6 +207,8 @@ struct wal {
     uint64_t gen;
     bool o_direct;
     size_t chunk;              /* preallocation extension size (0: none) */
+    struct wal_sync_choice sync; /* strict or single_flush, and why (wal_sync.c) */
+    bool single_ok;            /* single-flush chains allowed (sync.mode) */
     uint8_t *zeros;            /* chunk zero bytes, aligned */
     uint64_t epoch_ns;
 
@@ -224,7 +229,7 @@ struct wal {
 #endif
 
     pthread_mutex_t cb_lock;
-    uint64_t reported;
+    _Atomic uint64_t announced;     /* O2: the largest marker on_durable was told of */
     urt_durable_fn *on_durable;
     void *on_durable_arg;
 };
@@ -351,10 +356,12 @@ static struct urt_commit *heap_pop(struct wal *wal)
     return top;
 }
 
-/* Pops every commit with marker <= persisted, in marker order (heap_lock held). */
+/* Pops every commit with marker <= announced, in marker order (heap_lock
+ * held): a commit is released only after on_durable was told of a marker
+ * covering it. */
 static struct urt_commit *heap_take_covered(struct wal *wal)
 {
-    uint64_t p = atomic_load_explicit(&wal->persisted, memory_order_seq_cst); /* O2 */
+    uint64_t p = atomic_load_explicit(&wal->announced, memory_order_seq_cst); /* O2 */
     struct urt_commit *head = NULL, **tail = &head;
     while (wal->heap_n && wal->heap[0]->priv.marker <= p) {
         struct urt_commit *c = heap_pop(wal);
@@ -498,10 +505,10 @@ static void release_durable(struct wal *wal, struct worker *w)
 {
     uint64_t p = atomic_load_explicit(&wal->persisted, memory_order_seq_cst);
     pthread_mutex_lock(&wal->cb_lock);
-    if (p > wal->reported) {
-        wal->reported = p;
+    if (p > atomic_load_explicit(&wal->announced, memory_order_relaxed)) {
         if (wal->on_durable)
-            wal->on_durable(p, wal->on_durable_arg);
+            wal->on_durable(p, wal->on_durable_arg); /* the marker first ... */
+        atomic_store_explicit(&wal->announced, p, memory_order_seq_cst); /* O2: ... then what it covers */
     }
     pthread_mutex_unlock(&wal->cb_lock);
     pthread_mutex_lock(&wal->heap_lock);
@@ -601,8 +608,10 @@ static void arm_timer(struct chan *ch)
 }
 
 /* Offset in x after the last record of epoch <= p (records from x->start;
- * epochs never decrease). A slot's condition names only records that a
- * recovery with marker p keeps, so a later recovery still finds it true. */
+ * epochs never decrease); x->start if this write holds none. A slot's
+ * condition names only records that a recovery with marker p keeps (never a
+ * record of a later epoch that happens to precede this write), so a later
+ * recovery still finds it true. */
 static size_t records_end(const struct wal_buf *x, uint64_t p)
 {
     size_t off = x->start, end = x->start;
@@ -658,7 +667,7 @@ static void submit_write(struct chan *ch, bool chain_ok)
             chain = atomic_compare_exchange_weak_explicit(&wal->target, &t, p, memory_order_seq_cst,
                                                           memory_order_relaxed); /* O2 */
     }
-    bool single = chain && x->base + ch->wr_to <= ch->prealloc_end;
+    bool single = chain && wal->single_ok && x->base + ch->wr_to <= ch->prealloc_end;
     need_sqes(ch->w, chain ? 4 : 2);
     struct io_uring_sqe *sqe = prep(ch, &ch->io_w, w_done);
     uint64_t ud = sqe->user_data;
@@ -690,7 +699,10 @@ static void submit_write(struct chan *ch, bool chain_ok)
         if (single) {
             es.gen = wal->gen;
             es.worker = (uint16_t)ch->index;
-            es.end = x->base + records_end(x, p); /* this write's records of epochs <= p */
+            size_t end = records_end(x, p); /* this write's records of epochs <= p */
+            /* None: every record of epochs <= p on this channel was made
+             * durable by an earlier flush; the slot needs no condition. */
+            es.end = end > x->start ? x->base + end : 0;
         }
         wal_epoch_slot_encode(ch->eslot, &es);
         uint64_t slot = atomic_fetch_add_explicit(&wal->eslot_next, 1, memory_order_relaxed) % EPOCH_SLOTS;
@@ -779,6 +791,8 @@ static void flush_now(struct chan *ch)
         from = 0;
         to = align_up(to, WAL_ALIGN);
     }
+    if (ch->repair && x->base + to < ch->dirty_end && buf_reserve(x, (size_t)(ch->dirty_end - x->base)) == 0)
+        to = (size_t)(ch->dirty_end - x->base); /* zeros over what the failed write may have left */
     memset(x->data + x->len, 0, to - x->len); /* terminator (and O_DIRECT padding) */
     uint64_t end_off = x->base + to;
     if (ch->xbusy && end_off > ch->x_off) {
@@ -822,6 +836,8 @@ static void flush_failed(struct chan *ch, int err)
     struct wal *wal = ch->wal;
     struct wal_buf *x = ch->flight, *y = ch->gather;
     cnt_add(&ch->n_errors, 1);
+    if (x->base + ch->wr_to > ch->dirty_end)
+        ch->dirty_end = x->base + ch->wr_to; /* the next write zeroes up to here: no stale record survives */
     struct urt_commit *failed = x->wait_head;
     for (struct urt_commit *c = failed; c; c = c->priv.next) {
         c->priv.status = err;
@@ -874,6 +890,7 @@ static void flush_succeeded(struct chan *ch)
     buf_reset_batch(x);
     ch->flight = NULL;
     ch->repair = false;
+    ch->dirty_end = 0;
     release_held(ch);
     atomic_store_explicit(&ch->pending_min, y->n_recs ? y->min_epoch : EPOCH_NONE,
                           memory_order_seq_cst); /* O1: pairs with the loads in compute_durable */
@@ -1283,6 +1300,8 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *o)
     }
     o->epoch = atomic_load_explicit(&((struct wal *)wal)->epoch, memory_order_relaxed);
     o->durable = atomic_load_explicit(&((struct wal *)wal)->persisted, memory_order_relaxed);
+    o->sync_mode = (uint32_t)wal->sync.mode;
+    snprintf(o->fs, sizeof(o->fs), "%s", wal->sync.fs);
 }
 
 /* ---- worker hooks ----------------------------------------------------------------------- */
@@ -1352,6 +1371,23 @@ static int write_all(int fd, const void *p, size_t n, uint64_t off)
     return 0;
 }
 
+/* One line per session in dir/sessions.log: the generation and how its
+ * group commits are made durable (also in urt_log_stats). Best effort. */
+static void note_session(struct wal *wal)
+{
+    int fd = openat(wal->dirfd, "sessions.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof(line), "%lld gen %" PRIu64 " workers %u log_sync %s (%s)\n", (long long)time(NULL),
+                     wal->gen, wal->n_chan, wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH ? "single_flush" : "strict",
+                     wal->sync.why);
+    if (n > 0 && write(fd, line, (size_t)n) < 0) {
+        /* a note only */
+    }
+    close(fd);
+}
+
 static int open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot, char *err, size_t errlen)
 {
     wal->epochfd = openat(wal->dirfd, "epochs", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -1384,6 +1420,7 @@ static int create_channel(struct wal *wal, struct chan *ch, const char *dir, uin
     ch->fd = openat(wal->dirfd, ch->name, flags, 0644);
     if (ch->fd < 0)
         return set_err(err, errlen, -errno, "log_dir %s: cannot create a channel file: %s", dir, strerror(errno));
+    wal_sync_nocow(&wal->sync, ch->fd); /* btrfs: while the file is empty */
     for (int i = 0; i < 2; i++)
         if (buf_reserve(&ch->bufs[i], 256 * 1024))
             return -ENOMEM;
@@ -1411,7 +1448,8 @@ static int create_channel(struct wal *wal, struct chan *ch, const char *dir, uin
         rc = -errno;
     if (rc)
         return set_err(err, errlen, rc, "log_dir %s: cannot write a channel file: %s", dir, strerror(-rc));
-    ch->prealloc_end = pre > WAL_ALIGN ? align_up(pre, WAL_ALIGN) : WAL_ALIGN;
+    /* log_prealloc_kb=0: nothing counts as preallocated, never a single-flush chain. */
+    ch->prealloc_end = pre ? (pre > WAL_ALIGN ? align_up(pre, WAL_ALIGN) : WAL_ALIGN) : 0;
     atomic_init(&ch->pending_min, EPOCH_NONE);
     return 0;
 }
@@ -1448,11 +1486,15 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
         goto fail;
     }
     wal->gen = rec.max_gen + 1;
+    if ((rc = wal_sync_choose(wal->dirfd, cfg, &wal->sync))) {
+        set_err(err, errlen, rc, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
+        goto fail;
+    }
     uint64_t e0 = (rec.max_epoch > rec.durable_marker ? rec.max_epoch : rec.durable_marker) + 1;
     atomic_init(&wal->epoch, e0);
     atomic_init(&wal->target, rec.durable_marker);
     atomic_init(&wal->persisted, rec.durable_marker);
-    wal->reported = rec.durable_marker;
+    atomic_init(&wal->announced, rec.durable_marker);
     wal->chunk = cfg->log_prealloc_kb ? align_up((size_t)cfg->log_prealloc_kb * 1024 / 2, WAL_ALIGN) : 0;
     size_t zlen = wal->chunk ? wal->chunk : WAL_ALIGN;
     if (posix_memalign((void **)&wal->zeros, WAL_ALIGN, zlen)) {
@@ -1485,10 +1527,12 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
         if (rc)
             goto fail;
     }
-    if (fsync(wal->dirfd)) {
+    if (fsync(wal->dirfd)) { /* the new files' names are durable before anything in them counts */
         rc = -errno;
         goto fail;
     }
+    wal->single_ok = wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH;
+    note_session(wal);
     *out = wal;
     return 0;
 fail:
@@ -1504,6 +1548,8 @@ void wal_close(struct wal *wal)
      * with unflushed records): covered commits succeed, the rest are cancelled. */
     struct urt_commit *list = NULL, **tail = &list;
     uint64_t p = atomic_load_explicit(&wal->persisted, memory_order_relaxed);
+    if (p > atomic_load_explicit(&wal->announced, memory_order_relaxed) && wal->on_durable)
+        wal->on_durable(p, wal->on_durable_arg); /* the marker before the commits it covers */
     for (uint32_t i = 0; wal->chans && i < wal->n_chan; i++) {
         struct chan *ch = wal->chans[i];
         if (!ch)

@@ -109,6 +109,9 @@ struct urt_log_stats {
     uint64_t epoch;         /* the open epoch */
     uint64_t durable;       /* the durable marker (persisted in the epoch file) */
     uint64_t epoch_writes;  /* epoch-file writes (each fdatasync'd) */
+    uint32_t sync_mode;     /* enum urt_log_sync chosen at open: URT_LOG_SYNC_STRICT or
+                               URT_LOG_SYNC_SINGLE_FLUSH (docs/durability.md) */
+    char fs[16];            /* the log directory's file system ("ext4", "btrfs", "fuse", ...) */
 };
 /* Reads the counters (relaxed: a snapshot, not a consistent cut). Returns 0
  * or -ENOTSUP. Any thread. */

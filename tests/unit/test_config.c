@@ -179,6 +179,7 @@ static const struct bad BAD[] = {
     {"log_dir", K_LOG_DIR, 0, "", 0},
     {"log_sync", K_LOG_SYNC, 3, NULL, 0},
     {"log_sync", K_LOG_SYNC, 1000, NULL, 0},
+    {"log_sync", K_LOG_SYNC, URT_LOG_SYNC_SINGLE_FLUSH | 0x100, NULL, 0}, /* single_flush, prealloc 0 */
     U64BAD(worker_suspend_timeout_us, 0),
     U64BAD(worker_suspend_timeout_us, 3600000001ull),
     U64BAD(worker_suspend_timeout_us, UINT64_MAX),
@@ -268,7 +269,9 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         c->placement = (enum urt_placement)b->value;
         return;
     case K_LOG_SYNC:
-        c->log_sync = (enum urt_log_sync)b->value;
+        c->log_sync = (enum urt_log_sync)(b->value & 0xff);
+        if (b->value & 0x100)
+            c->log_prealloc_kb = 0;
         return;
     case K_TOPOLOGY:
         c->topology = b->text;

@@ -1,0 +1,26 @@
+/*
+ * tx/wal_sync.h — the choice between the strict and the single-flush way of
+ * making a group commit durable (design in wal_sync.c).
+ */
+#ifndef URT_TX_WAL_SYNC_H
+#define URT_TX_WAL_SYNC_H
+
+#include <stdbool.h>
+
+#include <urt/config.h>
+
+struct wal_sync_choice {
+    enum urt_log_sync mode;   /* URT_LOG_SYNC_STRICT or URT_LOG_SYNC_SINGLE_FLUSH */
+    bool need_nocow;          /* btrfs: every channel file must take FS_NOCOW_FL */
+    unsigned long fs_magic;   /* statfs f_type of the log directory */
+    char fs[16];              /* its name ("ext4", "btrfs", "fuse", ... "unknown") */
+    char why[128];            /* one line: why this mode */
+};
+
+/* Decides for the directory open at dirfd. Returns 0 or -errno (fstatfs). */
+int wal_sync_choose(int dirfd, const struct urt_config *cfg, struct wal_sync_choice *c);
+/* For a channel file just created (still empty): sets FS_NOCOW_FL where the
+ * choice needs it; if it does not take, the choice falls back to strict. */
+void wal_sync_nocow(struct wal_sync_choice *c, int fd);
+
+#endif
