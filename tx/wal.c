@@ -23,9 +23,11 @@
  *     write(buffer + a zero terminator) --IOSQE_IO_LINK--> fdatasync, or,
  *     when this write is what the durable marker waits for, the write linked
  *     with the epoch-file update in one chain (submit_write: with the
- *     channel preallocated, write -> sync_file_range -> conditional epoch
- *     slot -> fdatasync(epochs): one device cache flush covers the log bytes
- *     and the marker, so a lone client waits about one fdatasync).
+ *     channel preallocated and log_sync resolved to single_flush
+ *     (wal_sync.c), write -> sync_file_range -> conditional epoch slot ->
+ *     fdatasync(epochs): one device cache flush covers the log bytes and
+ *     the marker, so a lone client waits about one fdatasync; in strict
+ *     mode write -> fdatasync(log) -> slot -> fdatasync(epochs)).
  *     Triggers: a stored commit waits and no flush is in flight (at once);
  *     a flush completes and stored commits gathered behind it (pipelining);
  *     the epoch timer (epoch_duration_us, armed while records wait); the
@@ -42,7 +44,8 @@
  *     If D passed every marker already sent to the epoch file, W writes D to
  *     the next epoch-file slot linked with fdatasync. When that completes,
  *     `persisted` = D: the engine's durability callback runs (serialized,
- *     increasing markers), every waiting commit with marker <= D is popped
+ *     increasing markers; then `announced` = D), every waiting commit with
+ *     marker <= D is popped
  *     from the heap in marker order and released by one notification task
  *     (on W if W has nothing queued, else urgent placement on a suspended
  *     worker). Nobody waiting: no task.
@@ -62,11 +65,14 @@
  *      computer's (e >= Ec > D). Either way no record with epoch <= D can be
  *      unflushed. pending_min is raised only after the flush covering those
  *      records completed (seq_cst store, same pairing).
- *   O2 target (largest marker handed to the epoch file) and persisted
- *      (largest marker whose slot is durable) only grow (CAS max). A waiter
- *      is inserted into the heap and the heap is popped under heap_lock;
- *      persisted is raised before the releaser takes heap_lock, and an
- *      inserter re-reads persisted under the lock: a commit inserted late is
+ *   O2 target (largest marker handed to the epoch file), persisted (largest
+ *      marker whose slot is durable) and announced (largest marker the
+ *      engine's on_durable was told of) only grow. announced is stored under
+ *      cb_lock after on_durable returned, so the engine hears of a marker
+ *      before any commit it covers is released. A waiter is inserted into
+ *      the heap and the heap is popped (up to announced) under heap_lock;
+ *      announced is raised before the releaser takes heap_lock, and an
+ *      inserter re-reads announced under the lock: a commit inserted late is
  *      released by its inserter.
  *   O3 Counters are owner-written, relaxed (STAT-style); readers get a snapshot.
  *
