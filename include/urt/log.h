@@ -10,10 +10,13 @@
  *                          for a transaction: after pre-commit, visible to others;
  *   URT_COMMIT_STORED    — the durable marker covers the commit's marker: the
  *                          record was written and a device flush covering it
- *                          completed (its channel's fdatasync, or the epoch
- *                          file's fdatasync chained behind the write and its
+ *                          completed (its channel's fdatasync, or, with
+ *                          log_sync resolved to single_flush, the epoch file's
+ *                          fdatasync chained behind the write and its
  *                          sync_file_range), every channel flushed that epoch,
  *                          and the marker was fdatasync'd into the epoch file.
+ *                          It survives a process crash and a power loss on the
+ *                          file systems docs/durability.md lists.
  * Group commit: records of many commits share one write + fdatasync.
  *
  * Lifecycle of a struct urt_commit (caller-embedded, no allocation):
@@ -169,10 +172,19 @@ struct urt_log_recovery {
 
 /* Opens log directory dir, locks it (refused with -EBUSY while another
  * runtime or recovery holds it), reads every channel, verifies checksums,
- * cuts torn or corrupt tails and records of epochs above the durable marker
- * (truncate + fsync; reported through ops->cut), and replays every record of
- * every epoch <= the durable marker to ops->record in epoch order. Never a
- * record of a later epoch. Idempotent. ops and any of its members may be
+ * replays every record of every epoch <= the replay marker to ops->record in
+ * epoch order (never a record of a later epoch; a transaction whole or not at
+ * all), then makes the result durable: the epoch file is rewritten to hold
+ * the durable marker without conditions, and torn or corrupt tails and
+ * records of epochs above the replay marker are cut (truncate + fsync;
+ * reported through ops->cut and noted in dir/cuts.log).
+ * Idempotent: any number of recoveries, with runtimes started on dir in
+ * between, never lower the marker nor remove a record an earlier one
+ * replayed. Under media damage (checksum failures or zeroed blocks followed
+ * by valid durable records) the replay marker drops to the epoch before the
+ * last valid record ahead of the damage, on every channel: replay stays a
+ * consistent prefix of epochs, later epochs are cut even on intact channels,
+ * and the cut reports say so (corrupt, middle). docs/durability.md. ops and any of its members may be
  * NULL; out may be NULL. Returns 0, the record callback's non-zero value,
  * -ENOENT (no such directory), -ENOTDIR, -EMEDIUMTYPE (not a urt log
  * directory: it holds other files), -EBUSY, -EINVAL (flags), or an I/O
