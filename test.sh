@@ -23,6 +23,6 @@ esac
 if [[ $(id -u) -eq 0 ]] && ! mountpoint -q /sys/fs/bpf 2>/dev/null; then
   mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
 fi
-[[ -d $DIR ]] || meson setup "$DIR" -Dwerror=true "${OPTS[@]}" >/dev/null
+[[ -d $DIR ]] || meson setup "$DIR" -Dwerror=true -Dfault_injection=true "${OPTS[@]}" >/dev/null
 ninja -C "$DIR"
 meson test -C "$DIR" --print-errorlogs --num-processes 2

@@ -10,12 +10,7 @@
 
 #include "runtime/runtime.h"
 #include "tx/wal.h"
-#if defined(__has_include)
-#if __has_include("tx/commit_hook.h")
 #include "tx/commit_hook.h"
-#define LOG_WITH_TX 1
-#endif
-#endif
 
 static void hook_worker_start(void *ctx, struct worker *w)
 {
@@ -44,18 +39,14 @@ int runtime_log_open(struct urt_runtime *rt)
     rt->sched.hooks.worker_start = hook_worker_start;
     rt->sched.hooks.worker_stop = hook_worker_stop;
     rt->sched.hooks.before_suspend = hook_before_suspend;
-#ifdef LOG_WITH_TX
     tx_log_register(rt, wal_tx_log(rt->wal)); /* urt_tx_commit goes through the log */
-#endif
     return 0;
 }
 
 void runtime_log_close(struct urt_runtime *rt)
 {
-#ifdef LOG_WITH_TX
     if (rt->wal)
         tx_log_register(rt, NULL);
-#endif
     wal_close(rt->wal);
     rt->wal = NULL;
 }

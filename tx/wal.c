@@ -104,31 +104,15 @@
 #include "tx/wal_format.h"
 #include "tx/wal_sync.h"
 
-/* Transactions (issue 3, tx/tx.c) hand their commits to the log through
- * tx/commit_hook.h; built in when that seam exists. */
-#if defined(__has_include)
-#if __has_include("tx/commit_hook.h")
-#include "tx/commit_hook.h"
-#define WAL_WITH_TX 1
-#endif
-#endif
-
-/* Probes and latency histograms (issue 6, bpf/probes.h): flush, durable,
- * commit_done; built in when that header exists. Stamps only when wanted. */
-#if defined(__has_include)
-#if __has_include("bpf/probes.h")
+/* Transactions (tx/tx.c) hand their commits to the log through
+ * tx/commit_hook.h. Probes and latency histograms (bpf/probes.h): flush,
+ * durable, commit_done; stamps only when wanted. */
 #include "bpf/probes.h"
-#define WAL_PROBES 1
-#endif
-#endif
+#include "tx/commit_hook.h"
 
 static inline uint64_t log_stamp(void)
 {
-#ifdef WAL_PROBES
     return probe_log_timing_on() ? probe_now_ns() : 0;
-#else
-    return 0;
-#endif
 }
 
 /* priv.len of a commit whose records come from a transaction (struct wal_txc). */
@@ -222,17 +206,17 @@ struct wal {
     alignas(64) _Atomic uint64_t target;  /* O2 */
     _Atomic uint64_t persisted;           /* O2 */
     _Atomic uint64_t eslot_next;
-    _Atomic int inject_next;
+#if URT_FAULT_INJECTION
+    _Atomic int inject_next;        /* test builds only (-Dfault_injection=true) */
+#endif
 
     alignas(64) pthread_mutex_t heap_lock;
     struct urt_commit **heap;
     size_t heap_n, heap_cap;
 
-#ifdef WAL_WITH_TX
     struct tx_log txlog;            /* registered with tx_log_register (runtime/log.c) */
     pthread_mutex_t txc_lock;
     struct wal_txc *txc_free;       /* reused carriers: no malloc per commit once warm */
-#endif
 
     pthread_mutex_t cb_lock;
     _Atomic uint64_t announced;     /* O2: the largest marker on_durable was told of */
@@ -384,18 +368,14 @@ static struct urt_commit *heap_take_covered(struct wal *wal)
 
 static void run_list(struct urt_commit *c)
 {
-#ifdef WAL_PROBES
     struct worker *self = sched_self();
-#endif
     while (c) {
         struct urt_commit *next = c->priv.next; /* the callback may reuse c */
         c->priv.state = CS_IDLE;
-#ifdef WAL_PROBES
         if (self && c->priv.submit_ns && c->priv.status == 0)
             probe_commit_done(&self->hists, self->index,
                               (enum urt_latency_kind)(URT_LAT_COMMIT_ACCEPTED + (int)c->priv.response),
                               c->priv.submit_ns, probe_now_ns());
-#endif
         c->priv.cb(c, c->priv.status, c->priv.arg);
         c = next;
     }
@@ -639,7 +619,11 @@ static void submit_write(struct chan *ch, bool chain_ok)
     struct wal *wal = ch->wal;
     struct wal_buf *x = ch->flight;
     size_t n = ch->wr_to - ch->wr_from;
+#if URT_FAULT_INJECTION
     int inject = atomic_exchange_explicit(&wal->inject_next, 0, memory_order_relaxed);
+#else
+    const int inject = 0; /* fault injection is compiled in only with -Dfault_injection=true */
+#endif
     if (inject == WAL_FAULT_SHORT) {
         size_t half = wal->o_direct ? (n / 2) & ~(size_t)511 : n / 2;
         if (half)
@@ -822,9 +806,7 @@ static void flush_now(struct chan *ch)
     ch->flush_seq++;
     ch->flight_lsn = ch->lsn;
     ch->flush_start_ns = log_stamp();
-#ifdef WAL_PROBES
     probe_flush((int)ch->index, ch->lsn, to - from);
-#endif
     submit_write(ch, x->n_recs != 0);
     maybe_extend(ch, end_off);
 }
@@ -889,9 +871,7 @@ static void flush_succeeded(struct chan *ch)
     struct wal_buf *x = ch->flight, *y = ch->gather;
     cnt_add(&ch->n_fsyncs, 1);
     cnt_add(&ch->n_bytes, ch->wr_to - ch->wr_from);
-#ifdef WAL_PROBES
     probe_durable((int)ch->index, ch->flight_lsn, ch->flush_start_ns, ch->flush_start_ns ? probe_now_ns() : 0);
-#endif
     struct urt_commit *waiters = x->wait_head;
     buf_reset_batch(x);
     ch->flight = NULL;
@@ -1081,7 +1061,6 @@ static void append_one(struct chan *ch, struct wal_buf *x, uint64_t e, uint64_t 
     x->len += wal_rec_size(len);
 }
 
-#ifdef WAL_WITH_TX
 struct wal_txc {
     struct urt_commit c;
     urt_tx *tx;
@@ -1089,23 +1068,19 @@ struct wal_txc {
     struct wal_txc *next_free;
 };
 #define TXC_OF(c) ((struct wal_txc *)((char *)(c) - offsetof(struct wal_txc, c)))
-#endif
 
 static size_t commit_bytes(const struct urt_commit *c)
 {
-#ifdef WAL_WITH_TX
     if (c->priv.len == WAL_TX_RECORDS) {
         const urt_tx *tx = TXC_OF(c)->tx;
         size_t n = tx_record_count(tx);
         return tx_record_bytes(tx) + (n ? n : 1) * (WAL_HDR_SIZE + WAL_CRC_SIZE + 7);
     }
-#endif
     return wal_rec_size(c->priv.len);
 }
 
 static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_commit *c, uint64_t e)
 {
-#ifdef WAL_WITH_TX
     if (c->priv.len == WAL_TX_RECORDS) {
         const urt_tx *tx = TXC_OF(c)->tx;
         size_t cursor = 0;
@@ -1120,7 +1095,6 @@ static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_
             append_one(ch, x, e, c->priv.tx_id, NULL, 0); /* a commit without records still has a marker */
         return;
     }
-#endif
     append_one(ch, x, e, c->priv.tx_id, c->priv.rec, c->priv.len);
 }
 
@@ -1222,7 +1196,6 @@ int wal_commit(struct wal *wal, struct urt_commit *c)
     return sched_submit(wal->s, &c->priv.task, 0);
 }
 
-#ifdef WAL_WITH_TX
 /* ---- transactions (tx/commit_hook.h) -------------------------------------------------- */
 
 static void txc_done(struct urt_commit *c, int status, void *arg)
@@ -1274,7 +1247,6 @@ struct tx_log *wal_tx_log(struct wal *wal)
     wal->txlog.commit = wal_tx_commit;
     return &wal->txlog;
 }
-#endif
 
 int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg)
 {
@@ -1285,10 +1257,12 @@ int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg)
     return 0;
 }
 
+#if URT_FAULT_INJECTION
 void wal_inject_fault(struct wal *wal, int kind)
 {
     atomic_store_explicit(&wal->inject_next, kind, memory_order_relaxed);
 }
+#endif
 
 void wal_read_stats(const struct wal *wal, struct urt_log_stats *o)
 {
@@ -1475,9 +1449,7 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
     pthread_mutex_init(&wal->heap_lock, NULL);
     pthread_mutex_init(&wal->cb_lock, NULL);
-#ifdef WAL_WITH_TX
     pthread_mutex_init(&wal->txc_lock, NULL);
-#endif
     int rc = wal_lock_dir(dir, true, err, errlen);
     if (rc < 0)
         goto fail;
@@ -1606,12 +1578,10 @@ void wal_close(struct wal *wal)
         close(wal->lockfd); /* releases the flock */
     pthread_mutex_destroy(&wal->heap_lock);
     pthread_mutex_destroy(&wal->cb_lock);
-#ifdef WAL_WITH_TX
     for (struct wal_txc *t = wal->txc_free, *n; t; t = n) {
         n = t->next_free;
         free(t);
     }
     pthread_mutex_destroy(&wal->txc_lock);
-#endif
     free(wal);
 }

@@ -41,7 +41,9 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 #define WAL_FAULT_SHORT 1
 #define WAL_FAULT_EIO 2
 #define WAL_FAULT_SHORT_CANCEL 3
-void wal_inject_fault(struct wal *wal, int kind);
+#if URT_FAULT_INJECTION
+void wal_inject_fault(struct wal *wal, int kind); /* only in builds with -Dfault_injection=true */
+#endif
 
 /* With transactions (tx/commit_hook.h present): the log's struct tx_log, to
  * be registered with tx_log_register() by runtime/. */

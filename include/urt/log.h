@@ -42,21 +42,9 @@
 extern "C" {
 #endif
 
-/* The responses are shared with transactions (urt/tx.h, SPEC C11/C13): the
- * enum is defined there when that header exists, here otherwise. */
-#if defined(__has_include)
-#if __has_include(<urt/tx.h>)
+/* The responses (enum urt_commit_response) are shared with transactions:
+ * defined in urt/tx.h. */
 #include <urt/tx.h>
-#define URT_LOG_RESPONSES_FROM_TX_H 1
-#endif
-#endif
-#ifndef URT_LOG_RESPONSES_FROM_TX_H
-enum urt_commit_response {
-    URT_COMMIT_ACCEPTED = 0,  /* callback when the commit is queued */
-    URT_COMMIT_AVAILABLE = 1, /* callback after pre-commit (visible to others) */
-    URT_COMMIT_STORED = 2,    /* callback when durable */
-};
-#endif
 
 struct urt_commit;
 typedef void urt_log_commit_fn(struct urt_commit *c, int status, void *arg);
