@@ -3,9 +3,12 @@
  *
  *   urt-wal list DIR       channels (file, generation, worker, size, valid
  *                          bytes, records, epochs) and the durable marker
- *   urt-wal verify DIR     check every record; exit 0 when recovery would cut
- *                          nothing, 1 when it would cut (damage or records of
- *                          non-durable epochs), printing each cut
+ *   urt-wal verify DIR     check every record and the epoch file; exit 0 when
+ *                          recovery would cut nothing, 1 when it would cut
+ *                          (damage or records of non-durable epochs), printing
+ *                          each cut and the epoch-file slots not believed (a
+ *                          slot whose condition failed, and every later one:
+ *                          the durable marker never covers missing records)
  *   urt-wal cuts DIR       what a recovery would cut (same as verify)
  *   urt-wal dump DIR [--all] [--hex N]
  *                          the records recovery would replay, in replay order
@@ -130,6 +133,10 @@ int main(int argc, char **argv)
                " bytes)%s\n",
                out.cuts ? (real ? "cut" : "would cut") : "ok", out.channels, out.durable_marker, out.replay_marker,
                out.cuts, out.cuts == 1 ? "" : "s", out.cut_bytes, real && out.cuts ? ", done" : "");
+        if (out.broken_slots)
+            printf("%u epoch-file slot%s not believed: the first one's condition failed (log bytes it "
+                   "relied on are gone), so no later marker counts either\n",
+                   out.broken_slots, out.broken_slots == 1 ? "" : "s");
         return out.cuts ? EXIT_CUT : EXIT_OK;
     }
     if (!strcmp(cmd, "dump")) {
