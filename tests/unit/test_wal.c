@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -863,5 +864,105 @@ Test(wal, destroy_cancel_answers_every_commit_once, .timeout = 60)
     cr_assert_eq(atomic_load(&cancel_calls), N, "%d callbacks for %d commits", atomic_load(&cancel_calls), N);
     cr_assert_eq(atomic_load(&cancel_other), 0);
     remove_dir(dir);
+    leak_check();
+}
+
+/* Issue 20 point 3: a later unconditional slot must not vouch for an epoch
+ * whose log bytes an earlier conditional slot relied on and that are gone.
+ * Forged epoch file: slot A (marker a, condition: channel 0 valid beyond its
+ * end: fails), slot B (marker a + 1, no condition). Recovery believes
+ * neither, reports both as broken, and replays nothing above the marker it
+ * keeps (the previous, unconditional one). */
+Test(wal, epoch_slot_conditions_are_cumulative, .timeout = 60)
+{
+    char *dir = make_dir();
+    urt_runtime *rt = log_rt(dir, 2, 0);
+    run_task_clients(rt, URT_COMMIT_STORED, 0, 20);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    struct rec_ctx ctx;
+    struct urt_log_recovery before, after;
+    cr_assert_eq(recover(dir, URT_LOG_RECOVER_DRY_RUN, &ctx, 1000, &before), 0);
+    free(ctx.rp.seen);
+    cr_assert_geq(before.durable_marker, 2);
+    uint64_t base = before.durable_marker - 1;
+    uint8_t slots[3 * EPOCH_SLOT_SIZE];
+    struct wal_epoch_slot s0 = {.marker = base};                                 /* holds: no condition */
+    struct wal_epoch_slot a = {.marker = base + 1, .gen = before.max_gen, .worker = 0, .end = 1ull << 40};
+    struct wal_epoch_slot b = {.marker = base + 2};                              /* no condition */
+    wal_epoch_slot_encode(slots, &s0);
+    wal_epoch_slot_encode(slots + EPOCH_SLOT_SIZE, &a);
+    wal_epoch_slot_encode(slots + 2 * EPOCH_SLOT_SIZE, &b);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/epochs", dir);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    uint8_t zero[EPOCH_SLOT_SIZE] = {0};
+    for (uint32_t i = 0; i < EPOCH_SLOTS; i++)
+        cr_assert_eq(pwrite(fd, zero, sizeof(zero), (off_t)i * EPOCH_SLOT_SIZE), (ssize_t)sizeof(zero));
+    cr_assert_eq(pwrite(fd, slots, sizeof(slots), 0), (ssize_t)sizeof(slots));
+    close(fd);
+    cr_assert_eq(recover(dir, URT_LOG_RECOVER_DRY_RUN, &ctx, 1000, &after), 0);
+    cr_assert_eq(after.durable_marker, base, "marker %llu: a slot after a broken condition was believed",
+                 (unsigned long long)after.durable_marker);
+    cr_assert_eq(after.broken_slots, 2);
+    cr_assert_leq(ctx.rp.last_epoch, base, "a record above the believed marker was replayed");
+    free(ctx.rp.seen);
+    remove_dir(dir);
+    leak_check();
+}
+
+/* log_sync: what auto chooses where, what is forced, and that
+ * log_prealloc_kb=0 never chains (docs/durability.md). */
+static uint32_t sync_mode_of(const char *dir, uint32_t prealloc_kb, const char *log_sync)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = dir;
+    cfg.log_prealloc_kb = prealloc_kb;
+    if (log_sync)
+        cr_assert_eq(urt_config_set(&cfg, "log_sync", log_sync), 0);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_log_stats st;
+    cr_assert_eq(urt_log_stats(rt, &st), 0);
+    cr_assert_eq(commit_wait(rt, 1, 10, URT_COMMIT_STORED), 0);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    return st.sync_mode;
+}
+
+Test(wal, log_sync_choice, .timeout = 60)
+{
+    char *dir = make_dir();
+    struct statfs sf;
+    cr_assert_eq(statfs(dir, &sf), 0);
+    bool ext4_or_xfs = sf.f_type == 0xEF53 || sf.f_type == 0x58465342;
+    cr_assert_eq(sync_mode_of(dir, 0, NULL), URT_LOG_SYNC_STRICT, "prealloc 0 must never chain");
+    cr_assert_eq(sync_mode_of(dir, 64, "strict"), URT_LOG_SYNC_STRICT);
+    cr_assert_eq(sync_mode_of(dir, 64, "single_flush"), URT_LOG_SYNC_SINGLE_FLUSH);
+    if (ext4_or_xfs)
+        cr_assert_eq(sync_mode_of(dir, 64, NULL), URT_LOG_SYNC_SINGLE_FLUSH, "auto on ext4/xfs");
+    char note[4200], buf[4096] = "";
+    snprintf(note, sizeof(note), "%s/sessions.log", dir);
+    FILE *f = fopen(note, "r");
+    cr_assert_not_null(f, "no sessions.log");
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    cr_assert_not_null(strstr(buf, "log_sync strict (log_prealloc_kb=0"), "sessions.log: %s", buf);
+    cr_assert_not_null(strstr(buf, "log_sync single_flush (log_sync=single_flush"), "sessions.log: %s", buf);
+    remove_dir(dir);
+    /* tmpfs (or any file system not known to keep the chain's promise): strict */
+    if (statfs("/dev/shm", &sf) == 0 && sf.f_type == 0x01021994) {
+        char shm[] = "/dev/shm/urt-wal-test.XXXXXX";
+        cr_assert_not_null(mkdtemp(shm));
+        cr_assert_eq(sync_mode_of(shm, 64, NULL), URT_LOG_SYNC_STRICT, "auto on tmpfs");
+        char *p = strdup(shm);
+        remove_dir(p);
+    }
+    struct urt_config cfg;
+    urt_config_init(&cfg);
+    cfg.log_sync = URT_LOG_SYNC_SINGLE_FLUSH;
+    cfg.log_prealloc_kb = 0;
+    cr_assert_eq(urt_config_validate(&cfg, NULL, 0), -EINVAL);
+    cr_assert_not_null(strstr(urt_last_error(), "log_sync"));
     leak_check();
 }
