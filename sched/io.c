@@ -18,18 +18,31 @@ static void io_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
     io->done(io, w, res, cqe_flags);
 }
 
-struct io_uring_sqe *sched_io_prep(struct worker *w, struct sched_io *io, sched_io_done_fn *done)
+int sched_io_reserve(struct worker *w, unsigned n)
 {
     assert(sched_self() == w);
-    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
-    if (!sqe)
-        return NULL;
+    if (io_uring_sq_space_left(&w->ring.uring) >= n)
+        return 0;
+    ring_submit(&w->ring);
+    return io_uring_sq_space_left(&w->ring.uring) >= n ? 0 : -EBUSY;
+}
+
+struct io_uring_sqe *sched_io_sqe(struct worker *w)
+{
+    assert(sched_self() == w);
+    return ring_get_sqe(&w->ring);
+}
+
+void sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *io, sched_io_done_fn *done,
+                   bool link)
+{
     io->op.complete = io_complete;
     io->done = done;
     io->w = w;
     io_uring_sqe_set_data(sqe, &io->op);
+    if (link)
+        sqe->flags |= IOSQE_IO_LINK;
     w->io_inflight++;
-    return sqe;
 }
 
 int sched_io_flush(struct worker *w)
@@ -40,15 +53,13 @@ int sched_io_flush(struct worker *w)
 
 int sched_timer_arm(struct worker *w, struct sched_io *io, uint64_t ns, sched_io_done_fn *done)
 {
+    if (sched_io_reserve(w, 1))
+        return -EBUSY;
     io->ts.tv_sec = (long long)(ns / 1000000000ull);
     io->ts.tv_nsec = (long long)(ns % 1000000000ull);
-    struct io_uring_sqe *sqe = sched_io_prep(w, io, done);
-    if (!sqe)
-        return -EBUSY;
-    /* The prep above set user_data; prep_timeout must not clobber it. */
-    uint64_t ud = sqe->user_data;
+    struct io_uring_sqe *sqe = sched_io_sqe(w);
     io_uring_prep_timeout(sqe, &io->ts, 0, 0);
-    sqe->user_data = ud;
+    sched_io_bind(w, sqe, io, done, false);
     return 0;
 }
 

@@ -16,6 +16,12 @@
  *  3. The io must stay valid until done ran; done may free or reuse it.
  *  4. Prepared SQEs are submitted when the running task returns (batched into
  *     one io_uring_enter), or at once with sched_io_flush().
+ *  6. A chain of linked SQEs (IOSQE_IO_LINK: each runs after the previous
+ *     one succeeded; a failure or short read/write cancels the rest with
+ *     -ECANCELED) is built with sched_io_reserve(n), then n times:
+ *     sqe = sched_io_sqe(w); io_uring_prep_*(sqe, ...);
+ *     sched_io_bind(w, sqe, io, done, link_to_next). The tag is set after the
+ *     prep (which clears user_data), so nothing is saved and restored.
  *  5. While any SQE is in flight the worker looks for completions every 64
  *     tasks and whenever it is idle, and its suspension ends at the completion.
  */
@@ -34,9 +40,18 @@ struct sched_io {
     struct __kernel_timespec ts;    /* timers: read by the kernel at submission */
 };
 
-/* Worker only: an SQE of w's ring tagged with io, or NULL if the ring cannot
- * take one now (the SQ is full and the kernel refused to drain it). */
-struct io_uring_sqe *sched_io_prep(struct worker *w, struct sched_io *io, sched_io_done_fn *done);
+/* Worker only: makes room for n SQEs that must go into the SQ together (a
+ * linked chain), submitting what is prepared if needed. 0, or -EBUSY when
+ * the ring cannot take them now (the kernel refused to drain the SQ): the
+ * caller retries later; nothing was taken. */
+int sched_io_reserve(struct worker *w, unsigned n);
+/* Worker only, after sched_io_reserve(): the next free SQE, to be filled
+ * with an io_uring_prep_*() and then tagged with sched_io_bind(). */
+struct io_uring_sqe *sched_io_sqe(struct worker *w);
+/* Worker only: tags a filled SQE with io (done(io, w, res, flags) runs on w
+ * when its CQE arrives); link = IOSQE_IO_LINK to the next SQE of the chain. */
+void sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *io, sched_io_done_fn *done,
+                   bool link);
 
 /* Worker only: submits what is prepared. Returns the count or -errno. */
 int sched_io_flush(struct worker *w);

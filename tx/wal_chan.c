@@ -1,0 +1,752 @@
+/*
+ * tx/wal_chan.c — channel and flush: one per worker, its own file, two
+ * buffers (one gathering records, one being written), its I/O on the
+ * worker's own ring (SPEC C12; the commit's whole path: wal.c's header).
+ *
+ * Append: a commit's records go to the gathering buffer tagged with the
+ * open epoch E (its marker). Stored commits join the buffer's waiter list
+ * and ask for a flush (a task that yields once, so everything runnable
+ * appends first: the batch); accepted/available are answered at once (or
+ * held behind the write in flight past WAL_HOLD_BYTES: backpressure).
+ *
+ * Flush (at most one in flight; the next batch gathers behind it): E is
+ * advanced past the buffer's largest epoch, the buffers swap (the partial
+ * last block is carried over), and the write goes out in one of three forms
+ * (enum flush_form): PLAIN write -> fdatasync; when D waits for this write,
+ * the marker's slot is chained behind it: STRICT (write -> fdatasync ->
+ * slot -> fdatasync(epochs)) or, inside preallocated space with log_sync
+ * resolved to single_flush, SINGLE (write -> sync_file_range -> conditional
+ * slot -> fdatasync(epochs): one device flush; wal_sync.c says where that
+ * holds). Every write ends with a zero terminator.
+ *
+ * Completion: a short write is written again from where it stopped (with a
+ * sync of its own); an error fails the flush's stored commits with it,
+ * rewinds the channel to the flush's offset and zeroes the failed range with
+ * the next write (repair; D stays below the failed epochs until then). On
+ * success the waiters go to delivery (wal_deliver.c), pending_min is raised
+ * (O1) and the marker may advance (wal_marker.c).
+ *
+ * Preallocation (log_prealloc_kb): zeros are written ahead of the data on
+ * the ring, so a flush overwrites allocated blocks and its sync needs no
+ * metadata journal commit; a flush never writes into a range being extended.
+ *
+ * Everything here is owner-only (rule 2 of wal.c) except pending_min (O1)
+ * and the counters (O3).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bpf/probes.h"
+#include "tx/wal_int.h"
+
+static inline uint64_t log_stamp(void)
+{
+    return probe_log_timing_on() ? probe_now_ns() : 0;
+}
+
+/* ---- buffers ------------------------------------------------------------------------ */
+
+static int buf_reserve(struct wal_buf *b, size_t need)
+{
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 64 * 1024;
+    while (cap < need)
+        cap *= 2;
+    void *p;
+    if (posix_memalign(&p, WAL_ALIGN, cap))
+        return -ENOMEM;
+    memset(p, 0, cap);
+    if (b->data)
+        memcpy(p, b->data, b->len);
+    free(b->data);
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void buf_reset_batch(struct wal_buf *b)
+{
+    b->min_epoch = b->max_epoch = 0;
+    b->n_recs = 0;
+    b->wait_head = b->wait_tail = NULL;
+}
+
+static bool has_work(const struct chan *ch)
+{
+    return !ch->flight && (ch->gather->n_recs || ch->repair);
+}
+
+/* ---- the epoch timer ------------------------------------------------------------------ */
+
+static void write_again(struct chan *ch);
+
+static void timer_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
+{
+    (void)w, (void)res, (void)flags;
+    struct chan *ch = CHAN_OF(io, io_t);
+    ch->inflight--;
+    ch->timer_armed = false;
+    if (ch->stopping)
+        return;
+    /* The epoch timer: close the open epoch, flush what waits. */
+    atomic_fetch_add_explicit(&ch->wal->epoch, 1, memory_order_seq_cst);
+    if (ch->write_due) {
+        ch->write_due = false;
+        write_again(ch);
+    } else if (has_work(ch)) {
+        chan_flush_now(ch);
+    }
+}
+
+static void arm_timer(struct chan *ch)
+{
+    if (ch->timer_armed || ch->stopping)
+        return;
+    if (sched_timer_arm(ch->w, &ch->io_t, ch->wal->epoch_ns, timer_done) == 0) {
+        ch->timer_armed = true;
+        ch->inflight++;
+    }
+}
+
+/* ---- submitting a write ------------------------------------------------------------- */
+
+static void wr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
+static void sync_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
+
+/* Offset in x after the last record of epoch <= p (records from x->start;
+ * epochs never decrease); x->start if this write holds none. A slot's
+ * condition names only records that a recovery with marker p keeps (never a
+ * record of a later epoch that happens to precede this write), so a later
+ * recovery still finds it true. */
+static size_t records_end(const struct wal_buf *x, uint64_t p)
+{
+    size_t off = x->start, end = x->start;
+    while (off + WAL_HDR_SIZE <= x->len) {
+        uint32_t len;
+        uint64_t epoch;
+        memcpy(&len, x->data + off, 4);
+        memcpy(&epoch, x->data + off + 8, 8);
+        if (epoch > p)
+            break;
+        off += wal_rec_size(len);
+        end = off;
+    }
+    return end;
+}
+
+/* Test builds: the next write is cut short or fails (wal_inject_fault). */
+static int take_fault(struct chan *ch, size_t *n)
+{
+#if URT_FAULT_INJECTION
+    int inject = atomic_exchange_explicit(&ch->wal->inject_next, 0, memory_order_relaxed);
+    if (inject == WAL_FAULT_SHORT) {
+        size_t half = ch->wal->o_direct ? (*n / 2) & ~(size_t)511 : *n / 2;
+        if (half)
+            *n = half;
+    }
+    ch->wr_eio = inject == WAL_FAULT_EIO;
+    ch->wr_fake_short = inject == WAL_FAULT_SHORT_CANCEL;
+    return inject;
+#else
+    (void)ch, (void)n;
+    return 0;
+#endif
+}
+
+/* Which form this write takes, and the marker chained behind it (0: none). */
+static enum flush_form choose_form(struct chan *ch, bool chain_ok, uint64_t *p)
+{
+    struct wal *wal = ch->wal;
+    *p = 0;
+    if (chain_ok && ch->ew == EW_IDLE && !ch->repair)
+        *p = marker_claim_for_write(wal, ch);
+    if (!*p)
+        return FLUSH_PLAIN;
+    if (wal->single_ok && ch->flight->base + ch->wr_to <= ch->prealloc_end)
+        return FLUSH_SINGLE;
+    return FLUSH_STRICT;
+}
+
+static void prep_sync(struct chan *ch, size_t n, bool link)
+{
+    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
+    uint64_t off = ch->flight->base + ch->wr_from;
+    if (ch->form == FLUSH_SINGLE)
+        io_uring_prep_sync_file_range(sqe, ch->fd, (unsigned)n, off,
+                                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                          SYNC_FILE_RANGE_WAIT_AFTER);
+    else
+        io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
+    chan_bind(ch, sqe, &ch->sync, sync_done, link);
+    ch->cqes++;
+}
+
+/* Submits the flight buffer's [wr_from, wr_to) in the chosen form. false:
+ * the ring cannot take the chain now (the epoch timer retries). */
+static bool submit_write(struct chan *ch, bool chain_ok)
+{
+    struct wal_buf *x = ch->flight;
+    if (sched_io_reserve(ch->w, 4))
+        return false;
+    size_t n = ch->wr_to - ch->wr_from;
+    bool injected = take_fault(ch, &n) != 0;
+    ch->wr_len = n;
+    uint64_t p;
+    ch->form = choose_form(ch, chain_ok && !injected, &p);
+    bool sfr = ch->form == FLUSH_SINGLE && !ch->wal->o_direct; /* O_DIRECT: the write itself reached the device */
+    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
+    io_uring_prep_write(sqe, ch->fd, x->data + ch->wr_from, (unsigned)n, x->base + ch->wr_from);
+    chan_bind(ch, sqe, &ch->wr, wr_done, true); /* a sync, or the slot, always follows */
+    ch->cqes = 1;
+    ch->sync.res = 0;
+    if (ch->form != FLUSH_SINGLE || sfr)
+        prep_sync(ch, n, p != 0);
+    if (p) {
+        size_t end = records_end(x, p); /* this write's records of epochs <= p */
+        /* None: every record of epochs <= p on this channel was made durable
+         * by an earlier flush; the slot needs no condition. */
+        uint64_t cond = ch->form == FLUSH_SINGLE && end > x->start ? x->base + end : 0;
+        marker_chain_slot(ch, p, cond);
+        if (ch->form == FLUSH_SINGLE)
+            ch->cqes += 2; /* the whole chain is this flush */
+    }
+    wal_cnt_add(&ch->n_flushes, 1);
+    sched_io_flush(ch->w);
+    return true;
+}
+
+/* ---- preallocation ------------------------------------------------------------------ */
+
+static void extend_complete(struct chan *ch)
+{
+    bool waits = ch->ext == EXT_BUSY_FLUSH_WAITS;
+    ch->ext = EXT_IDLE;
+    if (ch->xwr.res == (int32_t)ch->wal->chunk && ch->xsync.res == 0)
+        ch->prealloc_end = ch->x_off + ch->wal->chunk;
+    /* else: the range stays unallocated; flushes simply append there. */
+    if (waits && has_work(ch))
+        chan_flush_now(ch);
+}
+
+static void x_done(struct chan *ch, struct chan_io *x, int32_t res)
+{
+    ch->inflight--;
+    x->res = res;
+    if (--ch->xcqes == 0)
+        extend_complete(ch);
+}
+
+static void xwr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
+{
+    (void)w, (void)flags;
+    struct chan *ch = CHAN_OF(io, xwr.io);
+    x_done(ch, &ch->xwr, res);
+}
+
+static void xsync_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
+{
+    (void)w, (void)flags;
+    struct chan *ch = CHAN_OF(io, xsync.io);
+    x_done(ch, &ch->xsync, res);
+}
+
+static void maybe_extend(struct chan *ch, uint64_t end_off)
+{
+    struct wal *wal = ch->wal;
+    if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + wal->chunk / 2 < ch->prealloc_end)
+        return;
+    if (sched_io_reserve(ch->w, 2))
+        return; /* the next flush asks again */
+    ch->x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
+    ch->ext = EXT_BUSY;
+    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
+    io_uring_prep_write(sqe, ch->fd, wal->zeros, (unsigned)wal->chunk, ch->x_off);
+    chan_bind(ch, sqe, &ch->xwr, xwr_done, true);
+    sqe = sched_io_sqe(ch->w);
+    io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
+    chan_bind(ch, sqe, &ch->xsync, xsync_done, false);
+    ch->xcqes = 2;
+    sched_io_flush(ch->w);
+}
+
+/* ---- starting a flush --------------------------------------------------------------- */
+
+/* The byte range of the gathering buffer this flush writes (terminator and,
+ * after a failed write, zeros over what it may have left; O_DIRECT: whole
+ * blocks from the buffer's start). */
+static void flush_range(struct chan *ch, struct wal_buf *x, size_t *from, size_t *to)
+{
+    *from = x->start;
+    *to = x->len + WAL_TERMINATOR;
+    if (ch->wal->o_direct) {
+        *from = 0;
+        *to = wal_align_up(*to, WAL_ALIGN);
+    }
+    if (ch->repair && x->base + *to < ch->dirty_end && buf_reserve(x, (size_t)(ch->dirty_end - x->base)) == 0)
+        *to = (size_t)(ch->dirty_end - x->base);
+    memset(x->data + x->len, 0, *to - x->len);
+}
+
+/* Swap: the other buffer gathers from the block x ends in. */
+static void swap_buffers(struct chan *ch, struct wal_buf *x)
+{
+    struct wal_buf *y = x == &ch->bufs[0] ? &ch->bufs[1] : &ch->bufs[0];
+    size_t blk = x->len & ~(size_t)(WAL_ALIGN - 1);
+    y->base = x->base + blk;
+    y->len = y->start = x->len - blk;
+    memcpy(y->data, x->data + blk, y->len);
+    buf_reset_batch(y);
+    ch->gather = y;
+    ch->flight = x;
+}
+
+/* Puts the flight buffer back as the gathering one, the records gathered
+ * since appended to it. Returns the stored commits it could not keep (no
+ * memory: their records are dropped), statuses set to -ENOMEM. */
+static struct urt_commit *unswap_buffers(struct chan *ch)
+{
+    struct wal_buf *x = ch->flight, *y = ch->gather;
+    struct urt_commit *lost = NULL;
+    size_t n = y->len - y->start;
+    if (n && buf_reserve(x, x->len + n + WAL_TERMINATOR + WAL_ALIGN)) {
+        lost = y->wait_head;
+        for (struct urt_commit *c = lost; c; c = c->priv.next)
+            c->priv.status = -ENOMEM, c->priv.state = CS_RELEASE;
+    } else if (n) {
+        memcpy(x->data + x->len, y->data + y->start, n);
+        x->len += n;
+        x->max_epoch = y->n_recs ? y->max_epoch : x->max_epoch;
+        if (!x->n_recs)
+            x->min_epoch = y->min_epoch;
+        x->n_recs += y->n_recs;
+        if (y->wait_head) {
+            if (x->wait_tail)
+                x->wait_tail->priv.next = y->wait_head;
+            else
+                x->wait_head = y->wait_head;
+            x->wait_tail = y->wait_tail;
+        }
+    }
+    y->len = y->start;
+    buf_reset_batch(y);
+    ch->gather = x;
+    ch->flight = NULL;
+    return lost;
+}
+
+void chan_flush_now(struct chan *ch)
+{
+    assert(sched_self() == ch->w); /* rule 2: owner only */
+    struct wal *wal = ch->wal;
+    struct wal_buf *x = ch->gather;
+    if (!has_work(ch))
+        return;
+    size_t from, to;
+    flush_range(ch, x, &from, &to);
+    uint64_t end_off = x->base + to;
+    if (ch->ext != EXT_IDLE && end_off > ch->x_off) {
+        ch->ext = EXT_BUSY_FLUSH_WAITS; /* never write into a range being zero-filled */
+        return;
+    }
+    if (x->n_recs)
+        wal_fetch_max(&wal->epoch, x->max_epoch + 1); /* the epochs this write holds are closed */
+    swap_buffers(ch, x);
+    ch->wr_from = from;
+    ch->wr_to = to;
+    ch->flush_seq++;
+    ch->flight_lsn = ch->lsn;
+    ch->flush_start_ns = log_stamp();
+    probe_flush((int)ch->index, ch->lsn, to - from);
+    if (!submit_write(ch, x->n_recs != 0)) {
+        unswap_buffers(ch); /* nothing gathered since the swap: nothing lost */
+        arm_timer(ch);      /* ring full: try again after an epoch */
+        return;
+    }
+    maybe_extend(ch, end_off);
+}
+
+/* ---- completing a flush ------------------------------------------------------------- */
+
+/* Backpressure release: the write in flight ended, the held answers go out. */
+static void release_held(struct chan *ch)
+{
+    struct urt_commit *list = ch->held_head;
+    ch->held_head = ch->held_tail = NULL;
+    deliver_list(ch->wal, ch->w, list);
+}
+
+/* The failed write's stored commits get err; the gathered records move to
+ * where it began; the next write overwrites the failed range. */
+static void flush_failed(struct chan *ch, int err)
+{
+    struct wal_buf *x = ch->flight;
+    wal_cnt_add(&ch->n_errors, 1);
+    if (x->base + ch->wr_to > ch->dirty_end)
+        ch->dirty_end = x->base + ch->wr_to; /* the next write zeroes up to here: no stale record survives */
+    struct urt_commit *failed = x->wait_head;
+    for (struct urt_commit *c = failed; c; c = c->priv.next) {
+        c->priv.status = err;
+        c->priv.state = CS_RELEASE;
+    }
+    x->len = x->start;
+    buf_reset_batch(x);
+    struct urt_commit *lost = unswap_buffers(ch);
+    ch->form = FLUSH_NONE;
+    /* pending_min stays where it is (at or below the failed epochs) until a
+     * write over the failed range is durable: D cannot cover those records. */
+    ch->repair = true;
+    deliver_list(ch->wal, ch->w, failed);
+    deliver_list(ch->wal, ch->w, lost);
+    release_held(ch);
+    arm_timer(ch); /* retry after an epoch, not in a tight loop */
+}
+
+static void flush_succeeded(struct chan *ch)
+{
+    struct wal *wal = ch->wal;
+    struct wal_buf *x = ch->flight, *y = ch->gather;
+    wal_cnt_add(&ch->n_fsyncs, 1);
+    wal_cnt_add(&ch->n_bytes, ch->wr_to - ch->wr_from);
+    probe_durable((int)ch->index, ch->flight_lsn, ch->flush_start_ns, ch->flush_start_ns ? probe_now_ns() : 0);
+    struct urt_commit *waiters = x->wait_head;
+    buf_reset_batch(x);
+    ch->flight = NULL;
+    ch->form = FLUSH_NONE;
+    ch->repair = false;
+    ch->dirty_end = 0;
+    release_held(ch);
+    atomic_store_explicit(&ch->pending_min, y->n_recs ? y->min_epoch : EPOCH_NONE,
+                          memory_order_seq_cst); /* O1: pairs with the loads in marker_durable */
+    deliver_waiters(wal, ch->w, waiters);
+    ch->done_seq = ch->flush_seq;
+    marker_after_flush(ch);
+    if (y->wait_head || y->len - y->start >= WAL_FLUSH_BYTES)
+        chan_flush_now(ch); /* pipelining: the batch that gathered behind this write */
+    else if (y->n_recs)
+        arm_timer(ch);
+}
+
+/* Data written in part (or not synced): write the rest, with a sync of its own. */
+static void write_again(struct chan *ch)
+{
+    size_t done = (size_t)(ch->wr.res > 0 ? ch->wr.res : 0);
+    if (ch->wal->o_direct)
+        done &= ~(size_t)511;
+    if (done < ch->wr_to - ch->wr_from)
+        ch->wr_from += done;
+    if (!submit_write(ch, false)) {
+        ch->write_due = true; /* ring full: the epoch timer submits it */
+        arm_timer(ch);
+    }
+}
+
+/* The single-flush chain completed (all its CQEs are in). */
+static void single_complete(struct chan *ch)
+{
+    size_t want = ch->wr_to - ch->wr_from;
+    bool ok = ch->wr.res == (int32_t)want && ch->sync.res == 0 && ch->ewr.res == (int32_t)EPOCH_SLOT_SIZE &&
+              ch->esync.res == 0;
+    ch->ew = EW_IDLE;
+    ch->eagain = false;
+    if (ok) {
+        marker_persisted(ch); /* the durability callback first, then earlier waiters */
+        flush_succeeded(ch);  /* this write's waiters: covered now */
+        return;
+    }
+    /* Something failed or was cancelled: the marker is written again once
+     * the data is durable (marker_after_flush, epending). */
+    if (ch->emarker > ch->epending)
+        ch->epending = ch->emarker;
+    if (ch->wr.res < 0)
+        flush_failed(ch, ch->wr.res);
+    else
+        write_again(ch); /* short, or written but durability unknown */
+}
+
+void chan_flush_complete(struct chan *ch)
+{
+    enum flush_form form = ch->form;
+    ch->form = FLUSH_NONE;
+    if (form == FLUSH_SINGLE) {
+        single_complete(ch);
+        return;
+    }
+    size_t want = ch->wr_to - ch->wr_from;
+    if (ch->wr.res < 0)
+        flush_failed(ch, ch->wr.res);
+    else if (ch->sync.res < 0 && ch->sync.res != -ECANCELED)
+        flush_failed(ch, ch->sync.res);
+    else if ((size_t)ch->wr.res < want || ch->sync.res == -ECANCELED)
+        write_again(ch); /* a short write cancelled the linked sync: write the rest, synced */
+    else if (ch->wr_eio)
+        flush_failed(ch, -EIO);
+    else
+        flush_succeeded(ch);
+}
+
+static void wr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
+{
+    (void)w, (void)flags;
+    struct chan *ch = CHAN_OF(io, wr.io);
+    ch->inflight--;
+    if (ch->wr_fake_short && res > 1)
+        res = ch->wal->o_direct ? (res / 2) & ~511 : res / 2; /* as if the kernel wrote less */
+    ch->wr.res = res;
+    if (--ch->cqes == 0)
+        chan_flush_complete(ch);
+}
+
+static void sync_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
+{
+    (void)w, (void)flags;
+    struct chan *ch = CHAN_OF(io, sync.io);
+    ch->inflight--;
+    if (ch->wr_fake_short) {
+        ch->wr_fake_short = false;
+        res = -ECANCELED; /* what a short write does to the linked sync */
+    }
+    ch->sync.res = res;
+    if (--ch->cqes == 0)
+        chan_flush_complete(ch);
+}
+
+/* ---- the flush task ---------------------------------------------------------------- */
+
+/* The deferred flush of a stored commit: yields once, so that whatever is
+ * runnable on this worker appends first and joins the same write. */
+static enum urt_task_result flush_task_run(struct urt_task *t, void *arg)
+{
+    struct chan *ch = arg;
+    if (sched_self() != ch->w) {
+        /* Stolen (the deque is open to thieves): back to the owner, on its
+         * sticky queue, which is never stolen. */
+        sched_push_sticky(ch->w->s, ch->w, t);
+        return URT_TASK_DONE;
+    }
+    if (ch->flush_task_state == FT_QUEUED) {
+        ch->flush_task_state = FT_YIELDED;
+        return URT_TASK_YIELD;
+    }
+    ch->flush_task_state = FT_IDLE;
+    chan_flush_now(ch);
+    return URT_TASK_DONE;
+}
+
+static void flush_task_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    ((struct chan *)arg)->flush_task_state = FT_IDLE;
+}
+
+static void request_flush(struct chan *ch)
+{
+    if (ch->flight || ch->flush_task_state != FT_IDLE)
+        return; /* the running write's completion flushes this batch */
+    ch->flush_task_state = FT_QUEUED;
+    urt_task_init(&ch->flush_task, flush_task_run, ch);
+    ch->flush_task.cancel = flush_task_cancel;
+    sched_local_push(ch->w, &ch->flush_task);
+}
+
+/* ---- appending ------------------------------------------------------------------------ */
+
+static void append_one(struct chan *ch, struct wal_buf *x, uint64_t e, uint64_t tx_id, const void *rec, uint32_t len)
+{
+    uint8_t *d = x->data + x->len;
+    wal_rec_encode_header(d, WAL_REC_COMMIT, e, tx_id, ++ch->lsn, len);
+    if (len)
+        memcpy(d + WAL_HDR_SIZE, rec, len);
+    wal_rec_seal(d, len);
+    x->len += wal_rec_size(len);
+}
+
+static size_t commit_bytes(const struct urt_commit *c)
+{
+    if (c->priv.len == WAL_TX_RECORDS) {
+        const urt_tx *tx = wal_txc_of(c)->tx;
+        size_t n = tx_record_count(tx);
+        return tx_record_bytes(tx) + (n ? n : 1) * (WAL_HDR_SIZE + WAL_CRC_SIZE + 7);
+    }
+    return wal_rec_size(c->priv.len);
+}
+
+/* All records of a commit: one epoch, one channel, contiguous. */
+static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_commit *c, uint64_t e)
+{
+    if (c->priv.len != WAL_TX_RECORDS) {
+        append_one(ch, x, e, c->priv.tx_id, c->priv.rec, c->priv.len);
+        return;
+    }
+    const urt_tx *tx = wal_txc_of(c)->tx;
+    size_t cursor = 0;
+    uint32_t len;
+    const void *rec;
+    bool any = false;
+    while ((rec = tx_record_next(tx, &cursor, &len))) {
+        append_one(ch, x, e, c->priv.tx_id, rec, len);
+        any = true;
+    }
+    if (!any)
+        append_one(ch, x, e, c->priv.tx_id, NULL, 0); /* a commit without records still has a marker */
+}
+
+/* A1/A2 (O1): announce pending records, then read the epoch they belong to. */
+static uint64_t open_epoch_for_append(struct wal *wal, struct chan *ch)
+{
+    if (atomic_load_explicit(&ch->pending_min, memory_order_relaxed) == EPOCH_NONE)
+        atomic_store_explicit(&ch->pending_min, atomic_load_explicit(&wal->epoch, memory_order_seq_cst),
+                              memory_order_seq_cst); /* A1: pairs with marker_durable (O1) */
+    return atomic_load_explicit(&wal->epoch, memory_order_seq_cst); /* A2 */
+}
+
+static void link_commit(struct urt_commit **head, struct urt_commit **tail, struct urt_commit *c)
+{
+    c->priv.next = NULL;
+    if (*tail)
+        (*tail)->priv.next = c;
+    else
+        *head = c;
+    *tail = c;
+}
+
+void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task)
+{
+    struct chan *ch = wal->chans[w->index];
+    assert(ch->w == w && sched_self() == w); /* rule 2: owner only */
+    struct wal_buf *x = ch->gather;
+    int err = buf_reserve(x, x->len + commit_bytes(c) + WAL_TERMINATOR + WAL_ALIGN);
+    if (err) {
+        c->priv.status = err;
+        deliver_one(w, c, in_own_task);
+        return;
+    }
+    uint64_t e = open_epoch_for_append(wal, ch);
+    append_records(ch, x, c, e);
+    if (!x->n_recs)
+        x->min_epoch = e;
+    x->max_epoch = e;
+    x->n_recs++;
+    c->priv.marker = e;
+    c->priv.status = 0;
+    wal_cnt_add(&ch->n_commits, 1);
+    if (c->priv.response == URT_COMMIT_STORED) {
+        c->priv.state = CS_BATCH;
+        link_commit(&x->wait_head, &x->wait_tail, c);
+        request_flush(ch);
+        return;
+    }
+    if (!ch->flight && x->len - x->start >= WAL_FLUSH_BYTES)
+        request_flush(ch); /* bounded buffers without stored commits too */
+    else if (!ch->flight)
+        arm_timer(ch);
+    if (ch->flight && x->len - x->start >= WAL_HOLD_BYTES) {
+        /* Backpressure: the disk is behind; answer when the write in flight
+         * ends instead of letting the buffer grow without bound. */
+        c->priv.state = CS_RELEASE;
+        link_commit(&ch->held_head, &ch->held_tail, c);
+        return;
+    }
+    deliver_one(w, c, in_own_task);
+}
+
+/* ---- worker hooks --------------------------------------------------------------------- */
+
+void wal_worker_start(struct wal *wal, struct worker *w)
+{
+    wal->chans[w->index]->w = w;
+}
+
+bool wal_before_suspend(struct wal *wal, struct worker *w)
+{
+    struct chan *ch = wal->chans[w->index];
+    if (has_work(ch))
+        chan_flush_now(ch); /* an idle worker flushes before it suspends */
+    return false;           /* its suspension ends at the completion */
+}
+
+static void ignore_tag(void *ctx, uint64_t ud, int32_t res)
+{
+    (void)ctx, (void)ud, (void)res;
+}
+
+void wal_worker_stop(struct wal *wal, struct worker *w)
+{
+    struct chan *ch = wal->chans[w->index];
+    /* Write what this channel still holds, and wait for every SQE of ours:
+     * the buffers must outlive the kernel's use of them (rule 3). */
+    if (has_work(ch))
+        chan_flush_now(ch);
+    if (ch->timer_armed)
+        sched_timer_cancel(w, &ch->io_t);
+    sched_io_flush(w);
+    int rounds = 0;
+    while (ch->inflight && rounds++ < 100000) {
+        if (!ch->flight && ch->ew == EW_IDLE && ch->ext == EXT_IDLE)
+            ch->stopping = true; /* only the timer is left: no new work from it */
+        ring_wait(&w->ring, 10 * 1000 * 1000);
+        ring_reap(&w->ring, ignore_tag, NULL);
+    }
+    ch->stopping = true;
+}
+
+/* ---- creating a channel file --------------------------------------------------------- */
+
+/* Block 0: the header record, then zeros (written now, with the preallocation). */
+static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t start_epoch)
+{
+    struct wal_header_payload h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.magic, WAL_MAGIC, 8);
+    h.version = WAL_VERSION;
+    h.worker = ch->index;
+    h.gen = wal->gen;
+    h.start_epoch = start_epoch;
+    struct wal_buf *x = &ch->bufs[0];
+    memset(x->data, 0, WAL_ALIGN);
+    wal_rec_encode(x->data, WAL_REC_HEADER, start_epoch, 0, ++ch->lsn, &h, sizeof(h));
+    x->base = 0;
+    x->len = x->start = wal_rec_size(sizeof(h));
+    buf_reset_batch(x);
+    buf_reset_batch(&ch->bufs[1]);
+    ch->gather = x;
+    int rc = wal_write_all(ch->fd, x->data, WAL_ALIGN, 0);
+    uint64_t pre = (uint64_t)wal->cfg->log_prealloc_kb * 1024;
+    for (uint64_t off = WAL_ALIGN; !rc && off < pre; off += wal->chunk)
+        rc = wal_write_all(ch->fd, wal->zeros,
+                           pre - off < wal->chunk ? wal_align_up(pre - off, WAL_ALIGN) : wal->chunk, off);
+    if (!rc && fdatasync(ch->fd))
+        rc = -errno;
+    /* log_prealloc_kb=0: nothing counts as preallocated, never a single-flush chain. */
+    ch->prealloc_end = pre ? (pre > WAL_ALIGN ? wal_align_up(pre, WAL_ALIGN) : WAL_ALIGN) : 0;
+    return rc;
+}
+
+int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen)
+{
+    snprintf(ch->name, sizeof(ch->name), "ch-%016" PRIx64 "-%04x.wal", wal->gen, ch->index);
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (wal->o_direct ? O_DIRECT : 0);
+    ch->fd = openat(wal->dirfd, ch->name, flags, 0644);
+    if (ch->fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "log_dir %s: cannot create a channel file: %s", dir, strerror(e));
+        return -e;
+    }
+    wal_sync_nocow(&wal->sync, ch->fd); /* btrfs: while the file is empty */
+    for (int i = 0; i < 2; i++)
+        if (buf_reserve(&ch->bufs[i], 256 * 1024))
+            return -ENOMEM;
+    int rc = write_header_and_zeros(wal, ch, start_epoch);
+    if (rc) {
+        snprintf(err, errlen, "log_dir %s: cannot write a channel file: %s", dir, strerror(-rc));
+        return rc;
+    }
+    atomic_init(&ch->pending_min, EPOCH_NONE);
+    return 0;
+}

@@ -1,0 +1,257 @@
+/*
+ * tx/wal_int.h — the log's private objects, shared by its three parts:
+ *
+ *   wal_chan.c     channel and flush: a worker's buffers, appending records,
+ *                  the write and its sync on the worker's ring, preallocation,
+ *                  the epoch timer, the worker hooks;
+ *   wal_marker.c   durable marker and epoch file: what D is, which slot says
+ *                  so, the epoch-file writes and their completions;
+ *   wal_deliver.c  delivery: waiting stored commits in a heap, released in
+ *                  marker order after the engine heard of the marker; the
+ *                  answers of accepted/available commits;
+ *   wal.c          the whole: open and close, the commit entry (wal_commit,
+ *                  the hop of a commit from a foreign thread), the
+ *                  transaction seam, statistics.
+ *
+ * Ordering contract (O1–O3) and lifecycle rules: wal.c's header.
+ */
+#ifndef URT_TX_WAL_INT_H
+#define URT_TX_WAL_INT_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+
+#include "sched/io.h"
+#include "tx/commit_hook.h"
+#include "tx/wal.h"
+#include "tx/wal_format.h"
+#include "tx/wal_sync.h"
+
+#define WAL_ALIGN 4096u
+#define WAL_FLUSH_BYTES (1u << 20) /* a gathering buffer this full is written without waiting for the timer */
+#define WAL_HOLD_BYTES (16u << 20) /* past this (a write in flight), accepted/available answers wait for it */
+#define EPOCH_NONE UINT64_MAX
+/* priv.len of a commit whose records come from a transaction (struct wal_txc). */
+#define WAL_TX_RECORDS UINT32_MAX
+
+/* Where a commit is (rule 4 of wal.c): exactly one place at a time. */
+enum commit_state { CS_IDLE = 0, CS_HOP, CS_BATCH, CS_HEAP, CS_RELEASE };
+
+/* The form of the flush in flight (submit_write). */
+enum flush_form {
+    FLUSH_NONE = 0,
+    FLUSH_PLAIN,  /* write -> fdatasync(log)                                  */
+    FLUSH_STRICT, /* write -> fdatasync(log) -> slot -> fdatasync(epochs): the
+                     flush ends with the first two CQEs, the epoch write with
+                     the last two                                              */
+    FLUSH_SINGLE, /* write -> sync_file_range (not with O_DIRECT) -> slot ->
+                     fdatasync(epochs): the flush ends with the last CQE       */
+};
+
+/* The channel's epoch-file write. */
+enum epoch_write {
+    EW_IDLE = 0,
+    EW_OWN,     /* slot -> fdatasync(epochs), after the data was durable      */
+    EW_CHAINED, /* behind this channel's log write (FLUSH_STRICT or _SINGLE)  */
+};
+
+/* The deferred flush task of a stored commit. */
+enum flush_task_state { FT_IDLE = 0, FT_QUEUED, FT_YIELDED };
+
+/* Preallocation extension (zero fill ahead of the data). */
+enum extend_state { EXT_IDLE = 0, EXT_BUSY, EXT_BUSY_FLUSH_WAITS };
+
+struct wal_buf {
+    uint8_t *data;
+    size_t cap;
+    uint64_t base;   /* file offset of data[0] (multiple of WAL_ALIGN) */
+    size_t start;    /* first byte of this batch (before: carried partial block) */
+    size_t len;      /* end of the records */
+    uint64_t min_epoch, max_epoch;
+    uint32_t n_recs;
+    struct urt_commit *wait_head, *wait_tail; /* stored commits of this batch */
+};
+
+/* An I/O pair or chain's results, counted down as the CQEs come in. */
+struct chan_io {
+    struct sched_io io;
+    int32_t res;
+};
+
+struct chan {
+    struct wal *wal;
+    struct worker *w;
+    uint32_t index;
+    int fd;
+    char name[64];
+
+    alignas(64) _Atomic uint64_t pending_min; /* O1 */
+    _Atomic uint64_t n_fsyncs, n_flushes, n_bytes, n_commits, n_errors, n_epoch_writes; /* O3 */
+
+    alignas(64) struct wal_buf bufs[2];
+    struct wal_buf *gather, *flight;
+    uint64_t lsn;
+    uint32_t inflight;          /* our SQEs whose CQE is still to come (rule 3) */
+    bool stopping;
+    bool repair;                /* a write failed: the next one overwrites its range */
+    bool write_due;             /* the flight buffer must be written again; the ring had no room */
+    uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
+
+    struct urt_task flush_task;
+    enum flush_task_state flush_task_state;
+    struct urt_commit *held_head, *held_tail; /* backpressure: answers held until the write in flight ends */
+
+    /* the flush in flight */
+    enum flush_form form;
+    struct chan_io wr, sync;    /* log write + its fdatasync / sync_file_range */
+    uint32_t cqes;              /* CQEs still to come for the flush */
+    size_t wr_from, wr_to, wr_len;
+    bool wr_eio;                /* fault injection: report -EIO at completion */
+    bool wr_fake_short;         /* fault injection: a short write that cancelled the sync */
+    uint64_t flight_lsn, flush_start_ns; /* probes: the flush's last lsn and start stamp */
+    uint64_t flush_seq, done_seq;
+
+    struct sched_io io_t;       /* epoch timer */
+    bool timer_armed;
+
+    /* the epoch-file write (wal_marker.c) */
+    enum epoch_write ew;
+    struct chan_io ewr, esync;  /* slot write + fdatasync(epochs) */
+    uint32_t ecqes;             /* CQEs still to come (EW_OWN, or EW_CHAINED in FLUSH_STRICT) */
+    bool eagain;                /* the marker advanced while a write was busy: look again after it */
+    uint64_t emarker;
+    uint64_t epending;          /* a chained epoch write failed: write it after the log write is durable */
+    uint64_t echain_seq;        /* flush_seq of the log write it was chained behind */
+    alignas(16) uint8_t eslot[EPOCH_SLOT_SIZE];
+
+    /* preallocation extension */
+    enum extend_state ext;
+    struct chan_io xwr, xsync;
+    uint32_t xcqes;
+    uint64_t x_off, prealloc_end;
+};
+
+struct wal {
+    struct sched *s;
+    const struct urt_config *cfg;
+    uint32_t n_chan;
+    struct chan **chans;
+    int dirfd, lockfd, epochfd;
+    uint64_t gen;
+    bool o_direct;
+    size_t chunk;              /* preallocation extension size (0: none) */
+    uint8_t *zeros;            /* chunk zero bytes, aligned */
+    uint64_t epoch_ns;
+    struct wal_sync_choice sync; /* strict or single_flush, and why (wal_sync.c) */
+    bool single_ok;            /* single-flush chains allowed (sync.mode) */
+
+    alignas(64) _Atomic uint64_t epoch;   /* E, the open epoch */
+    alignas(64) _Atomic uint64_t target;  /* O2 */
+    _Atomic uint64_t persisted;           /* O2 */
+    _Atomic uint64_t eslot_next;
+#if URT_FAULT_INJECTION
+    _Atomic int inject_next;        /* test builds only (-Dfault_injection=true) */
+#endif
+
+    alignas(64) pthread_mutex_t heap_lock;
+    struct urt_commit **heap;
+    size_t heap_n, heap_cap;
+
+    struct tx_log txlog;            /* registered with tx_log_register (runtime/log.c) */
+    pthread_mutex_t txc_lock;
+    struct wal_txc *txc_free;       /* reused carriers: no malloc per commit once warm */
+
+    pthread_mutex_t cb_lock;
+    _Atomic uint64_t announced;     /* O2: the largest marker on_durable was told of */
+    urt_durable_fn *on_durable;
+    void *on_durable_arg;
+};
+
+/* ---- small shared helpers ------------------------------------------------------------ */
+
+static inline void wal_fetch_max(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_seq_cst, memory_order_relaxed))
+        ;
+}
+
+static inline void wal_cnt_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+static inline size_t wal_align_up(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+/* One SQE of a chain of ch's (after sched_io_reserve): tagged, counted in
+ * ch->inflight (rule 3). */
+static inline void chan_bind(struct chan *ch, struct io_uring_sqe *sqe, struct chan_io *x, sched_io_done_fn *done,
+                             bool link)
+{
+    sched_io_bind(ch->w, sqe, &x->io, done, link);
+    ch->inflight++;
+}
+
+/* A transaction's commit carrier (wal.c): its records are read from the tx. */
+struct wal_txc {
+    struct urt_commit c;
+    urt_tx *tx;
+    struct wal *wal;
+    struct wal_txc *next_free;
+};
+
+static inline const struct wal_txc *wal_txc_of(const struct urt_commit *c)
+{
+    return (const struct wal_txc *)((const char *)c - offsetof(struct wal_txc, c));
+}
+
+#define CHAN_OF(p, field) ((struct chan *)((char *)(p) - offsetof(struct chan, field)))
+
+/* ---- wal_chan.c ---------------------------------------------------------------------- */
+void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task);
+void chan_flush_now(struct chan *ch);
+void chan_flush_complete(struct chan *ch);
+int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen);
+
+/* ---- wal.c --------------------------------------------------------------------------- */
+int wal_write_all(int fd, const void *p, size_t n, uint64_t off);
+
+/* ---- wal_marker.c -------------------------------------------------------------------- */
+uint64_t marker_durable(struct wal *wal);
+/* Claims the marker D will reach once ch's write in preparation is durable,
+ * if it passes every marker sent so far: that marker, else 0 (O2). */
+uint64_t marker_claim_for_write(struct wal *wal, const struct chan *ch);
+/* Writes D to the epoch file if it passed target (or notes to look again
+ * when ch's epoch write is busy). */
+void marker_advance(struct chan *ch);
+/* After a flush of ch completed: the marker of a chained slot that failed
+ * with its write (epending), else marker_advance. */
+void marker_after_flush(struct chan *ch);
+/* Appends slot(m; condition: ch valid up to end, none if 0) -> fdatasync(epochs)
+ * to the chain being built on ch's ring (room reserved by the caller). */
+void marker_chain_slot(struct chan *ch, uint64_t m, uint64_t end);
+/* One CQE of ch's epoch-file write or its fdatasync is in. */
+void marker_epoch_cqe(struct chan *ch);
+/* The single-flush chain's slot is durable: D = emarker. */
+void marker_persisted(struct chan *ch);
+int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot, char *err, size_t errlen);
+
+/* ---- wal_deliver.c ------------------------------------------------------------------- */
+void deliver_run_list(struct urt_commit *c);
+/* One task for a whole release list (linked by priv.next, statuses set). */
+void deliver_list(struct wal *wal, struct worker *w, struct urt_commit *list);
+/* The answer of one accepted/available commit (in its own task, or run now). */
+void deliver_one(struct worker *w, struct urt_commit *c, bool run_now);
+/* A durable marker was persisted: on_durable first, then the covered commits. */
+void deliver_durable(struct wal *wal, struct worker *w);
+/* A flush completed: its stored commits wait in the heap (or go at once if covered). */
+void deliver_waiters(struct wal *wal, struct worker *w, struct urt_commit *waiters);
+/* wal_close: every commit still held or waiting, answered once. */
+void deliver_close(struct wal *wal);
+int deliver_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg);
+
+#endif
