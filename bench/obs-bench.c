@@ -1,5 +1,5 @@
 /*
- * bench/obs-bench.c — the two task micro-benchmarks of WORKLOADS.md that the
+ * bench/obs-bench.c — the two task micro-benchmarks (docs/benchmarks.md 3.1, 3.3) that the
  * observability overhead is measured on (until urt-load is in main):
  *
  *   spawn_many_local  a root task submitted from outside spawns SPAWN_N

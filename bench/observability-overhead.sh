@@ -8,7 +8,7 @@
 # Modes are interleaved ROUNDS times (the machine is shared: ratios, not absolutes);
 # the table gives the median and the best (lowest) over rounds of each run's
 # median ns per unit: on a loaded machine the best is the steadier estimate.
-# Two drivers: urt-load (tools/, WORKLOADS.md protocol; out/idle/stats) and
+# Two drivers: urt-load (tools/, docs/benchmarks.md protocol; out/idle/stats) and
 # bench/obs-bench (same two workloads; it can wait for urt-trace to attach, so
 # it also gives the attached row).
 #   bench/observability-overhead.sh [ROUNDS]      (attached needs root and bpffs)

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# bench/peers.sh — runs the shared peer harness with urt beside Tokio, oneTBB
-# and the jogasaki-style scheduler (../shared/peers/run-peers.sh), in the same
-# rounds, and keeps the output in bench/results/<date>-<label>.txt.
+# bench/peers.sh — runs the peer harness (Tokio, oneTBB, the jogasaki-style
+# scheduler, RocksDB; not part of this repository) with urt beside the peers,
+# in the same rounds, and keeps the output in bench/results/<date>-<label>.txt.
+# Method and file format: docs/benchmarks.md sections 5 and 6.
 #
-#   bench/peers.sh [label]                 all workloads urt implements
-#   ONLY="tokio tbb jogasaki_style urt" ROUNDS=5 bench/peers.sh core
+#   PEERS_DIR=/path/to/peers bench/peers.sh [label]      every workload urt implements
+#   PEERS_DIR=... ONLY="tokio tbb jogasaki_style urt" ROUNDS=5 bench/peers.sh core
 #
+# PEERS_DIR (required): the harness directory, holding run-peers.sh (and
+# common/aggregate.py for the median table).
 # Only same-run ratios count (a noisy 2-vCPU VM): compare urt with the peers
 # of the same file, and read the "# rounds" lines for bimodal workloads.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 LABEL=${1:-run}
-PEERS_DIR=${PEERS_DIR:-../shared/peers}
-[[ -x $PEERS_DIR/run-peers.sh ]] || { echo "bench/peers.sh: no $PEERS_DIR/run-peers.sh (set PEERS_DIR)" >&2; exit 2; }
+if [[ -z ${PEERS_DIR:-} ]]; then
+  echo "bench/peers.sh: set PEERS_DIR to the peer harness directory (the one holding run-peers.sh);" >&2
+  echo "  the harness is not part of urt: see docs/benchmarks.md section 5" >&2
+  exit 2
+fi
+[[ -x $PEERS_DIR/run-peers.sh ]] || { echo "bench/peers.sh: PEERS_DIR=$PEERS_DIR has no executable run-peers.sh" >&2; exit 2; }
+PEERS_DIR=$(cd "$PEERS_DIR" && pwd)   # relative to the caller's directory
+cd "$(dirname "$0")/.."
 scripts/deps.sh
 [[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
 ninja -C build-release >/dev/null

@@ -4,7 +4,8 @@
  * `bpftool gen skeleton` from urt.bpf.o), per-pid pins, USDT attach.
  *
  * Pins are per pid (/sys/fs/bpf/urt/<pid>/<map>) so two traced processes, or
- * a re-run, never share counts (BPF-NOTES.md: pinned maps are reused by name).
+ * a re-run, never share counts (pinned maps are reused by name: counts would
+ * accumulate across runs, and a changed layout would fail to load).
  * Pinning is done after load by hand (not libbpf auto-pin), so a stale pin
  * left by a killed tracer is replaced, not reused.
  */

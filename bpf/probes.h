@@ -63,7 +63,7 @@
 #include <urt/stats.h>
 #include <urt/task.h>
 
-#include "sched/hist.h"
+#include "base/hist.h"
 
 #ifndef URT_PROBES
 #define URT_PROBES 1

@@ -3,8 +3,9 @@
  * loaded by bpf/loader.c through the skeleton `bpftool gen skeleton` makes.
  *
  * One program per probe; no pairing of events in maps: the runtime's done
- * probe carries its own CLOCK_MONOTONIC enqueue/start/end stamps (see
- * ../shared/BPF-NOTES.md for why), so each event is one array lookup per map
+ * probe carries its own CLOCK_MONOTONIC enqueue/start/end stamps (why:
+ * docs/design.md, "Observability": pairing events in BPF maps costs about
+ * three times as much per task), so each event is one array lookup per map
  * and a few adds. Histograms are log2 in nanoseconds (runqlat layout).
  *
  * Concurrency: the entries of a worker are written by programs running on

@@ -12,6 +12,7 @@
 
 #include <urt/runtime.h>
 
+#include "base/error.h"
 #include "sched/sched.h"
 
 struct wal;
@@ -35,9 +36,6 @@ struct urt_runtime {
     char *log_dir_copy;
     struct wal *wal;    /* write-ahead log (tx/wal.h), NULL without log_dir */
 };
-
-/* Records a message for urt_last_error() and returns err (a -errno). */
-int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* log.c: opens the log (recovery, channel files) and installs its worker
  * hooks before the workers start; closes it after they stopped. */

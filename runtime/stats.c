@@ -1,7 +1,7 @@
 /*
  * runtime/stats.c — urt_stats_snapshot(): every worker's counters and latency
  * histograms, read with relaxed loads while the workers run (see urt/stats.h
- * and the contract in sched/hist.h). The total's percentiles come from the
+ * and the contract in base/hist.h). The total's percentiles come from the
  * merged histograms, not from the workers' percentiles.
  */
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /*
  * sched/io.h — I/O and timers on a worker's own ring, continued on that worker.
  *
- * One mechanism, several users (ARCHITECTURE "A commit's path"): job
+ * One mechanism, several users (docs/design.md, "The I/O path"): job
  * deadlines (timeout SQEs), the write-ahead log (write linked with fdatasync),
- * and tasks that do file or socket I/O (SPEC C20). A user embeds struct
- * sched_io, asks for an SQE with sched_io_prep() on the worker it runs on,
+ * and, once C20 is built, tasks that do file or socket I/O. A user embeds
+ * struct sched_io, asks for an SQE with sched_io_prep() on the worker it runs on,
  * fills the SQE (io_uring_prep_*), and gets done(io, w, res, cqe_flags) called
  * on the same worker, from its loop, when the CQE arrives.
  *

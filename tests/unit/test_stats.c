@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "bpf/probes.h"
-#include "sched/hist.h"
+#include "base/hist.h"
 #include "tests/helpers.h"
 
 Test(hist, buckets_match_reference_model, .timeout = 30)

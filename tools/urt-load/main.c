@@ -6,7 +6,7 @@
  *
  * Two modes:
  *
- *  1. Per-process protocol (WORKLOADS.md section 1): `urt-load <workload>`,
+ *  1. Per-process protocol (docs/benchmarks.md section 1): `urt-load <workload>`,
  *     WORKERS in the environment (default 2). Builds the configuration
  *     (urt_config_init, the workload's configure hook, URT_* variables,
  *     WORKERS), creates one runtime, sleeps START_SLEEP_MS, runs the workload
@@ -672,7 +672,7 @@ static void print_help(void)
     printf("usage: %s [options]            run every workload, each in a fresh process, and\n"
            "                                 print a summary table (or JSON)\n"
            "       %s <workload>           run one workload in this process (the per-process\n"
-           "                                 protocol of WORKLOADS.md: result lines on stdout)\n"
+           "                                 protocol of docs/benchmarks.md: result lines on stdout)\n"
            "\n"
            "options:\n"
            "  -w, --workers N     worker threads (sets WORKERS; default: $WORKERS, else %d)\n"

@@ -2,7 +2,7 @@
  * tools/urt-load/measure.c — clock, futex event, completion counter,
  * throughput driver, median, percentiles and the result lines of urt-load.
  * The rules (and the memory-ordering contract) are in measure.h; this file
- * follows WORKLOADS.md sections 1 and 2 line by line:
+ * follows docs/benchmarks.md sections 1 and 2 line by line:
  *
  *  - every iteration, warm-up or timed, starts after IDLE_MS of idle sleep
  *    that is not timed;

@@ -1,9 +1,9 @@
 /*
  * tools/urt-load/measure.h — how urt-load measures: the rules of
- * WORKLOADS.md sections 1 and 2, written for urt-load (the project builds
- * without ../shared, so nothing here is copied from the peers' bench.h; the
- * rules, constants and output format are the same so that urt's numbers read
- * as ratios against the peers').
+ * docs/benchmarks.md sections 1 and 2, written for urt-load (nothing here is
+ * copied from the peer harness's code, which is not part of the repository;
+ * the rules, constants and output format are the same so that urt's numbers
+ * read as ratios against the peers', docs/benchmarks.md section 5).
  *
  * What lives here:
  *  - the constants of the workload spec (WARMUP, ITERS, SPAWN_N, ...);
@@ -43,7 +43,7 @@
 #include <stdint.h>
 #include <time.h>
 
-/* ---- the workload spec's constants (WORKLOADS.md section 2) ---------------- */
+/* ---- the workload spec's constants (docs/benchmarks.md section 2) --------- */
 #define WARMUP 2          /* untimed iterations */
 #define ITERS 10          /* timed iterations; the median is reported */
 #define IDLE_MS 10        /* idle sleep of the external thread before every iteration */

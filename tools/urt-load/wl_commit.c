@@ -1,5 +1,5 @@
 /*
- * tools/urt-load/wl_commit.c — the commit workloads of WORKLOADS.md 3.9 on
+ * tools/urt-load/wl_commit.c — the commit workloads (docs/benchmarks.md 3.9) on
  * urt's write-ahead log: commit_stored_c1, commit_stored_c16,
  * commit_stored_c64 and commit_available_c64 (N in the name; env CLIENTS is
  * what run-peers.sh exports alongside and must agree when set).

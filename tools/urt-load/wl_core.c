@@ -1,5 +1,5 @@
 /*
- * tools/urt-load/wl_core.c — the core workload family: WORKLOADS.md
+ * tools/urt-load/wl_core.c — the core workload family: docs/benchmarks.md
  * sections 3.1-3.7 on urt (spawn_many_local, spawn_many_remote, yield_many,
  * ping_pong, chained_spawn, wake_latency, wake_latency_parked).
  *

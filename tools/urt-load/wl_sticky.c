@@ -1,5 +1,5 @@
 /*
- * tools/urt-load/wl_sticky.c — the sticky_tx family: WORKLOADS.md section
+ * tools/urt-load/wl_sticky.c — the sticky_tx family: docs/benchmarks.md section
  * 3.8 on urt (sticky_tx, sticky_tx_remote, sticky_tx_mutex,
  * sticky_tx_remote_mutex).
  *

@@ -51,9 +51,9 @@ struct workload {
 };
 
 /* ---- the families, in the order of the default run ------------------------ */
-extern const struct workload WL_CORE[]; /* wl_core.c: WORKLOADS.md 3.1-3.7 */
-extern const struct workload WL_STICKY[]; /* wl_sticky.c: WORKLOADS.md 3.8 */
-extern const struct workload WL_COMMIT[]; /* wl_commit.c: WORKLOADS.md 3.9 */
+extern const struct workload WL_CORE[]; /* wl_core.c: docs/benchmarks.md 3.1-3.7 */
+extern const struct workload WL_STICKY[]; /* wl_sticky.c: docs/benchmarks.md 3.8 */
+extern const struct workload WL_COMMIT[]; /* wl_commit.c: docs/benchmarks.md 3.9 */
 
 #define WORKLOAD_FAMILIES WL_CORE, WL_STICKY, WL_COMMIT
 

@@ -1,10 +1,15 @@
 /*
- * runtime/error.c — the per-thread message behind urt_last_error(), and the clock.
+ * base/error.c — the per-thread message behind urt_last_error() (base/error.h),
+ * and the clock (urt_now_ns).
  */
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 
-#include "runtime/runtime.h"
+#include <urt/common.h>
+
+#include "base/error.h"
 
 static _Thread_local char last_error[256];
 

@@ -1,9 +1,9 @@
 /*
- * sched/hist.c — reading, merging and percentiles of the log-linear
- * histograms of sched/hist.h. Readers only: recording is inline in the
+ * base/hist.c — reading, merging and percentiles of the log-linear
+ * histograms of base/hist.h. Readers only: recording is inline in the
  * header (owner only). Relaxed loads throughout (contract in hist.h).
  */
-#include "sched/hist.h"
+#include "base/hist.h"
 
 #include <math.h>
 

@@ -1,5 +1,5 @@
 /*
- * sched/hist.h — per-worker log-linear latency histograms (SPEC C17).
+ * base/hist.h — per-worker log-linear latency histograms (C17, docs/design.md).
  *
  * Layout (HDR-style): values in nanoseconds; 0..15 ns get one bucket each;
  * above, every power-of-two range [2^k, 2^(k+1)) is split into 16 equal
@@ -16,8 +16,8 @@
  * count may differ from the sum of buckets by the samples in flight. Nothing
  * here orders other memory.
  */
-#ifndef URT_SCHED_HIST_H
-#define URT_SCHED_HIST_H
+#ifndef URT_BASE_HIST_H
+#define URT_BASE_HIST_H
 
 #include <stdatomic.h>
 #include <stdint.h>
