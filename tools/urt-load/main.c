@@ -96,7 +96,7 @@ static const struct workload *workload_find(const char *name)
         for (const struct workload *w = FAMILIES[f]; w->name; w++)
             if (strcmp(w->name, name) == 0)
                 return w;
-    return NULL;
+    return commit_workload_for(name); /* commit_stored_c<N>, commit_available_c<N>, bare names */
 }
 
 /* Parses a worker count: decimal digits only, 1..WORKERS_MAX. */

@@ -55,6 +55,8 @@
 #include "measure.h"
 #include "workloads.h"
 
+#define COMMIT_MAX_CLIENTS 4096 /* commit_stored_c<N>: 1 <= N <= this */
+
 #define COMMIT_WARMUP_MS 300
 #define REC_SIZE 256
 
@@ -281,11 +283,16 @@ static int run(urt_runtime *rt, const char *name)
     r->rt = rt;
     r->name = name;
     r->response = strncmp(name, "commit_stored", 13) == 0 ? URT_COMMIT_STORED : URT_COMMIT_AVAILABLE;
-    const char *c = strrchr(name, 'c');
-    r->n = (unsigned)strtoul(c + 1, NULL, 10);
+    const char *c = strstr(name, "_c");
     uint64_t env_clients = env_u64("CLIENTS", 0);
-    if (env_clients && env_clients != r->n && !strchr(getenv("CLIENTS"), ' '))
-        measure_note(name, "CLIENTS=%llu ignored: the workload name says %u", (unsigned long long)env_clients, r->n);
+    if (c) {
+        r->n = (unsigned)strtoul(c + 2, NULL, 10);
+        if (env_clients && env_clients != r->n && !strchr(getenv("CLIENTS"), ' '))
+            measure_note(name, "CLIENTS=%llu ignored: the workload name says %u", (unsigned long long)env_clients,
+                         r->n);
+    } else {
+        r->n = env_clients && env_clients <= COMMIT_MAX_CLIENTS ? (unsigned)env_clients : 16; /* bare name */
+    }
     uint64_t duration_ms = env_u64("DURATION_MS", 2000);
     r->clients = calloc(r->n, sizeof(*r->clients));
     if (!r->clients)
@@ -361,6 +368,34 @@ static int run(urt_runtime *rt, const char *name)
 
 #define COMMIT_METRICS_STORED {"commits_per_s", "p50_us", "p99_us", "p999_us", "fsyncs_per_s", "commits_per_sync", NULL}
 #define COMMIT_METRICS_AVAIL {"commits_per_s", "p50_us", "p99_us", "p999_us", "fsyncs_per_s", NULL}
+
+/* Any N: commit_stored_c<N> / commit_available_c<N>, 1 <= N <= COMMIT_MAX_CLIENTS,
+ * and the bare names with N from CLIENTS (default 16). */
+const struct workload *commit_workload_for(const char *name)
+{
+    static const struct workload any[] = {
+        {.name = "commit_stored", .summary = "N = CLIENTS (default 16) client tasks, stored commits",
+         .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run},
+        {.name = "commit_available", .summary = "N = CLIENTS (default 16) client tasks, available commits",
+         .metrics = COMMIT_METRICS_AVAIL, .configure = configure, .run = run},
+    };
+    for (int k = 0; k < 2; k++) {
+        size_t len = strlen(any[k].name);
+        if (strncmp(name, any[k].name, len))
+            continue;
+        const char *p = name + len;
+        if (!*p)
+            return &any[k];
+        if (p[0] != '_' || p[1] != 'c' || !p[2] || strlen(p + 2) > 5)
+            return NULL;
+        for (const char *d = p + 2; *d; d++)
+            if (*d < '0' || *d > '9')
+                return NULL;
+        unsigned long n = strtoul(p + 2, NULL, 10);
+        return n >= 1 && n <= COMMIT_MAX_CLIENTS && p[2] != '0' ? &any[k] : NULL;
+    }
+    return NULL;
+}
 
 const struct workload WL_COMMIT[] = {
     {.name = "commit_stored_c1", .summary = "1 client task, durable (stored) commits of 256-byte records",
