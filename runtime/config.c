@@ -85,6 +85,9 @@ static const struct field FIELDS[] = {
      "auto (single_flush on ext4/xfs/no-CoW btrfs, else strict) | strict (each write's own fdatasync "
      "before its marker) | single_flush (one device flush covers the write and its marker)",
      LOG_SYNC_NAMES},
+    BOOL(direct_commit_callback, "false",
+         "commit callbacks run where the response is reached (a worker's completion, or the thread of "
+         "urt_durability_notify) instead of in a new task"),
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -128,6 +131,7 @@ URT_API void urt_config_init(struct urt_config *c)
     c->o_direct = false;
     c->log_prealloc_kb = 4096;
     c->log_sync = URT_LOG_SYNC_AUTO;
+    c->direct_commit_callback = false;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)

@@ -138,7 +138,7 @@ static void hop_cancel(struct urt_task *t, void *arg)
     struct urt_commit *c = arg;
     c->priv.status = -ECANCELED;
     c->priv.next = NULL;
-    deliver_run_list(c);
+    delivery_run_list(c);
 }
 
 int wal_commit(struct wal *wal, struct urt_commit *c)
@@ -210,7 +210,7 @@ struct tx_log *wal_tx_log(struct wal *wal)
 
 int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg)
 {
-    return deliver_set_on_durable(wal, fn, arg);
+    return delivery_set_on_durable(&wal->dl, fn, arg);
 }
 
 #if URT_FAULT_INJECTION
@@ -235,7 +235,7 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *o)
 #undef RD
     }
     o->epoch = atomic_load_explicit(&((struct wal *)wal)->epoch, memory_order_relaxed);
-    o->durable = atomic_load_explicit(&((struct wal *)wal)->persisted, memory_order_relaxed);
+    o->durable = atomic_load_explicit(&((struct wal *)wal)->dl.persisted, memory_order_relaxed);
     o->sync_mode = (uint32_t)wal->sync.mode;
     snprintf(o->fs, sizeof(o->fs), "%s", wal->sync.fs);
 }
@@ -269,8 +269,7 @@ static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
     wal->dirfd = wal->lockfd = wal->epochfd = -1;
     wal->o_direct = cfg->o_direct;
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
-    pthread_mutex_init(&wal->heap_lock, NULL);
-    pthread_mutex_init(&wal->cb_lock, NULL);
+    delivery_init(&wal->dl, s, 0, cfg->direct_commit_callback);
     pthread_mutex_init(&wal->txc_lock, NULL);
     return wal;
 }
@@ -294,8 +293,8 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
     }
     wal->gen = rec->max_gen + 1;
     atomic_init(&wal->target, rec->durable_marker);
-    atomic_init(&wal->persisted, rec->durable_marker);
-    atomic_init(&wal->announced, rec->durable_marker);
+    atomic_init(&wal->dl.persisted, rec->durable_marker);
+    atomic_init(&wal->dl.announced, rec->durable_marker);
     wal->chunk = wal->cfg->log_prealloc_kb ? wal_align_up((size_t)wal->cfg->log_prealloc_kb * 1024 / 2, WAL_ALIGN) : 0;
     size_t zlen = wal->chunk ? wal->chunk : WAL_ALIGN;
     if (posix_memalign((void **)&wal->zeros, WAL_ALIGN, zlen)) {
@@ -357,11 +356,29 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
     return 0;
 }
 
+/* Cancel-mode destroy, or a channel that stopped with unflushed records:
+ * held answers go out as they were, unflushed stored commits are cancelled,
+ * waiting ones succeed if the persisted marker covers them. */
+static void close_deliveries(struct wal *wal)
+{
+    struct urt_commit *list = NULL, **tail = &list;
+    for (uint32_t i = 0; wal->chans && i < wal->n_chan; i++) {
+        struct chan *ch = wal->chans[i];
+        if (!ch)
+            continue;
+        delivery_append(&tail, ch->held_head, 0, false);
+        ch->held_head = ch->held_tail = NULL;
+        for (int b = 0; b < 2; b++)
+            delivery_append(&tail, ch->bufs[b].wait_head, -ECANCELED, true);
+    }
+    delivery_close(&wal->dl, list, tail);
+}
+
 void wal_close(struct wal *wal)
 {
     if (!wal)
         return;
-    deliver_close(wal);
+    close_deliveries(wal);
     for (uint32_t i = 0; wal->chans && i < wal->n_chan; i++) {
         struct chan *ch = wal->chans[i];
         if (!ch)
@@ -373,7 +390,6 @@ void wal_close(struct wal *wal)
         free(ch);
     }
     free(wal->chans);
-    free(wal->heap);
     free(wal->zeros);
     if (wal->epochfd >= 0)
         close(wal->epochfd);
@@ -381,8 +397,7 @@ void wal_close(struct wal *wal)
         close(wal->dirfd);
     if (wal->lockfd >= 0)
         close(wal->lockfd); /* releases the flock */
-    pthread_mutex_destroy(&wal->heap_lock);
-    pthread_mutex_destroy(&wal->cb_lock);
+    delivery_destroy(&wal->dl);
     for (struct wal_txc *t = wal->txc_free, *n; t; t = n) {
         n = t->next_free;
         free(t);

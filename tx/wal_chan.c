@@ -379,7 +379,7 @@ static void release_held(struct chan *ch)
 {
     struct urt_commit *list = ch->held_head;
     ch->held_head = ch->held_tail = NULL;
-    deliver_list(ch->wal, ch->w, list);
+    delivery_list(&ch->wal->dl, ch->w, list);
 }
 
 /* The failed write's stored commits get err; the gathered records move to
@@ -402,8 +402,8 @@ static void flush_failed(struct chan *ch, int err)
     /* pending_min stays where it is (at or below the failed epochs) until a
      * write over the failed range is durable: D cannot cover those records. */
     ch->repair = true;
-    deliver_list(ch->wal, ch->w, failed);
-    deliver_list(ch->wal, ch->w, lost);
+    delivery_list(&ch->wal->dl, ch->w, failed);
+    delivery_list(&ch->wal->dl, ch->w, lost);
     release_held(ch);
     arm_timer(ch); /* retry after an epoch, not in a tight loop */
 }
@@ -424,7 +424,7 @@ static void flush_succeeded(struct chan *ch)
     release_held(ch);
     atomic_store_explicit(&ch->pending_min, y->n_recs ? y->min_epoch : EPOCH_NONE,
                           memory_order_seq_cst); /* O1: pairs with the loads in marker_durable */
-    deliver_waiters(wal, ch->w, waiters);
+    delivery_waiters(&wal->dl, ch->w, waiters);
     ch->done_seq = ch->flush_seq;
     marker_after_flush(ch);
     if (y->wait_head || y->len - y->start >= WAL_FLUSH_BYTES)
@@ -624,7 +624,7 @@ void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c,
     int err = buf_reserve(x, x->len + commit_bytes(c) + WAL_TERMINATOR + WAL_ALIGN);
     if (err) {
         c->priv.status = err;
-        deliver_one(w, c, in_own_task);
+        delivery_one(w, c, in_own_task);
         return;
     }
     uint64_t e = open_epoch_for_append(wal, ch);
@@ -653,7 +653,7 @@ void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c,
         link_commit(&ch->held_head, &ch->held_tail, c);
         return;
     }
-    deliver_one(w, c, in_own_task);
+    delivery_one(w, c, in_own_task);
 }
 
 /* ---- worker hooks --------------------------------------------------------------------- */

@@ -6,9 +6,10 @@
  *                  the epoch timer, the worker hooks;
  *   wal_marker.c   durable marker and epoch file: what D is, which slot says
  *                  so, the epoch-file writes and their completions;
- *   wal_deliver.c  delivery: waiting stored commits in a heap, released in
+ *   delivery.c     delivery: waiting stored commits in a heap, released in
  *                  marker order after the engine heard of the marker; the
- *                  answers of accepted/available commits;
+ *                  answers of accepted/available commits (shared with an
+ *                  engine's own durability source, tx/durability.c);
  *   wal.c          the whole: open and close, the commit entry (wal_commit,
  *                  the hop of a commit from a foreign thread), the
  *                  transaction seam, statistics.
@@ -24,6 +25,7 @@
 
 #include "sched/io.h"
 #include "tx/commit_hook.h"
+#include "tx/delivery.h"
 #include "tx/wal.h"
 #include "tx/wal_format.h"
 #include "tx/wal_sync.h"
@@ -35,8 +37,6 @@
 /* priv.len of a commit whose records come from a transaction (struct wal_txc). */
 #define WAL_TX_RECORDS UINT32_MAX
 
-/* Where a commit is (rule 4 of wal.c): exactly one place at a time. */
-enum commit_state { CS_IDLE = 0, CS_HOP, CS_BATCH, CS_HEAP, CS_RELEASE };
 
 /* The form of the flush in flight (submit_write). */
 enum flush_form {
@@ -148,24 +148,17 @@ struct wal {
 
     alignas(64) _Atomic uint64_t epoch;   /* E, the open epoch */
     alignas(64) _Atomic uint64_t target;  /* O2 */
-    _Atomic uint64_t persisted;           /* O2 */
     _Atomic uint64_t eslot_next;
 #if URT_FAULT_INJECTION
     _Atomic int inject_next;        /* test builds only (-Dfault_injection=true) */
 #endif
 
-    alignas(64) pthread_mutex_t heap_lock;
-    struct urt_commit **heap;
-    size_t heap_n, heap_cap;
+    struct delivery dl;             /* persisted, announced, the heap, on_durable (delivery.c) */
 
     struct tx_log txlog;            /* registered with tx_log_register (runtime/log.c) */
     pthread_mutex_t txc_lock;
     struct wal_txc *txc_free;       /* reused carriers: no malloc per commit once warm */
 
-    pthread_mutex_t cb_lock;
-    _Atomic uint64_t announced;     /* O2: the largest marker on_durable was told of */
-    urt_durable_fn *on_durable;
-    void *on_durable_arg;
 };
 
 /* ---- small shared helpers ------------------------------------------------------------ */
@@ -239,19 +232,5 @@ void marker_epoch_cqe(struct chan *ch);
 /* The single-flush chain's slot is durable: D = emarker. */
 void marker_persisted(struct chan *ch);
 int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot, char *err, size_t errlen);
-
-/* ---- wal_deliver.c ------------------------------------------------------------------- */
-void deliver_run_list(struct urt_commit *c);
-/* One task for a whole release list (linked by priv.next, statuses set). */
-void deliver_list(struct wal *wal, struct worker *w, struct urt_commit *list);
-/* The answer of one accepted/available commit (in its own task, or run now). */
-void deliver_one(struct worker *w, struct urt_commit *c, bool run_now);
-/* A durable marker was persisted: on_durable first, then the covered commits. */
-void deliver_durable(struct wal *wal, struct worker *w);
-/* A flush completed: its stored commits wait in the heap (or go at once if covered). */
-void deliver_waiters(struct wal *wal, struct worker *w, struct urt_commit *waiters);
-/* wal_close: every commit still held or waiting, answered once. */
-void deliver_close(struct wal *wal);
-int deliver_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg);
 
 #endif

@@ -141,8 +141,8 @@ void marker_after_flush(struct chan *ch)
 void marker_persisted(struct chan *ch)
 {
     wal_cnt_add(&ch->n_epoch_writes, 1);
-    wal_fetch_max(&ch->wal->persisted, ch->emarker); /* O2: before the releaser takes heap_lock */
-    deliver_durable(ch->wal, ch->w);
+    wal_fetch_max(&ch->wal->dl.persisted, ch->emarker); /* O2: before the releaser takes heap_lock */
+    delivery_durable(&ch->wal->dl, ch->w);
 }
 
 /* ---- completions ---------------------------------------------------------------------- */

@@ -110,6 +110,8 @@ struct urt_config {
                                        (default 4096; 0 = plain appends, and never single_flush) */
     enum urt_log_sync log_sync;     /* how a group commit is made durable (default auto;
                                        docs/durability.md) */
+    bool direct_commit_callback;    /* commit callbacks run where the response is reached
+                                       (urt/log.h) instead of in a new task (default false) */
 
     uint32_t reserved[8];           /* must be zero */
 };

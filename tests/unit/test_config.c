@@ -48,6 +48,7 @@ static const char *const ALL_FIELDS[] = {
     "o_direct",
     "log_prealloc_kb",
     "log_sync",
+    "direct_commit_callback",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -316,7 +317,8 @@ Test(config, validate_rejects_every_bad_value_naming_the_field, .timeout = 30)
 Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
-                                        "stats_timing", "watchdog_abort", "o_direct", "lane_balance"};
+                                        "stats_timing", "watchdog_abort", "o_direct", "lane_balance",
+                                        "direct_commit_callback"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];
