@@ -9,6 +9,7 @@
 #include <urt/log.h>
 
 #include "runtime/runtime.h"
+#include "tx/durability.h"
 #include "tx/wal.h"
 #include "tx/commit_hook.h"
 
@@ -45,10 +46,12 @@ int runtime_log_open(struct urt_runtime *rt)
 
 void runtime_log_close(struct urt_runtime *rt)
 {
-    if (rt->wal)
+    if (rt->wal || rt->dur)
         tx_log_register(rt, NULL);
     wal_close(rt->wal);
     rt->wal = NULL;
+    durability_destroy(rt->dur);
+    rt->dur = NULL;
 }
 
 URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id, const void *rec, uint32_t len,
@@ -61,8 +64,8 @@ URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id
                           (unsigned)response);
     if (len > (16u << 20))
         return urt__error(-EINVAL, "urt_log_commit: record of %u bytes exceeds 16 MiB", len);
-    if (!rt->wal)
-        return urt__error(-ENOTSUP, "urt_log_commit: the runtime has no log_dir");
+    if (!rt->wal && !rt->dur)
+        return urt__error(-ENOTSUP, "urt_log_commit: the runtime has no log_dir and no durability source");
     memset(&c->priv, 0, sizeof(c->priv));
     c->priv.rec = rec;
     c->priv.len = len;
@@ -70,7 +73,9 @@ URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id
     c->priv.response = (uint32_t)response;
     c->priv.cb = cb;
     c->priv.arg = arg;
-    int rc = wal_commit(rt->wal, c);
+    int rc = rt->wal ? wal_commit(rt->wal, c) : durability_commit(rt->dur, c);
+    if (rc == -ERANGE)
+        return urt__error(rc, "urt_log_commit: the durability source gave marker 0 (markers start at 1)");
     if (rc)
         return urt__error(rc, "urt_log_commit: %s", rc == -ESHUTDOWN ? "the runtime is shutting down" : strerror(-rc));
     return 0;
@@ -85,8 +90,10 @@ URT_API int urt_log_on_durable(urt_runtime *rt, urt_durable_fn *fn, void *arg)
 {
     if (!rt)
         return urt__error(-EINVAL, "urt_log_on_durable: NULL runtime");
+    if (rt->dur)
+        return durability_on_durable(rt->dur, fn, arg);
     if (!rt->wal)
-        return urt__error(-ENOTSUP, "urt_log_on_durable: the runtime has no log_dir");
+        return urt__error(-ENOTSUP, "urt_log_on_durable: the runtime has no log_dir and no durability source");
     return wal_set_on_durable(rt->wal, fn, arg);
 }
 
@@ -94,9 +101,42 @@ URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out)
 {
     if (!rt || !out)
         return urt__error(-EINVAL, "urt_log_stats: NULL argument");
+    if (rt->dur) {
+        durability_stats(rt->dur, out);
+        return 0;
+    }
     if (!rt->wal)
-        return urt__error(-ENOTSUP, "urt_log_stats: the runtime has no log_dir");
+        return urt__error(-ENOTSUP, "urt_log_stats: the runtime has no log_dir and no durability source");
     wal_read_stats(rt->wal, out);
+    return 0;
+}
+
+URT_API int urt_durability_source(urt_runtime *rt, const struct urt_durability_source *src)
+{
+    if (!rt || !src || !src->assign)
+        return urt__error(-EINVAL, "urt_durability_source: NULL %s", !rt ? "runtime" : !src ? "source" : "assign");
+    if (rt->wal)
+        return urt__error(-EEXIST, "urt_durability_source: the runtime has a log_dir (urt's log is its source)");
+    pthread_mutex_lock(&rt->dur_lock);
+    int rc = 0;
+    if (rt->dur)
+        rc = urt__error(-EBUSY, "urt_durability_source: a durability source is registered already");
+    else if (!(rt->dur = durability_create(&rt->sched, src, rt->cfg.direct_commit_callback)))
+        rc = urt__error(-ENOMEM, "urt_durability_source: out of memory");
+    else
+        tx_log_register(rt, durability_tx_log(rt->dur)); /* urt_tx_commit goes through it */
+    pthread_mutex_unlock(&rt->dur_lock);
+    return rc;
+}
+
+URT_API int urt_durability_notify(urt_runtime *rt, uint64_t marker)
+{
+    if (!rt)
+        return urt__error(-EINVAL, "urt_durability_notify: NULL runtime");
+    struct durability *d = rt->dur; /* atomic: registered from another thread */
+    if (!d)
+        return urt__error(-ENOTSUP, "urt_durability_notify: no durability source is registered");
+    durability_notify(d, marker);
     return 0;
 }
 

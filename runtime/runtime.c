@@ -97,6 +97,7 @@ static int start_limits_and_watcher(struct urt_runtime *rt)
 static void runtime_free(struct urt_runtime *rt)
 {
     runtime_log_close(rt);
+    pthread_mutex_destroy(&rt->dur_lock);
     topology_free(&rt->topo);
     free(rt->topology_copy);
     free(rt->log_dir_copy);
@@ -112,6 +113,7 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
     if (!rt)
         return urt__error(-ENOMEM, "runtime: out of memory");
     memset(rt, 0, sizeof(*rt));
+    pthread_mutex_init(&rt->dur_lock, NULL);
     int err = copy_config(rt, cfg);
     if (!err)
         err = probe_rings(rt);

@@ -16,6 +16,7 @@
 #include "sched/sched.h"
 
 struct wal;
+struct durability;
 
 struct topology {
     uint32_t n_nodes;
@@ -35,6 +36,8 @@ struct urt_runtime {
     struct ring_caps caps;
     char *log_dir_copy;
     struct wal *wal;    /* write-ahead log (tx/wal.h), NULL without log_dir */
+    struct durability *_Atomic dur; /* an engine's durability source (tx/durability.h), or NULL */
+    pthread_mutex_t dur_lock; /* registering dur */
 };
 
 /* log.c: opens the log (recovery, channel files) and installs its worker

@@ -245,6 +245,8 @@ void delivery_append(struct urt_commit ***tail, struct urt_commit *c, int status
 void delivery_close(struct delivery *d, struct urt_commit *list, struct urt_commit **tail)
 {
     /* Whatever still waits: covered commits succeed, the rest are cancelled. */
+    if (!tail)
+        tail = &list; /* (list is NULL then) */
     uint64_t p = atomic_load_explicit(&d->persisted, memory_order_relaxed);
     if (p > atomic_load_explicit(&d->announced, memory_order_relaxed) && d->on_durable)
         d->on_durable(p, d->on_durable_arg); /* the marker before the commits it covers */

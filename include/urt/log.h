@@ -75,7 +75,8 @@ struct urt_commit {
  * From a worker of rt the record goes to that worker's channel at once; from
  * any other thread the commit hops to a worker first (normal placement).
  * Returns 0, -EINVAL (NULL argument, bad response, len too large), -ENOTSUP
- * (the runtime has no log_dir), -ESHUTDOWN. Any thread. */
+ * (the runtime has no log_dir and no durability source), -ERANGE (the
+ * durability source gave marker 0), -ESHUTDOWN. Any thread. */
 URT_API int urt_log_commit(urt_runtime *rt, struct urt_commit *c, uint64_t tx_id, const void *rec, uint32_t len,
                            enum urt_commit_response response, urt_log_commit_fn *cb, void *arg);
 
@@ -107,6 +108,49 @@ struct urt_log_stats {
 /* Reads the counters (relaxed: a snapshot, not a consistent cut). Returns 0
  * or -ENOTSUP. Any thread. */
 URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out);
+
+/* ---- an engine with its own log (C13: an external durability source) ------------- */
+
+/* An engine that makes its records durable itself (its own log) and wants
+ * URT_COMMIT_STORED answers from urt registers as the runtime's durability
+ * source instead of giving it a log_dir:
+ *  1. urt_durability_source(rt, &src) once, before the first commit, on a
+ *     runtime without log_dir.
+ *  2. Every commit — urt_log_commit(), and urt_tx_commit() after its
+ *     pre-commit — calls src.assign(src.arg, tx_id, rec, len) on the
+ *     committing thread (rec NULL, len 0 for a transaction: its records are
+ *     the engine's own). The engine writes what it must and returns the
+ *     marker (>= 1) that will cover it; 0 fails the commit with -ERANGE.
+ *     assign must not block for long: it runs on a worker.
+ *  3. The engine calls urt_durability_notify(rt, m) from any thread when
+ *     everything up to marker m is durable. Every STORED commit with a marker
+ *     <= m is then answered exactly once, in marker order, in one task on a
+ *     worker (or on the notifying thread with direct_commit_callback), after
+ *     the on_durable observer (urt_log_on_durable) was told of m, on the
+ *     notifying thread. Lower or repeated markers change nothing.
+ *  4. ACCEPTED and AVAILABLE commits are answered right after assign.
+ *  5. urt_runtime_destroy answers every STORED commit still waiting with
+ *     -ECANCELED (once), on the destroying thread.
+ * urt_log_stats reports commits and the durable marker (fs "external"). */
+struct urt_durability_source {
+    uint64_t (*assign)(void *arg, uint64_t tx_id, const void *rec, uint32_t len);
+    void *arg;
+};
+
+/* Registers src (copied). Returns 0, -EINVAL (NULL runtime, source or
+ * assign), -EEXIST (the runtime has a log_dir: urt's log is its source),
+ * -EBUSY (a source is registered already), -ENOMEM. Any thread. */
+URT_API int urt_durability_source(urt_runtime *rt, const struct urt_durability_source *src);
+
+/* Everything up to marker is durable. Returns 0, -EINVAL (NULL runtime),
+ * -ENOTSUP (no durability source registered). Any thread. */
+URT_API int urt_durability_notify(urt_runtime *rt, uint64_t marker);
+
+/* direct_commit_callback (urt_config): commit callbacks run where the
+ * response is reached — a worker's completion handler for urt's log, the
+ * thread calling urt_durability_notify for an external source — instead of
+ * in a task. Such a callback must not block, must not destroy the runtime,
+ * and holds up every other answer of its release list while it runs. */
 
 /* ---- recovery (C14) --------------------------------------------------------------- */
 
