@@ -483,6 +483,9 @@ static int ov_truncate(struct node *n, off_t size)
 {
     if (size < 0)
         return -EINVAL;
+    struct stat st;
+    if (!n->active && fstat(n->fd, &st) == 0 && st.st_size == size)
+        return 0; /* nothing changes: no overlay (an O_TRUNC create, say) */
     int rc = ov_begin(n);
     if (rc)
         return rc;
@@ -873,10 +876,7 @@ static int opened(struct node *n, struct fuse_file_info *fi)
 {
     if (fi->flags & O_TRUNC) {
         pthread_mutex_lock(&n->mu);
-        int rc = n->active ? ov_truncate(n, 0) : 0;
-        struct stat st;
-        if (!n->active && !rc && fstat(n->fd, &st) == 0 && st.st_size > 0)
-            rc = ov_truncate(n, 0);
+        int rc = ov_truncate(n, 0);
         pthread_mutex_unlock(&n->mu);
         if (rc) {
             node_put(n);

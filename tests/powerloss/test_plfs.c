@@ -688,3 +688,56 @@ PL_TEST(strict_meta_removes_unsynced_new_files)
     cr_expect(gone == NULL, "a new file without a directory fsync is gone");
     free(gone);
 }
+
+/* ---- lifecycle ---- */
+
+PL_TEST(sigterm_drops_and_exits_0)
+{
+    fs_mount();
+    int fd = open_in(fs.mnt, "f", O_RDWR | O_CREAT);
+    put(fd, "gone", 4, 0);
+    close(fd);
+    cr_assert_eq(kill(fs.pid, SIGTERM), 0);
+    int status = 0;
+    pid_t w = 0;
+    for (int i = 0; i < 1000 && (w = waitpid(fs.pid, &status, WNOHANG)) == 0; i++)
+        usleep(10000);
+    cr_assert_eq(w, fs.pid, "plfs did not exit on SIGTERM");
+    fs.pid = 0;
+    char err[512];
+    read_errlog(err, sizeof err);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d: %s", status, err);
+    cr_expect(strstr(err, "plfs: dropped 4 bytes in 1 files (0 syncs applied)") != NULL, "drop line: %s", err);
+    struct stat mst, rst;
+    cr_assert_eq(stat(fs.mnt, &mst), 0, "the mount point is usable again: %s", strerror(errno));
+    cr_assert_eq(stat(fs.root, &rst), 0);
+    cr_expect_eq(mst.st_dev, rst.st_dev, "plfs unmounted itself");
+    expect_content(fs.back, "f", "", 0);
+}
+
+PL_TEST(closed_file_keeps_volatile_data_until_unlink)
+{
+    fs_mount();
+    int fd = open_in(fs.mnt, "f", O_RDWR | O_CREAT);
+    put(fd, "still here", 10, 0);
+    close(fd);
+    expect_content(fs.mnt, "f", "still here", 10); /* like the page cache */
+    fd = open_in(fs.mnt, "f", O_RDWR);
+    cr_assert_eq(fsync(fd), 0); /* a sync by another open file of the inode */
+    close(fd);
+    int g = open_in(fs.mnt, "g", O_RDWR | O_CREAT);
+    put(g, "unlinked", 8, 0);
+    close(g);
+    char p[160];
+    path_in(p, sizeof p, fs.mnt, "g");
+    cr_assert_eq(unlink(p), 0);
+    g = open_in(fs.mnt, "g", O_RDWR | O_CREAT); /* a new inode, maybe the same number */
+    struct stat st;
+    cr_assert_eq(fstat(g, &st), 0);
+    cr_expect_eq(st.st_size, 0, "a new file does not inherit a dead overlay");
+    close(g);
+    struct drop d = fs_drop();
+    cr_expect_eq(d.files, 0);
+    expect_content(fs.back, "f", "still here", 10);
+    expect_content(fs.back, "g", "", 0);
+}
