@@ -9,6 +9,9 @@
  * fsync/fdatasync of that file, to its volatile image at that moment; the
  * volatile image is what reads through the mount see.
  *
+ * PLFS=/path/to/plfs runs another build of plfs (a ThreadSanitizer one, say)
+ * under the same tests.
+ *
  * Skipped, with the reason, when /dev/fuse is missing or plfs cannot mount
  * (not root, no FUSE in the container). The plfs child gets SIGTERM when the
  * test process dies (PR_SET_PDEATHSIG) and every test's fini lazily
@@ -123,10 +126,11 @@ static pid_t spawn_plfs(const char *opt, int *out_fd)
         dup2(pfd[1], STDOUT_FILENO);
         if (err >= 0)
             dup2(err, STDERR_FILENO);
+        const char *bin = getenv("PLFS") ? getenv("PLFS") : PLFS_BIN; /* e.g. a TSan build */
         if (opt)
-            execl(PLFS_BIN, "plfs", opt, fs.back, fs.mnt, (char *)NULL);
+            execl(bin, "plfs", opt, fs.back, fs.mnt, (char *)NULL);
         else
-            execl(PLFS_BIN, "plfs", fs.back, fs.mnt, (char *)NULL);
+            execl(bin, "plfs", fs.back, fs.mnt, (char *)NULL);
         _exit(127);
     }
     close(pfd[1]);
@@ -534,6 +538,74 @@ PL_TEST(concurrent_writers_on_different_files)
         snprintf(name, sizeof name, "w%d", i);
         expect_content(fs.back, name, want, sizeof want);
     }
+}
+
+/* Several threads write disjoint stripes of ONE file while another syncs
+ * it over and over; after a final fsync every byte is durable. */
+enum { STRIPES = 4, STRIPE_PAGES = 32 };
+
+struct striper {
+    pthread_t thread;
+    int fd, id;
+    atomic_int failed;
+    atomic_bool *stop;
+};
+
+static void *stripe_main(void *arg)
+{
+    struct striper *w = arg;
+    uint8_t page[4096];
+    for (int i = 0; i < STRIPE_PAGES; i++) {
+        int pg = i * STRIPES + w->id;
+        pattern(page, 7, pg);
+        if (pwrite(w->fd, page, sizeof page, (off_t)pg * 4096) != (ssize_t)sizeof page)
+            atomic_store(&w->failed, __LINE__);
+    }
+    return NULL;
+}
+
+static void *syncer_main(void *arg)
+{
+    struct striper *w = arg;
+    struct stat st;
+    while (!atomic_load(w->stop))
+        if (fdatasync(w->fd) || fstat(w->fd, &st))
+            atomic_store(&w->failed, __LINE__);
+    return NULL;
+}
+
+PL_TEST(concurrent_writes_and_syncs_on_one_file)
+{
+    fs_mount();
+    int fd = open_in(fs.mnt, "one", O_RDWR | O_CREAT);
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    static struct striper ws[STRIPES + 1];
+    for (int i = 0; i <= STRIPES; i++) {
+        ws[i].fd = i % 2 ? fd : open_in(fs.mnt, "one", O_RDWR); /* two open files of one inode */
+        ws[i].id = i;
+        ws[i].stop = &stop;
+        atomic_init(&ws[i].failed, 0);
+        cr_assert_eq(pthread_create(&ws[i].thread, NULL, i < STRIPES ? stripe_main : syncer_main, &ws[i]), 0);
+    }
+    for (int i = 0; i < STRIPES; i++)
+        pthread_join(ws[i].thread, NULL);
+    atomic_store(&stop, true);
+    pthread_join(ws[STRIPES].thread, NULL);
+    for (int i = 0; i <= STRIPES; i++)
+        cr_assert_eq(atomic_load(&ws[i].failed), 0, "thread %d failed at line %d", i, atomic_load(&ws[i].failed));
+    cr_assert_eq(fsync(fd), 0);
+    for (int i = 0; i <= STRIPES; i++)
+        if (ws[i].fd != fd)
+            close(ws[i].fd);
+    close(fd);
+    static uint8_t want[STRIPES * STRIPE_PAGES * 4096];
+    for (int pg = 0; pg < STRIPES * STRIPE_PAGES; pg++)
+        pattern(want + pg * 4096, 7, pg);
+    expect_content(fs.mnt, "one", want, sizeof want);
+    struct drop d = fs_drop();
+    cr_expect_eq(d.files, 0);
+    expect_content(fs.back, "one", want, sizeof want);
 }
 
 /* ---- random operations against the model ---- */
