@@ -60,6 +60,13 @@
  *   - Changes made to BACKING_DIR behind plfs's back while mounted are not
  *     reconciled with the overlays.
  *
+ * Driver contract: BACKING_DIR is final only once plfs has exited (a request
+ * in flight, even an fsync, is still served until the kernel closes the
+ * connection). umount(MOUNTPOINT) right after SIGKILLing a writer can fail
+ * with EBUSY for some milliseconds while the dead process's io_uring still
+ * holds its files: retry it. A writer holding gigabytes of unsynced data
+ * costs plfs as much memory (the overlay is in RAM).
+ *
  * Lifecycle: main parses the command line, opens BACKING_DIR (g_root; every
  * operation is an *at() call relative to it), fuse_new + fuse_mount, prints
  * "plfs: ready", runs the multi-threaded loop; when the loop ends it unmounts
