@@ -12,6 +12,7 @@
  *
  *   plfs: dropped <bytes> bytes in <n> files (<syncs> syncs applied)
  *
+ * (with --strict-meta the line ends with ", removed <k> new files").
  * <bytes> is the sum of the sizes of the write requests not yet made durable,
  * <n> the number of files with volatile state (writes, truncates or
  * fallocates not yet made durable), <syncs> the number of fsync/fdatasync
@@ -1037,6 +1038,15 @@ static _Noreturn void usage(const char *why, const char *arg)
     exit(2);
 }
 
+static _Noreturn void help(void)
+{
+    printf("usage: plfs [--strict-meta] BACKING_DIR MOUNTPOINT\n"
+           "Mounts BACKING_DIR at MOUNTPOINT; writes stay volatile until fsync/fdatasync of their\n"
+           "file; unmount or SIGTERM/SIGINT drops the rest (see the header of tests/powerloss/plfs.c).\n"
+           "  --strict-meta  also remove, at the drop, files created since their directory's last fsync\n");
+    exit(0);
+}
+
 static void require_dir(const char *what, const char *path)
 {
     struct stat st;
@@ -1061,7 +1071,7 @@ static struct cli parse_cli(int argc, char **argv)
         else if (!opts_done && strcmp(a, "--strict-meta") == 0)
             c.strict_meta = true;
         else if (!opts_done && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0))
-            usage("power-loss-simulating pass-through file system", NULL);
+            help();
         else if (!opts_done && a[0] == '-' && a[1] != '\0')
             usage("unknown option", a);
         else if (npos == 2)
@@ -1092,11 +1102,11 @@ static void drop_all(void)
         }
         node_destroy(n);
     }
-    unsigned removed = g_strict_meta ? meta_drop() : 0;
-    fprintf(stderr, "plfs: dropped %llu bytes in %u files (%llu syncs applied)\n", (unsigned long long)bytes,
-            files, (unsigned long long)atomic_load(&g_syncs));
+    char meta[64] = "";
     if (g_strict_meta)
-        fprintf(stderr, "plfs: --strict-meta removed %u unsynced new files\n", removed);
+        snprintf(meta, sizeof meta, ", removed %u new files", meta_drop());
+    fprintf(stderr, "plfs: dropped %llu bytes in %u files (%llu syncs applied)%s\n", (unsigned long long)bytes,
+            files, (unsigned long long)atomic_load(&g_syncs), meta);
 }
 
 static struct fuse *mount_fs(const struct cli *c)

@@ -756,6 +756,9 @@ PL_TEST(strict_meta_removes_unsynced_new_files)
     cr_assert_eq(rename(from, to), 0);
     close(dir);
     fs_drop();
+    char err[512];
+    read_errlog(err, sizeof err);
+    cr_expect(strstr(err, "syncs applied), removed 1 new files\n") != NULL, "drop line: %s", err);
     expect_content(fs.back, "kept", "k", 1);
     size_t len;
     uint8_t *gone = slurp(fs.back, "lost2", &len);
