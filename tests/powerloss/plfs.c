@@ -76,10 +76,11 @@
  *
  * Concurrency contract (the multi-threaded loop serves requests in
  * parallel):
- *   - g_tab (mutex) protects the node list and every node's refs count. A
- *     node lives while refs > 0 (one ref per open handle, plus temporary refs
- *     taken by path-based operations) or while it holds volatile state for
- *     an inode that still has a link.
+ *   - g_tab (mutex) protects the node list, every node's refs count and the
+ *     list of open directory handles (g_dirs). A node lives while refs > 0
+ *     (one ref per open handle, plus temporary refs taken by path-based
+ *     operations) or while it holds volatile state for an inode that still
+ *     has a link.
  *   - node->mu protects the node's overlay (active, vsize, vtrunc, pages,
  *     unsynced) and orders all data I/O on node->fd. Reads, writes, truncates
  *     and syncs of one file are serialized; different files run in parallel.
@@ -741,9 +742,34 @@ static int plfs_readlink(const char *path, char *buf, size_t size)
 /* A directory handle: the open directory and its path (--strict-meta's
  * FSYNCDIR needs the path; with nullpath_ok the operations get none). */
 struct dirh {
+    struct dirh *prev, *next; /* g_dirs (g_tab); the drop frees the handles
+                                 whose RELEASEDIR the unmount overtook */
     DIR *d;
     char *path; /* relative to BACKING_DIR */
 };
+
+static struct dirh g_dirs = {.prev = &g_dirs, .next = &g_dirs};
+
+static void dirh_link(struct dirh *h)
+{
+    pthread_mutex_lock(&g_tab);
+    h->next = g_dirs.next;
+    h->prev = &g_dirs;
+    g_dirs.next->prev = h;
+    g_dirs.next = h;
+    pthread_mutex_unlock(&g_tab);
+}
+
+static void dirh_free(struct dirh *h)
+{
+    pthread_mutex_lock(&g_tab);
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    pthread_mutex_unlock(&g_tab);
+    closedir(h->d);
+    free(h->path);
+    free(h);
+}
 
 static struct dirh *fh_dir(const struct fuse_file_info *fi)
 {
@@ -766,6 +792,7 @@ static int plfs_opendir(const char *path, struct fuse_file_info *fi)
         free(h);
         return -e;
     }
+    dirh_link(h);
     fi->fh = (uint64_t)(uintptr_t)h;
     return 0;
 }
@@ -792,10 +819,7 @@ static int plfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off
 static int plfs_releasedir(const char *path, struct fuse_file_info *fi)
 {
     (void)path;
-    struct dirh *h = fh_dir(fi);
-    closedir(h->d);
-    free(h->path);
-    free(h);
+    dirh_free(fh_dir(fi));
     return 0;
 }
 
@@ -1088,9 +1112,13 @@ static struct cli parse_cli(int argc, char **argv)
     return c;
 }
 
-/* The power loss: reports and frees every overlay without applying it. */
+/* The power loss: reports and frees every overlay without applying it
+ * (and the handles whose RELEASE the unmount overtook). Single-threaded:
+ * the session loop has ended. */
 static void drop_all(void)
 {
+    while (g_dirs.next != &g_dirs)
+        dirh_free(g_dirs.next);
     uint64_t bytes = 0;
     unsigned files = 0;
     while (g_nodes) {
