@@ -612,7 +612,7 @@ PL_TEST(concurrent_writes_and_syncs_on_one_file)
 
 /* ---- random operations against the model ---- */
 
-enum { MFILES = 3, MMAX = 40000, MOPS = 150, MCYCLES = 4 };
+enum { MFILES = 3, MMAX = 40000, MOPS = 300, MCYCLES = 5 };
 
 struct model_file {
     uint8_t durable[MMAX], vol[MMAX];
@@ -628,38 +628,78 @@ static uint64_t rng_next(uint64_t *s)
     return *s;
 }
 
-static void model_step(struct model_file *f, uint64_t *rng)
+static void model_pwrite(struct model_file *f, uint64_t *rng)
 {
-    unsigned op = (unsigned)(rng_next(rng) % 10);
-    if (op < 6) { /* pwrite */
-        size_t off = (size_t)(rng_next(rng) % (MMAX - 9000));
-        size_t len = 1 + (size_t)(rng_next(rng) % 9000);
-        uint8_t buf[9000];
-        for (size_t i = 0; i < len; i++)
-            buf[i] = (uint8_t)rng_next(rng);
-        put(f->fd, buf, len, (off_t)off);
-        if (off > f->vlen)
-            memset(f->vol + f->vlen, 0, off - f->vlen);
-        memcpy(f->vol + off, buf, len);
-        if (off + len > f->vlen)
-            f->vlen = off + len;
-    } else if (op < 8) { /* ftruncate */
+    size_t off = (size_t)(rng_next(rng) % (MMAX - 9000));
+    size_t len = 1 + (size_t)(rng_next(rng) % 9000);
+    uint8_t buf[9000];
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)rng_next(rng);
+    put(f->fd, buf, len, (off_t)off);
+    if (off > f->vlen)
+        memset(f->vol + f->vlen, 0, off - f->vlen);
+    memcpy(f->vol + off, buf, len);
+    if (off + len > f->vlen)
+        f->vlen = off + len;
+}
+
+static void model_resize(struct model_file *f, size_t size)
+{
+    if (size > f->vlen)
+        memset(f->vol + f->vlen, 0, size - f->vlen);
+    f->vlen = size;
+}
+
+static void model_fallocate(struct model_file *f, uint64_t *rng)
+{
+    static const int modes[] = {0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE,
+                                FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                                FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE};
+    int mode = modes[rng_next(rng) % 5];
+    size_t off = (size_t)(rng_next(rng) % (MMAX - 9000));
+    size_t len = 1 + (size_t)(rng_next(rng) % 9000);
+    cr_assert_eq(fallocate(f->fd, mode, (off_t)off, (off_t)len), 0, "fallocate %#x: %s", mode, strerror(errno));
+    size_t end = off + len;
+    if (mode & (FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE)) /* zeros below the size */
+        if (off < f->vlen)
+            memset(f->vol + off, 0, (end < f->vlen ? end : f->vlen) - off);
+    if (!(mode & FALLOC_FL_KEEP_SIZE) && end > f->vlen)
+        model_resize(f, end);
+}
+
+static void model_check(struct model_file *f, uint64_t *rng)
+{
+    static uint8_t buf[MMAX + 1];
+    struct stat st;
+    cr_assert_eq(fstat(f->fd, &st), 0);
+    cr_assert_eq((size_t)st.st_size, f->vlen, "volatile size");
+    size_t off = f->vlen ? (size_t)(rng_next(rng) % f->vlen) : 0;
+    if (rng_next(rng) & 1)
+        off = 0;
+    cr_assert_eq(pread(f->fd, buf, sizeof buf, (off_t)off), (ssize_t)(f->vlen - off));
+    cr_assert(memcmp(buf, f->vol + off, f->vlen - off) == 0, "volatile image differs from %zu", off);
+}
+
+static void model_step(struct model_file *f, const char *name, uint64_t *rng)
+{
+    unsigned op = (unsigned)(rng_next(rng) % 16);
+    if (op < 7) {
+        model_pwrite(f, rng);
+    } else if (op < 9) {
         size_t size = (size_t)(rng_next(rng) % MMAX);
         cr_assert_eq(ftruncate(f->fd, (off_t)size), 0);
-        if (size > f->vlen)
-            memset(f->vol + f->vlen, 0, size - f->vlen);
-        f->vlen = size;
-    } else if (op < 9) { /* fsync or fdatasync */
+        model_resize(f, size);
+    } else if (op < 11) {
+        model_fallocate(f, rng);
+    } else if (op < 13) { /* fsync or fdatasync: the durable image catches up */
         cr_assert_eq(rng_next(rng) & 1 ? fsync(f->fd) : fdatasync(f->fd), 0);
         memcpy(f->durable, f->vol, f->vlen);
         f->dlen = f->vlen;
-    } else { /* read back through the mount */
-        static uint8_t buf[MMAX + 1];
-        struct stat st;
-        cr_assert_eq(fstat(f->fd, &st), 0);
-        cr_assert_eq((size_t)st.st_size, f->vlen);
-        cr_assert_eq(pread(f->fd, buf, sizeof buf, 0), (ssize_t)f->vlen);
-        cr_assert(memcmp(buf, f->vol, f->vlen) == 0, "volatile image differs");
+    } else if (op < 14) { /* close and reopen: the volatile data stays */
+        close(f->fd);
+        f->fd = open_in(fs.mnt, name, O_RDWR);
+    } else {
+        model_check(f, rng);
     }
 }
 
@@ -679,8 +719,11 @@ PL_TEST(random_ops_match_the_model)
             snprintf(name, sizeof name, "m%d", i);
             files[i].fd = open_in(fs.mnt, name, O_RDWR | O_CREAT);
         }
-        for (int k = 0; k < MOPS; k++)
-            model_step(&files[rng_next(&rng) % MFILES], &rng);
+        for (int k = 0; k < MOPS; k++) {
+            unsigned i = (unsigned)(rng_next(&rng) % MFILES);
+            snprintf(name, sizeof name, "m%u", i);
+            model_step(&files[i], name, &rng);
+        }
         for (int i = 0; i < MFILES; i++)
             close(files[i].fd);
         fs_drop();
