@@ -41,7 +41,8 @@
  *     drop. With --strict-meta, a regular file created through the mount
  *     whose parent directory was not fsync'd (FSYNCDIR) after the creation is
  *     unlinked from BACKING_DIR at the drop (renames of such a file are
- *     followed; a rename or unlink does not itself become volatile).
+ *     followed; a rename or unlink does not itself become volatile; new
+ *     directories, symlinks and links are not tracked).
  *   - sync_file_range(2) is not a FUSE request: the kernel returns success
  *     and nothing becomes durable. That is the point of the model (urt's
  *     SYNC_FILE_RANGE path must not be trusted as durability).
@@ -71,8 +72,13 @@
  * Lifecycle: main parses the command line, opens BACKING_DIR (g_root; every
  * operation is an *at() call relative to it), fuse_new + fuse_mount, prints
  * "plfs: ready", runs the multi-threaded loop; when the loop ends it unmounts
- * (if still mounted), prints the drop line, applies --strict-meta removals
- * and frees the overlays without applying them.
+ * (if still mounted), frees the overlays without applying them, applies the
+ * --strict-meta removals and prints the drop line.
+ *
+ * Mount: -o fsname=plfs,subtype=plfs,default_permissions (and allow_other
+ * as root); attr_timeout, entry_timeout and negative_timeout 0, no
+ * kernel_cache, auto_cache or writeback cache, hard_remove (no .fuse_hidden
+ * files in BACKING_DIR), use_ino (st_ino of the backing file).
  *
  * Concurrency contract (the multi-threaded loop serves requests in
  * parallel):
