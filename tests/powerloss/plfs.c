@@ -1081,7 +1081,8 @@ static void require_dir(const char *what, const char *path)
 {
     struct stat st;
     if (stat(path, &st)) {
-        fprintf(stderr, "plfs: %s %s: %s\n", what, path, strerror(errno));
+        fprintf(stderr, "plfs: %s %s: %s%s\n", what, path, strerror(errno),
+                errno == ENOTCONN ? " (a stale FUSE mount: umount it first)" : "");
         usage("bad argument", what);
     }
     if (!S_ISDIR(st.st_mode))
