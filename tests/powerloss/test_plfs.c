@@ -163,7 +163,7 @@ static bool wait_ready(int fd)
 static void fs_mount_opt(const char *opt)
 {
     if (access("/dev/fuse", R_OK | W_OK))
-        cr_skip_test("/dev/fuse is not usable (%s): no FUSE here", strerror(errno));
+        cr_skip_test("/dev/fuse is not usable (%s): no FUSE mounts for this user here", strerror(errno));
     fs.pid = spawn_plfs(opt, &fs.ready_fd);
     if (wait_ready(fs.ready_fd))
         return;
