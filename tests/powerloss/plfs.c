@@ -102,6 +102,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1139,6 +1140,18 @@ static void require_dir(const char *what, const char *path)
         usage("not a directory", path);
 }
 
+/* MOUNTPOINT inside BACKING_DIR (or the same directory) would make plfs
+ * serve its own mount point through itself. */
+static void require_outside(const char *mountpoint, const char *backing)
+{
+    char m[PATH_MAX], b[PATH_MAX];
+    if (!realpath(mountpoint, m) || !realpath(backing, b))
+        usage("cannot resolve BACKING_DIR or MOUNTPOINT", strerror(errno));
+    size_t bl = strlen(b);
+    if (strncmp(m, b, bl) == 0 && (m[bl] == '\0' || m[bl] == '/' || bl == 1))
+        usage("MOUNTPOINT must not be BACKING_DIR or inside it", mountpoint);
+}
+
 static struct cli parse_cli(int argc, char **argv)
 {
     struct cli c = {0};
@@ -1166,6 +1179,7 @@ static struct cli parse_cli(int argc, char **argv)
     c.mountpoint = pos[1];
     require_dir("BACKING_DIR", c.backing);
     require_dir("MOUNTPOINT", c.mountpoint);
+    require_outside(c.mountpoint, c.backing);
     return c;
 }
 

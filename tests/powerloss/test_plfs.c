@@ -293,12 +293,16 @@ PL_TEST(bad_arguments_exit_2)
     char *unknown[] = {"plfs", "--fast", fs.back, fs.mnt, NULL};
     char *missing[] = {"plfs", "/nonexistent/plfs", fs.mnt, NULL};
     char *notdir[] = {"plfs", fs.back, file, NULL};
+    char *same[] = {"plfs", fs.back, fs.back, NULL};
+    char *inside[] = {"plfs", fs.root, fs.mnt, NULL};
     cr_expect_eq(run_plfs_status(none), 2);
     cr_expect_eq(run_plfs_status(one), 2);
     cr_expect_eq(run_plfs_status(three), 2);
     cr_expect_eq(run_plfs_status(unknown), 2);
     cr_expect_eq(run_plfs_status(missing), 2);
     cr_expect_eq(run_plfs_status(notdir), 2);
+    cr_expect_eq(run_plfs_status(same), 2);
+    cr_expect_eq(run_plfs_status(inside), 2);
 }
 
 /* ---- the data model, case by case ---- */
