@@ -144,7 +144,9 @@ static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l,
     }
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
+    w->running_job = job; /* the runner's own run_task set NULL; reset below */
     enum urt_task_result r = t->fn(t, t->arg);
+    w->running_job = NULL;
     if (__builtin_expect(watched, 0)) {
         watchdog_end(&w->wd);
         watchdog_begin(&w->wd, &l->runner);
