@@ -310,17 +310,16 @@ URT_API int urt_tx_spawn(urt_tx *tx, urt_task_fn *fn, urt_task_cancel_fn *cancel
     return 0;
 }
 
-URT_API int urt_tx_abort(urt_tx *tx)
+/* Rule 2: 0 (aborted now, going to abort, or already aborting) or -EALREADY
+ * (a commit was requested first). Records no message. */
+static int abort_request(struct urt_tx *tx)
 {
-    if (!tx)
-        return urt__error(-EINVAL, "urt_tx_abort: tx is NULL");
     uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
     do {
         if (v & TX_GOING_TO_ABORT)
             return 0; /* idempotent */
         if (v & TX_GOING_TO_COMMIT)
-            return urt__error(-EALREADY, "urt_tx_abort: transaction %p: a commit was requested first (it goes on)",
-                              (void *)tx);
+            return -EALREADY;
         n = v | TX_GOING_TO_ABORT;
         if (TX_COUNT(v) == 0)
             n |= TX_ENDED;
@@ -328,6 +327,16 @@ URT_API int urt_tx_abort(urt_tx *tx)
                                                     memory_order_relaxed)); /* (T1) */
     if (n & TX_ENDED)
         perform_abort(tx); /* no task in flight: now, on this thread */
+    return 0;
+}
+
+URT_API int urt_tx_abort(urt_tx *tx)
+{
+    if (!tx)
+        return urt__error(-EINVAL, "urt_tx_abort: tx is NULL");
+    if (abort_request(tx))
+        return urt__error(-EALREADY, "urt_tx_abort: transaction %p: a commit was requested first (it goes on)",
+                          (void *)tx);
     return 0;
 }
 
@@ -466,7 +475,7 @@ URT_API void urt_tx_release(urt_tx *tx)
 {
     if (!tx)
         return;
-    urt_tx_abort(tx); /* no-op if it is ending or ended (-EALREADY: a commit goes on) */
+    abort_request(tx); /* no-op if it is ending or ended (-EALREADY: a commit goes on) */
     tx_unref(tx);
 }
 
