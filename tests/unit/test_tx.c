@@ -502,7 +502,7 @@ Test(tx, commit_right_after_tasks_signal_done, .timeout = 300)
         for (int k = 0; k < DS_TASKS; k++)
             cr_assert_eq(urt_tx_spawn(d->tx, ds_task, ds_cancel, d, 0), 0);
         while (atomic_load(&d->done_signals) < DS_TASKS)
-            ;
+            sched_yield();
         int e = urt_tx_commit(d->tx, URT_COMMIT_AVAILABLE, ds_commit_cb, d);
         cr_assert_eq(e, 0, "tx %d: urt_tx_commit returned %d (%s)", i, e, urt_last_error());
         urt_tx_release(d->tx);
