@@ -22,6 +22,11 @@ int urt__error(int err, const char *fmt, ...)
     return err;
 }
 
+void urt__error_clear(void)
+{
+    last_error[0] = '\0';
+}
+
 URT_API const char *urt_last_error(void)
 {
     return last_error;

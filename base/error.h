@@ -11,5 +11,7 @@
 
 /* Records a message for urt_last_error() and returns err (a -errno). */
 int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Empties the calling thread's message (tests: to see that a call set one). */
+void urt__error_clear(void);
 
 #endif

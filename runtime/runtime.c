@@ -161,6 +161,8 @@ URT_API const struct urt_config *urt_runtime_config(const urt_runtime *rt)
 
 URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *f)
 {
+    if (!f)
+        return;
     memset(f, 0, sizeof(*f));
     if (!rt)
         return;
@@ -179,6 +181,10 @@ URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *f)
 
 URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len)
 {
+    if (!f)
+        return urt__error(-EINVAL, "urt_features_describe: f is NULL");
+    if (!buf && len)
+        return urt__error(-EINVAL, "urt_features_describe: buf is NULL and len is %zu", len);
     char setup[128];
     ring_describe_setup(f->setup_flags, setup, sizeof(setup));
     return snprintf(buf, len, "setup=%s ringfd=%s wake-from-foreign=%s ext_arg=%s numa_nodes=%u", setup,

@@ -4,6 +4,7 @@
  * and the contract in base/hist.h). The total's percentiles come from the
  * merged histograms, not from the workers' percentiles.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,12 +74,16 @@ static int read_latencies(const struct sched *s, struct urt_stats *st)
 
 URT_API struct urt_stats *urt_stats_snapshot(const urt_runtime *rt)
 {
-    if (!rt)
+    if (!rt) {
+        urt__error(-EINVAL, "urt_stats_snapshot: rt is NULL");
         return NULL;
+    }
     const struct sched *s = &rt->sched;
     struct urt_stats *st = calloc(1, sizeof(*st) + s->n_workers * sizeof(st->workers[0]));
-    if (!st)
+    if (!st) {
+        urt__error(-ENOMEM, "urt_stats_snapshot: out of memory");
         return NULL;
+    }
     st->n_workers = s->n_workers;
     urt_runtime_features(rt, &st->features);
     st->foreign_wakes_sent = atomic_load_explicit(&s->foreign_wakes, memory_order_relaxed);
@@ -91,6 +96,7 @@ URT_API struct urt_stats *urt_stats_snapshot(const urt_runtime *rt)
     }
     if (read_latencies(s, st)) {
         free(st);
+        urt__error(-ENOMEM, "urt_stats_snapshot: out of memory");
         return NULL;
     }
     return st;

@@ -37,6 +37,8 @@
 #include "sched/sched.h"
 #include "sched/watcher.h"
 
+#include "base/error.h"
+
 struct adm_waiter {
     struct adm_waiter *next;
     pthread_cond_t cv;
@@ -240,7 +242,7 @@ void admission_read_stats(const struct sched *s, struct urt_admission_stats *o)
 URT_API int urt_admission_stats(const urt_runtime *rt, struct urt_admission_stats *out)
 {
     if (!rt || !out)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_admission_stats: %s is NULL", rt ? "out" : "rt");
     admission_read_stats((const struct sched *)rt, out); /* struct sched is first in urt_runtime */
     return 0;
 }

@@ -45,8 +45,19 @@
  *
  * ---- Memory ordering (the contract, once) ------------------------------------
  *  (J1) live: the decrement is acq_rel; the one reaching 0 has acquired every
- *       task's writes, so the callback sees them. Increments are relaxed (the
- *       submitter already holds a count; the task is published by its queue).
+ *       task's writes, so the callback sees them. Increments are a relaxed
+ *       CAS that never moves live away from 0 (job_count_in): 0 means the job
+ *       ended (or its teardown started) and stays so, so a submission after
+ *       the end is refused (-EINVAL) instead of starting a second teardown.
+ *       A legal submitter already holds a count (its own task's, or the open
+ *       one), so the CAS cannot fail for it; the task is published by its
+ *       queue.
+ *  (J6) closed: relaxed exchange by urt_job_close, relaxed load by
+ *       submitters. It only tells misuse (a submission from outside the
+ *       job's tasks after close, -EINVAL) from legal use; safety never
+ *       depends on it (J1 does). "Outside the job's tasks" is read from the
+ *       calling worker's running_job (owner only: set around each task's fn
+ *       by run_task and the lane runner).
  *  (J2) refs: acq_rel decrement, the last one frees (standard refcount).
  *  (J3) status: release CAS by cancel / seal; acquire load before each task
  *       (job_task_skip) and in urt_job_cancelled, so a task that sees the
@@ -70,8 +81,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* runtime/error.c (declared here: sched/ does not include runtime/). */
-int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "base/error.h"
 
 static inline struct sched *sched_of(const urt_runtime *rt)
 {
@@ -371,17 +381,50 @@ URT_API int urt_job_create(urt_runtime *rt, const struct urt_job_options *opt, u
 /* Submits task as a task of job. On failure the task is the caller's again,
  * except a pooled task refused by the admission limit, which admission_submit
  * already gave back to the pool (*gone = true). */
-static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool *gone)
+/* (J1) live + 1 unless it is 0 (the job ended, or its teardown started). */
+static bool job_count_in(struct urt_job *j)
+{
+    uint64_t v = atomic_load_explicit(&j->live, memory_order_relaxed);
+    do {
+        if (v == 0)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&j->live, &v, v + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+/* True when the calling thread runs a task of j (J6). */
+static bool job_is_caller(struct urt_job *j)
+{
+    struct worker *w = sched_current(j->s);
+    return w && w->running_job == j;
+}
+
+/* The state checks of a submission (rules 2 and 3); on success the task is
+ * counted in live. fn names the public function for the message. */
+static int job_admit(struct urt_job *j, const char *fn)
+{
+    if (atomic_load_explicit(&j->live, memory_order_relaxed) == 0)
+        return urt__error(-EINVAL, "%s: job %p has ended (no task may be added)", fn, (void *)j);
+    if (atomic_load_explicit(&j->closed, memory_order_relaxed) && !job_is_caller(j)) /* (J6) */
+        return urt__error(-EINVAL, "%s: job %p is closed (only its own tasks may submit)", fn, (void *)j);
+    if (job_is_cancelled(j))
+        return urt__error(-ECANCELED, "%s: job %p was cancelled", fn, (void *)j);
+    if (!job_count_in(j)) /* (J1) */
+        return urt__error(-EINVAL, "%s: job %p has ended (no task may be added)", fn, (void *)j);
+    return 0;
+}
+
+static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool *gone, const char *fn)
 {
     *gone = false;
-    if (job_is_cancelled(job))
-        return -ECANCELED;
+    int err = job_admit(job, fn);
+    if (err)
+        return err;
     struct sched *s = job->s;
-    atomic_fetch_add_explicit(&job->live, 1, memory_order_relaxed); /* (J1) */
     task->priv.job = job;
     task->priv.submit_flags = flags;
     task->priv.flags &= ~TASK_ADMITTED;
-    int err;
     if (job->serial) {
         err = lane_submit(&job->lane, task, flags); /* lanes are not under max_pending_tasks */
     } else if (__builtin_expect(s->adm != NULL, 0)) {
@@ -395,29 +438,36 @@ static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool 
         if (!*gone)
             task->priv.job = NULL;
         job_task_finished(s, sched_current(s), job);
+        if (err == -EAGAIN)
+            return urt__error(err, "%s: max_pending_tasks reached (job %p)", fn, (void *)job);
+        return urt__error(err, "%s: the runtime is being destroyed (job %p)", fn, (void *)job);
     }
-    return err;
+    return 0;
 }
 
 URT_API int urt_job_submit(urt_job *job, struct urt_task *task, unsigned flags)
 {
-    if (!job || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
-        return urt__error(-EINVAL, "urt_job_submit: NULL job, task or fn, or unknown flags");
+    if (!job || !task || !task->fn)
+        return urt__error(-EINVAL, "urt_job_submit: %s is NULL", !job ? "job" : !task ? "task" : "task->fn");
+    if (flags & ~URT_SUBMIT_FLAGS_ALL)
+        return urt__error(-EINVAL, "urt_job_submit: unknown flags 0x%x", flags & ~URT_SUBMIT_FLAGS_ALL);
     bool gone;
     task->priv.flags &= ~TASK_POOLED;
-    return job_submit(job, task, flags, &gone);
+    return job_submit(job, task, flags, &gone, "urt_job_submit");
 }
 
 URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
-    if (!job || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
-        return urt__error(-EINVAL, "urt_job_spawn: NULL job or fn, or unknown flags");
+    if (!job || !fn)
+        return urt__error(-EINVAL, "urt_job_spawn: %s is NULL", job ? "fn" : "job");
+    if (flags & ~URT_SUBMIT_FLAGS_ALL)
+        return urt__error(-EINVAL, "urt_job_spawn: unknown flags 0x%x", flags & ~URT_SUBMIT_FLAGS_ALL);
     struct sched *s = job->s;
     struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)
-        return -ENOMEM;
+        return urt__error(-ENOMEM, "urt_job_spawn: out of memory for a pooled task");
     bool gone;
-    int err = job_submit(job, t, flags, &gone);
+    int err = job_submit(job, t, flags, &gone, "urt_job_spawn");
     if (err && !gone) {
         t->priv.flags = 0;
         sched_task_free(s, t);
@@ -428,9 +478,9 @@ URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *can
 URT_API int urt_job_close(urt_job *job)
 {
     if (!job)
-        return urt__error(-EINVAL, "urt_job_close: NULL job");
-    if (atomic_exchange_explicit(&job->closed, 1, memory_order_relaxed))
-        return -EALREADY;
+        return urt__error(-EINVAL, "urt_job_close: job is NULL");
+    if (atomic_exchange_explicit(&job->closed, 1, memory_order_relaxed)) /* (J6) */
+        return urt__error(-EALREADY, "urt_job_close: job %p was closed before", (void *)job);
     job_task_finished(job->s, sched_current(job->s), job);
     return 0;
 }
@@ -438,8 +488,10 @@ URT_API int urt_job_close(urt_job *job)
 URT_API int urt_job_cancel(urt_job *job)
 {
     if (!job)
-        return urt__error(-EINVAL, "urt_job_cancel: NULL job");
-    return job_cancel_reason(job, -ECANCELED);
+        return urt__error(-EINVAL, "urt_job_cancel: job is NULL");
+    if (job_cancel_reason(job, -ECANCELED))
+        return urt__error(-EALREADY, "urt_job_cancel: job %p was already cancelled, timed out or ending", (void *)job);
+    return 0;
 }
 
 URT_API bool urt_job_cancelled(const urt_job *job)
@@ -450,7 +502,7 @@ URT_API bool urt_job_cancelled(const urt_job *job)
 URT_API int urt_job_poll(const urt_job *job)
 {
     if (!job)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_job_poll: job is NULL");
     if (!atomic_load_explicit(&job->ended, memory_order_acquire))
         return -EINPROGRESS;
     int32_t st = atomic_load_explicit(&job->status, memory_order_acquire);
@@ -460,7 +512,7 @@ URT_API int urt_job_poll(const urt_job *job)
 URT_API int urt_job_wait(urt_job *job, uint64_t timeout_ns)
 {
     if (!job)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_job_wait: job is NULL");
     if (sched_current(job->s))
         return urt__error(-EDEADLK, "urt_job_wait: workers never block (use urt_job_poll)");
     uint64_t deadline = timeout_ns == URT_WAIT_FOREVER ? UINT64_MAX : urt_now_ns() + timeout_ns;
@@ -470,7 +522,8 @@ URT_API int urt_job_wait(urt_job *job, uint64_t timeout_ns)
             return st;
         uint64_t now = urt_now_ns();
         if (now >= deadline)
-            return -ETIMEDOUT;
+            return urt__error(-ETIMEDOUT, "urt_job_wait: job %p did not end within timeout_ns %llu", (void *)job,
+                              (unsigned long long)timeout_ns);
         struct timespec ts, *tp = NULL;
         if (deadline != UINT64_MAX) {
             uint64_t rem = deadline - now;

@@ -75,6 +75,11 @@
  *  (M4) Shutdown: a submitter that is not a worker brackets its push with
  *       foreign_inflight (seq_cst), exactly as sched/submit.c does, so
  *       sched_stop either sees its push or the submitter sees the phase.
+ *  (M5) destroying (urt_lane_create's lanes only): relaxed store by
+ *       urt_lane_destroy before it waits, relaxed load by urt_lane_submit /
+ *       urt_lane_spawn. It only detects misuse (a submission while destroy
+ *       waits: -EINVAL); rule 3 of urt/lane.h (no submission races with
+ *       destroy) is what makes destroy safe.
  *
  * Load: one exchange + one CAS per submission, no lock, no allocation; the
  * runner does one fetch_sub and one sticky push per batch.
@@ -89,6 +94,8 @@
 #include <urt/lane.h>
 
 #include "sched/job.h"
+
+#include "base/error.h"
 
 /* Tasks a runner runs before it lets the worker's other lanes and queues in. */
 #define LANE_BATCH 64
@@ -144,7 +151,9 @@ static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l,
     }
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
+    w->running_job = job; /* the runner's own run_task set NULL; reset below */
     enum urt_task_result r = t->fn(t, t->arg);
+    w->running_job = NULL;
     if (__builtin_expect(watched, 0)) {
         watchdog_end(&w->wd);
         watchdog_begin(&w->wd, &l->runner);
@@ -255,6 +264,7 @@ void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const s
     l->ctx = ctx;
     l->kind = kind;
     l->heap = false;
+    atomic_init(&l->destroying, false);
 }
 
 int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
@@ -329,38 +339,58 @@ int lane_cancel_runner(struct sched *s, struct urt_task *runner)
 URT_API int urt_lane_create(urt_runtime *rt, urt_lane **out)
 {
     if (!rt || !out)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_lane_create: %s is NULL", rt ? "out" : "rt");
     struct urt_lane *l = aligned_alloc(64, (sizeof(*l) + 63) & ~(size_t)63);
     if (!l)
-        return -ENOMEM;
+        return urt__error(-ENOMEM, "urt_lane_create: out of memory");
     lane_init(l, sched_of(rt), LANE_PLAIN, NULL, NULL);
     l->heap = true;
     *out = l;
     return 0;
 }
 
+/* The checks of urt_lane_submit / urt_lane_spawn: what names the task
+ * argument. */
+static int lane_check(const char *fn, const struct urt_lane *l, bool has_fn, const char *what, unsigned flags)
+{
+    if (!l || !has_fn)
+        return urt__error(-EINVAL, "%s: %s is NULL", fn, !l ? "lane" : what);
+    if (flags & ~URT_SUBMIT_FLAGS_ALL)
+        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
+    if (l->kind != LANE_PLAIN)
+        return urt__error(-EINVAL, "%s: lane %p belongs to a transaction or a job", fn, (const void *)l);
+    if (atomic_load_explicit(&l->destroying, memory_order_relaxed)) /* (M5) */
+        return urt__error(-EINVAL, "%s: lane %p is being destroyed", fn, (const void *)l);
+    return 0;
+}
+
 URT_API int urt_lane_submit(urt_lane *lane, struct urt_task *task, unsigned flags)
 {
-    if (!lane || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL) || lane->kind != LANE_PLAIN)
-        return -EINVAL;
+    int err = lane_check("urt_lane_submit", lane, task && task->fn, task ? "task->fn" : "task", flags);
+    if (err)
+        return err;
     task->priv.submit_flags = flags;
     task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED); /* lanes are not under max_pending_tasks */
     task->priv.job = NULL;
-    return lane_submit(lane, task, flags);
+    if (lane_submit(lane, task, flags))
+        return urt__error(-ESHUTDOWN, "urt_lane_submit: the runtime is being destroyed");
+    return 0;
 }
 
 URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
-    if (!lane || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL) || lane->kind != LANE_PLAIN)
-        return -EINVAL;
+    int err = lane_check("urt_lane_spawn", lane, fn != NULL, "fn", flags);
+    if (err)
+        return err;
     struct sched *s = lane->s;
     struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)
-        return -ENOMEM;
-    int err = lane_submit(lane, t, flags);
-    if (err)
+        return urt__error(-ENOMEM, "urt_lane_spawn: out of memory for a pooled task");
+    if (lane_submit(lane, t, flags)) {
         sched_task_free(s, t);
-    return err;
+        return urt__error(-ESHUTDOWN, "urt_lane_spawn: the runtime is being destroyed");
+    }
+    return 0;
 }
 
 URT_API uint32_t urt_lane_pending(const urt_lane *lane)
@@ -373,10 +403,13 @@ URT_API int urt_lane_destroy(urt_lane *lane)
     if (!lane)
         return 0;
     if (!lane->heap)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_lane_destroy: lane %p belongs to a transaction or a job", (void *)lane);
     struct worker *self = sched_current(lane->s);
-    if (self && LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire)) != 0)
-        return -EBUSY; /* a worker may not wait: a task of this lane could be queued behind us */
+    uint32_t pending = LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire));
+    if (self && pending != 0) /* a worker may not wait: a task of this lane could be queued behind us */
+        return urt__error(-EBUSY, "urt_lane_destroy: lane %p has %u task(s) pending and a worker may not wait",
+                          (void *)lane, pending);
+    atomic_store_explicit(&lane->destroying, true, memory_order_relaxed); /* (M5) */
     /* acquire: pairs with the runner's release L4, its last access (M2). */
     while (LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire)) != 0)
         sched_yield();

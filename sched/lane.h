@@ -55,6 +55,7 @@ struct urt_lane {
     void *ctx;
     enum lane_kind kind;
     bool heap;                         /* allocated by urt_lane_create */
+    _Atomic bool destroying;           /* urt_lane_destroy started (lane.c M5) */
 };
 
 #define LANE_PENDING(word) ((uint32_t)(word))

@@ -127,6 +127,8 @@ struct worker {
     struct worker_counters stats;
     void *upper;            /* per-worker state of the layers above (tx/) */
     struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
+    struct urt_job *running_job; /* job of the task whose fn runs now, or NULL (sched/job.c: who may
+                                    submit to a closed job) */
     pthread_t thread;
     int start_err;
     struct probe_hists hists; /* latency histograms (owner writes; bpf/probes.h) */

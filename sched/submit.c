@@ -24,6 +24,8 @@
 #include "sched/sched.h"
 #include "sched/admission.h"
 
+#include "base/error.h"
+
 /* struct sched is the first member of struct urt_runtime (runtime/runtime.c). */
 static inline struct sched *sched_of(const urt_runtime *rt)
 {
@@ -174,42 +176,61 @@ URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg)
     task->priv.submit_flags = 0;
 }
 
-static int check_submit(const urt_runtime *rt, const struct urt_task *task, unsigned flags)
+/* The argument checks of every submission entry point: what names the
+ * task argument ("task", "task->fn" or "fn"). */
+static int check_submit(const char *fn, const void *rt, bool has_fn, const char *what, unsigned flags)
 {
-    if (!rt || !task || !task->fn)
-        return -EINVAL;
+    if (!rt || !has_fn)
+        return urt__error(-EINVAL, "%s: %s is NULL", fn, !rt ? "rt" : what);
     if (flags & ~URT_SUBMIT_FLAGS_ALL)
-        return -EINVAL;
+        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
     return 0;
+}
+
+/* The message of a submission the scheduler or the admission limit refused. */
+static int submit_error(const char *fn, int err)
+{
+    if (err == -EAGAIN)
+        return urt__error(err, "%s: max_pending_tasks reached", fn);
+    if (err == -ESHUTDOWN)
+        return urt__error(err, "%s: the runtime is being destroyed", fn);
+    return err;
 }
 
 URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags)
 {
-    int err = check_submit(rt, task, flags);
+    int err = check_submit("urt_task_submit", rt, task && task->fn, task ? "task->fn" : "task", flags);
     if (err)
         return err;
     task->priv.submit_flags = flags;
     task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
     struct sched *s = sched_of(rt);
     if (__builtin_expect(s->adm != NULL, 0))
-        return admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
-    return sched_submit(s, task, flags);
+        err = admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
+    else
+        err = sched_submit(s, task, flags);
+    return err ? submit_error("urt_task_submit", err) : 0;
 }
 
 URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
-    if (!rt || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
-        return -EINVAL;
+    int err = check_submit("urt_spawn", rt, fn != NULL, "fn", flags);
+    if (err)
+        return err;
     struct sched *s = sched_of(rt);
     struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)
-        return -ENOMEM;
-    if (__builtin_expect(s->adm != NULL, 0))
-        return admission_submit(s, t, flags); /* max_pending_tasks; frees t on failure (sched/admission.c) */
-    int err = sched_submit(s, t, flags);
-    if (err)
+        return urt__error(-ENOMEM, "urt_spawn: out of memory for a pooled task");
+    if (__builtin_expect(s->adm != NULL, 0)) {
+        err = admission_submit(s, t, flags); /* max_pending_tasks; frees t on failure (sched/admission.c) */
+        return err ? submit_error("urt_spawn", err) : 0;
+    }
+    err = sched_submit(s, t, flags);
+    if (err) {
         sched_task_free(s, t);
-    return err;
+        return submit_error("urt_spawn", err);
+    }
+    return 0;
 }
 
 URT_API int urt_spawn(urt_runtime *rt, urt_task_fn *fn, void *arg, unsigned flags)

@@ -92,6 +92,8 @@
 #include "sched/admission.h"
 #include "sched/sched.h"
 
+#include "base/error.h"
+
 enum cond_state {
     C_IDLE = 0,
     C_ADDING = 1,
@@ -918,22 +920,51 @@ static void leave(struct watcher *w)
     atomic_fetch_sub_explicit(&w->inflight, 1, memory_order_release);
 }
 
+/* What a cond in state st is doing, for messages. */
+static const char *cond_state_name(uint32_t st)
+{
+    switch (st) {
+    case C_IDLE:
+        return "not watched";
+    case C_ADDING:
+        return "being added";
+    case C_WATCHING:
+        return "watched";
+    case C_CANCELLING:
+        return "cancelled, its cancel callback not run yet";
+    default:
+        return "handed to a worker (body pending)";
+    }
+}
+
+static int cond_add_check(const urt_runtime *rt, const struct urt_cond *c)
+{
+    if (!rt || !c)
+        return urt__error(-EINVAL, "urt_cond_add: %s is NULL", rt ? "cond" : "rt");
+    if (!c->check || !c->body)
+        return urt__error(-EINVAL, "urt_cond_add: cond->%s is NULL", c->check ? "body" : "check");
+    if (c->interval_us > 3600000000ull)
+        return urt__error(-EINVAL, "urt_cond_add: interval_us %llu is out of range (0..3600000000)",
+                          (unsigned long long)c->interval_us);
+    if (c->job) /* job link: see urt/watcher.h (comes with the job API, SPEC C7) */
+        return urt__error(-ENOTSUP, "urt_cond_add: cond->job must be NULL (conditional tasks of a job are not "
+                                    "supported yet)");
+    return 0;
+}
+
 URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
 {
-    if (!rt || !c || !c->check || !c->body)
-        return -EINVAL;
-    if (c->interval_us > 3600000000ull)
-        return -EINVAL;
-    if (c->job)
-        return -ENOTSUP; /* job link: see urt/watcher.h (comes with the job API, SPEC C7) */
+    int err = cond_add_check(rt, c);
+    if (err)
+        return err;
     struct watcher *w = sched_of(rt)->watcher;
     if (!enter(w))
-        return -ESHUTDOWN;
+        return urt__error(-ESHUTDOWN, "urt_cond_add: the runtime is being destroyed");
     uint32_t expected = C_IDLE;
     if (!atomic_compare_exchange_strong_explicit(&c->priv.state, &expected, C_ADDING, memory_order_acquire,
                                                  memory_order_relaxed)) {
         leave(w);
-        return -EBUSY;
+        return urt__error(-EBUSY, "urt_cond_add: cond %p is %s", (void *)c, cond_state_name(expected));
     }
     c->priv.watcher = w;
     c->priv.interval_ns = (c->interval_us ? c->interval_us : sched_of(rt)->cfg->watcher_interval_us) * 1000ull;
@@ -959,20 +990,21 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
 URT_API int urt_cond_cancel(urt_runtime *rt, struct urt_cond *c)
 {
     if (!rt || !c)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_cond_cancel: %s is NULL", rt ? "cond" : "rt");
     struct watcher *w = sched_of(rt)->watcher;
     if (!enter(w))
-        return -ESHUTDOWN;
+        return urt__error(-ESHUTDOWN, "urt_cond_cancel: the runtime is being destroyed (it cancels the cond)");
     /* The acquire load pairs with the adder's WATCHING store: priv.watcher is readable. */
     if (atomic_load_explicit(&c->priv.state, memory_order_acquire) == C_WATCHING && c->priv.watcher != w) {
         leave(w);
-        return -EINVAL; /* added to another runtime */
+        return urt__error(-EINVAL, "urt_cond_cancel: cond %p was added to another runtime", (void *)c);
     }
     uint32_t expected = C_WATCHING;
     if (!atomic_compare_exchange_strong_explicit(&c->priv.state, &expected, C_CANCELLING, memory_order_acq_rel,
                                                  memory_order_relaxed)) {
         leave(w);
-        return -EALREADY;
+        return urt__error(-EALREADY, "urt_cond_cancel: too late, cond %p is %s", (void *)c,
+                          cond_state_name(expected));
     }
     atomic_fetch_add_explicit(&w->cancel_requests, 1, memory_order_seq_cst); /* C1 */
     watcher_notify(w);
@@ -983,7 +1015,7 @@ URT_API int urt_cond_cancel(urt_runtime *rt, struct urt_cond *c)
 URT_API int urt_watcher_stats(const urt_runtime *rt, struct urt_watcher_stats *o)
 {
     if (!rt || !o)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_watcher_stats: %s is NULL", rt ? "out" : "rt");
     memset(o, 0, sizeof(*o));
     struct watcher *w = sched_of(rt)->watcher;
     if (!w)
@@ -1022,7 +1054,7 @@ URT_API int urt_watcher_stats(const urt_runtime *rt, struct urt_watcher_stats *o
 URT_API int urt_watchdog_set_callback(urt_runtime *rt, urt_watchdog_fn *fn, void *ctx)
 {
     if (!rt)
-        return -EINVAL;
+        return urt__error(-EINVAL, "urt_watchdog_set_callback: rt is NULL");
     struct watcher *w = sched_of(rt)->watcher;
     pthread_mutex_lock(&w->cb_lock);
     w->cb = fn;
@@ -1033,8 +1065,10 @@ URT_API int urt_watchdog_set_callback(urt_runtime *rt, urt_watchdog_fn *fn, void
 
 URT_API int urt_dump_state(const urt_runtime *rt, int fd)
 {
-    if (!rt || fd < 0)
-        return -EINVAL;
+    if (!rt)
+        return urt__error(-EINVAL, "urt_dump_state: rt is NULL");
+    if (fd < 0)
+        return urt__error(-EINVAL, "urt_dump_state: fd %d is negative", fd);
     dump_state(sched_of(rt), fd);
     return 0;
 }

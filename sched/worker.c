@@ -365,7 +365,9 @@ static inline void run_task(struct worker *w, struct urt_task *t)
         watchdog_begin(&w->wd, t);
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
+    w->running_job = job; /* a closed job accepts tasks only from its own (sched/job.c) */
     enum urt_task_result r = t->fn(t, t->arg);
+    w->running_job = NULL;
     STAT_INC(w, tasks_run);
     if (__builtin_expect(watched, 0))
         watchdog_end(&w->wd);

@@ -4,7 +4,9 @@
  *
  * The log registers one struct tx_log per runtime with tx_log_register().
  * From then on urt_tx_commit() hands every commit whose pre-commit hook
- * succeeded to log->commit(log, tx, response), on the committing thread.
+ * succeeded to log->commit(log, tx, response), on the thread that performs
+ * the commit: the caller of urt_tx_commit(), or, for a commit deferred by
+ * tasks in flight, the worker of the last of them (after its fn returned).
  * The log reads the transaction's records (tx_record_next), appends them to
  * its channel and, when the response is reached (ACCEPTED: queued;
  * AVAILABLE: appended; STORED: the durable marker covers the commit), calls

@@ -4,22 +4,31 @@
  *
  * The protocol (rules in urt/tx.h) lives in one 64-bit termination word:
  *
- *     bit 63 GOING_TO_ABORT | bit 62 GOING_TO_COMMIT | bit 61 ENDED | count (low 32)
+ *     bit 63 GOING_TO_ABORT | bit 62 GOING_TO_COMMIT | bit 61 ENDED |
+ *     bit 60 COMMIT_READY | count (low 32)
  *
  * Every change is one CAS, so the requests of all threads are totally ordered
  * on this word and exactly one of them sets ENDED — the one that performs the
- * end (abort hook, or pre-commit + commit). Transitions:
+ * end (abort hook, or pre-commit + commit). GOING_TO_ABORT and
+ * GOING_TO_COMMIT are never both set. Transitions:
  *
  *   enter (lane runner, before a task's fn):  no GOING_* flag -> count + 1,
  *                                             else the task is not run
- *   leave (after the fn returned):            count - 1; at count 0 with
- *                                             GOING_TO_ABORT and no ENDED: set
- *                                             ENDED, this task performs the abort
- *   abort:   GOING_TO_COMMIT alone -> -EALREADY; GOING_TO_ABORT -> 0 (idempotent);
+ *   leave (after the fn returned):            count - 1; at count 0 without
+ *                                             ENDED: with GOING_TO_ABORT, or
+ *                                             with GOING_TO_COMMIT|COMMIT_READY,
+ *                                             set ENDED: this task performs
+ *                                             the abort, or the commit
+ *   abort:   GOING_TO_COMMIT -> -EALREADY; GOING_TO_ABORT -> 0 (idempotent);
  *            else set GOING_TO_ABORT (+ ENDED if count == 0: abort now)
  *   commit:  GOING_TO_ABORT -> -ECANCELED; GOING_TO_COMMIT -> -EALREADY;
- *            count > 0 -> set GOING_TO_ABORT (the commit turns into an abort,
- *            -EBUSY); else set GOING_TO_COMMIT | ENDED and commit
+ *            else set GOING_TO_COMMIT (+ ENDED if count == 0: commit now).
+ *            With tasks in flight (a deferred commit) the committer then
+ *            writes the commit's parameters and sets COMMIT_READY (+ ENDED
+ *            if the count reached 0 meanwhile: it commits itself). So the
+ *            commit is the transaction's last step, performed exactly once,
+ *            by whichever of the committer and the last leaving task gets
+ *            there last; no lock, one more CAS only for a deferred commit.
  *
  * The tasks that use the transaction are its lane's tasks, so count is 0 or
  * 1 in practice; the word does not rely on that.
@@ -32,9 +41,11 @@
  * ---- Memory ordering (the contract, once) -----------------------------------
  *  (T1) term: every transition is an acq_rel CAS; the thread that sets ENDED
  *       (or performs the abort in leave) has acquired every earlier task's
- *       leave, hence the tasks' writes, before it calls a hook. Submitters'
- *       check of the flags is an acquire load (only a fast refusal: the
- *       authoritative check is enter).
+ *       leave, hence the tasks' writes, before it calls a hook. The
+ *       committer's COMMIT_READY CAS releases the commit's parameters (cb,
+ *       arg, response, log, its reference); a leave that reads COMMIT_READY
+ *       acquires them. Submitters' check of the flags is an acquire load
+ *       (only a fast refusal: the authoritative check is enter).
  *  (T2) refs: relaxed increments by holders, acq_rel decrement; the last frees.
  *  (T3) final (ABORTED / COMMITTED) is stored with release after the hook /
  *       response and read with acquire by urt_tx_state.
@@ -55,12 +66,12 @@
 #include "sched/sched.h"
 #include "tx/commit_hook.h"
 
-/* runtime/error.c (declared here: tx/ does not include runtime/). */
-int urt__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "base/error.h"
 
 #define TX_GOING_TO_ABORT (1ull << 63)
 #define TX_GOING_TO_COMMIT (1ull << 62)
 #define TX_ENDED (1ull << 61)
+#define TX_COMMIT_READY (1ull << 60)
 #define TX_COUNT(v) ((uint32_t)(v))
 
 #define TX_RECORD_MAX (16u << 20)
@@ -77,6 +88,7 @@ struct urt_tx {
     uint64_t id;
     /* the commit (written by the committing thread before the callback task) */
     enum urt_commit_response response;
+    struct tx_log *log;               /* the log the commit goes through, or NULL */
     urt_commit_fn *cb;
     void *cb_arg;
     int commit_status;
@@ -159,21 +171,36 @@ static bool tx_enter(void *ctx, struct urt_task *t)
     return true;
 }
 
+/* True when a word with count 0 and no ENDED must be ended by its writer. */
+static inline bool tx_end_due(uint64_t n)
+{
+    if (TX_COUNT(n) != 0 || (n & TX_ENDED))
+        return false;
+    return (n & TX_GOING_TO_ABORT) || (n & (TX_GOING_TO_COMMIT | TX_COMMIT_READY)) ==
+                                          (TX_GOING_TO_COMMIT | TX_COMMIT_READY);
+}
+
+static void perform_commit(struct urt_tx *tx);
+
 static void tx_leave(void *ctx, struct urt_task *t)
 {
     struct urt_tx *tx = ctx;
     (void)t; /* may be freed already */
     uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
-    bool abort_now;
+    bool end_now;
     do {
         n = v - 1;
-        abort_now = TX_COUNT(n) == 0 && (n & TX_GOING_TO_ABORT) && !(n & TX_ENDED);
-        if (abort_now)
+        end_now = tx_end_due(n);
+        if (end_now)
             n |= TX_ENDED;
     } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
                                                     memory_order_relaxed)); /* (T1) */
-    if (abort_now)
+    if (!end_now)
+        return;
+    if (n & TX_GOING_TO_ABORT)
         perform_abort(tx); /* rule 2: the last task in flight performs it */
+    else
+        perform_commit(tx); /* rule 3: a deferred commit */
 }
 
 static void tx_lane_active(void *ctx)
@@ -234,50 +261,64 @@ URT_API int urt_tx_begin(urt_runtime *rt, const struct urt_tx_options *opt, urt_
     return 0;
 }
 
-URT_API int urt_tx_submit(urt_tx *tx, struct urt_task *task, unsigned flags)
+/* The argument and state checks of urt_tx_submit / urt_tx_spawn. */
+static int tx_submit_check(const struct urt_tx *tx, bool has_fn, unsigned flags, const char *fn, const char *what)
 {
-    if (!tx || !task || !task->fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
-        return urt__error(-EINVAL, "urt_tx_submit: NULL transaction, task or fn, or unknown flags");
+    if (!tx || !has_fn)
+        return urt__error(-EINVAL, "%s: %s is NULL", fn, !tx ? "tx" : what);
+    if (flags & ~URT_SUBMIT_FLAGS_ALL)
+        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
     /* (T1) a fast refusal only: enter decides */
     if (atomic_load_explicit(&tx->term, memory_order_acquire) & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
-        return URT_TX_EINACTIVE;
+        return urt__error(URT_TX_EINACTIVE, "%s: transaction %p is inactive (committing, committed, aborting or "
+                                            "aborted)", fn, (const void *)tx);
+    return 0;
+}
+
+URT_API int urt_tx_submit(urt_tx *tx, struct urt_task *task, unsigned flags)
+{
+    int err = tx_submit_check(tx, task && task->fn, flags, "urt_tx_submit", task ? "task->fn" : "task");
+    if (err)
+        return err;
     task->priv.job = NULL;
     task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
     task->priv.submit_flags = flags;
-    return lane_submit(&tx->lane, task, flags);
+    if (lane_submit(&tx->lane, task, flags))
+        return urt__error(-ESHUTDOWN, "urt_tx_submit: the runtime is being destroyed");
+    return 0;
 }
 
 URT_API int urt_tx_spawn(urt_tx *tx, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
-    if (!tx || !fn || (flags & ~URT_SUBMIT_FLAGS_ALL))
-        return urt__error(-EINVAL, "urt_tx_spawn: NULL transaction or fn, or unknown flags");
-    if (atomic_load_explicit(&tx->term, memory_order_acquire) & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
-        return URT_TX_EINACTIVE;
+    int err = tx_submit_check(tx, fn != NULL, flags, "urt_tx_spawn", "fn");
+    if (err)
+        return err;
     struct urt_task *t = sched_task_alloc(tx->s);
     if (!t)
-        return -ENOMEM;
+        return urt__error(-ENOMEM, "urt_tx_spawn: out of memory for a pooled task");
     t->fn = fn;
     t->arg = arg;
     t->cancel = cancel;
     t->priv.job = NULL;
     t->priv.flags = TASK_POOLED;
     t->priv.submit_flags = flags;
-    int err = lane_submit(&tx->lane, t, flags);
-    if (err)
+    if (lane_submit(&tx->lane, t, flags)) {
         sched_task_free(tx->s, t);
-    return err;
+        return urt__error(-ESHUTDOWN, "urt_tx_spawn: the runtime is being destroyed");
+    }
+    return 0;
 }
 
-URT_API int urt_tx_abort(urt_tx *tx)
+/* Rule 2: 0 (aborted now, going to abort, or already aborting) or -EALREADY
+ * (a commit was requested first). Records no message. */
+static int abort_request(struct urt_tx *tx)
 {
-    if (!tx)
-        return urt__error(-EINVAL, "urt_tx_abort: NULL transaction");
     uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
     do {
         if (v & TX_GOING_TO_ABORT)
             return 0; /* idempotent */
         if (v & TX_GOING_TO_COMMIT)
-            return urt__error(-EALREADY, "urt_tx_abort: a commit was requested first");
+            return -EALREADY;
         n = v | TX_GOING_TO_ABORT;
         if (TX_COUNT(v) == 0)
             n |= TX_ENDED;
@@ -288,51 +329,100 @@ URT_API int urt_tx_abort(urt_tx *tx)
     return 0;
 }
 
-URT_API int urt_tx_commit(urt_tx *tx, enum urt_commit_response response, urt_commit_fn *cb, void *arg)
+URT_API int urt_tx_abort(urt_tx *tx)
 {
-    if (!tx || !cb)
-        return urt__error(-EINVAL, "urt_tx_commit: NULL %s", tx ? "callback" : "transaction");
-    if ((unsigned)response > URT_COMMIT_STORED)
-        return urt__error(-EINVAL, "urt_tx_commit: unknown response %d", (int)response);
-    struct tx_log *log = tx_log_of(tx->rt);
-    if (response == URT_COMMIT_STORED && !log)
-        return urt__error(-EOPNOTSUPP, "urt_tx_commit: URT_COMMIT_STORED needs a write-ahead log, and none is "
-                                       "configured for this runtime");
-    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
-    do {
-        if (v & TX_GOING_TO_ABORT)
-            return urt__error(-ECANCELED, "urt_tx_commit: the transaction is aborting (abort requested first)");
-        if (v & TX_GOING_TO_COMMIT)
-            return urt__error(-EALREADY, "urt_tx_commit: a commit was requested first");
-        n = TX_COUNT(v) ? v | TX_GOING_TO_ABORT : v | TX_GOING_TO_COMMIT | TX_ENDED;
-    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
-                                                    memory_order_relaxed)); /* (T1) */
-    if (!(n & TX_GOING_TO_COMMIT))
-        return urt__error(-EBUSY, "urt_tx_commit: %u task(s) of the transaction in flight: it aborts instead",
-                          TX_COUNT(v));
-    tx_ref(tx); /* the commit's reference, dropped after the callback */
-    tx->response = response;
-    tx->cb = cb;
-    tx->cb_arg = arg;
+    if (!tx)
+        return urt__error(-EINVAL, "urt_tx_abort: tx is NULL");
+    if (abort_request(tx))
+        return urt__error(-EALREADY, "urt_tx_abort: transaction %p: a commit was requested first (it goes on)",
+                          (void *)tx);
+    return 0;
+}
+
+/* The end of a commit, by the thread that set ENDED: pre-commit hook, then
+ * the log or the callback. The parameters were written before (T1). */
+static void perform_commit(struct urt_tx *tx)
+{
     int st = tx->hooks.pre_commit ? tx->hooks.pre_commit(tx, tx->hooks.arg) : 0;
-    if (st == 0 && log) {
-        st = log->commit(log, tx, response);
+    if (st == 0 && tx->log) {
+        st = tx->log->commit(tx->log, tx, tx->response);
         if (st == 0)
-            return 0; /* the log calls tx_commit_complete */
+            return; /* the log calls tx_commit_complete */
     }
     if (st != 0 && tx->hooks.abort)
         tx->hooks.abort(tx, tx->hooks.arg); /* rule 4: same thread, right after */
     commit_finish(tx, st);
+}
+
+/* Step 1 of a commit: GOING_TO_COMMIT (+ ENDED with no task in flight).
+ * Returns 0 and the new word, or the refusal. */
+static int commit_claim(struct urt_tx *tx, uint64_t *out)
+{
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
+    do {
+        if (v & TX_GOING_TO_ABORT)
+            return urt__error(-ECANCELED, "urt_tx_commit: transaction %p is aborting or aborted (abort requested "
+                                          "first)", (void *)tx);
+        if (v & TX_GOING_TO_COMMIT)
+            return urt__error(-EALREADY, "urt_tx_commit: transaction %p: a commit was requested first", (void *)tx);
+        n = v | TX_GOING_TO_COMMIT;
+        if (TX_COUNT(v) == 0)
+            n |= TX_ENDED;
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (T1) */
+    *out = n;
+    return 0;
+}
+
+/* Step 2 of a deferred commit: COMMIT_READY (+ ENDED if the last task left
+ * meanwhile). True when the caller must perform the commit. */
+static bool commit_ready(struct urt_tx *tx)
+{
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
+    do {
+        n = v | TX_COMMIT_READY;
+        if (tx_end_due(n))
+            n |= TX_ENDED;
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (T1) release the parameters */
+    return n & TX_ENDED;
+}
+
+URT_API int urt_tx_commit(urt_tx *tx, enum urt_commit_response response, urt_commit_fn *cb, void *arg)
+{
+    if (!tx || !cb)
+        return urt__error(-EINVAL, "urt_tx_commit: %s is NULL", tx ? "cb" : "tx");
+    if ((unsigned)response > URT_COMMIT_STORED)
+        return urt__error(-EINVAL, "urt_tx_commit: response %d is not URT_COMMIT_ACCEPTED, _AVAILABLE or _STORED",
+                          (int)response);
+    struct tx_log *log = tx_log_of(tx->rt);
+    if (response == URT_COMMIT_STORED && !log)
+        return urt__error(-EOPNOTSUPP, "urt_tx_commit: URT_COMMIT_STORED needs a write-ahead log, and none is "
+                                       "configured for this runtime");
+    uint64_t n = 0;
+    int err = commit_claim(tx, &n);
+    if (err)
+        return err;
+    /* Ours from here: no other request gets past commit_claim. */
+    tx_ref(tx); /* the commit's reference, dropped after the callback */
+    tx->response = response;
+    tx->log = log;
+    tx->cb = cb;
+    tx->cb_arg = arg;
+    if ((n & TX_ENDED) || commit_ready(tx))
+        perform_commit(tx); /* nothing in flight (any more): on this thread */
     return 0;
 }
 
 URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len)
 {
-    if (!tx || !record || len == 0 || len > TX_RECORD_MAX)
-        return urt__error(-EINVAL, "urt_tx_log: NULL transaction or record, or length %zu not in 1..%u", len,
-                          TX_RECORD_MAX);
+    if (!tx || !record)
+        return urt__error(-EINVAL, "urt_tx_log: %s is NULL", tx ? "record" : "tx");
+    if (len == 0 || len > TX_RECORD_MAX)
+        return urt__error(-EINVAL, "urt_tx_log: len %zu is out of range (1..%u)", len, TX_RECORD_MAX);
     if (atomic_load_explicit(&tx->term, memory_order_acquire) & TX_ENDED)
-        return URT_TX_EINACTIVE;
+        return urt__error(URT_TX_EINACTIVE, "urt_tx_log: transaction %p has ended (committed or aborted)",
+                          (void *)tx);
     size_t need = tx->rec_len + sizeof(uint32_t) + len;
     if (need > tx->rec_cap) {
         size_t cap = tx->rec_cap ? tx->rec_cap : 256;
@@ -340,7 +430,7 @@ URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len)
             cap *= 2;
         unsigned char *p = realloc(tx->rec, cap);
         if (!p)
-            return -ENOMEM;
+            return urt__error(-ENOMEM, "urt_tx_log: out of memory for %zu bytes of records", cap);
         tx->rec = p;
         tx->rec_cap = cap;
     }
@@ -384,7 +474,7 @@ URT_API void urt_tx_release(urt_tx *tx)
 {
     if (!tx)
         return;
-    urt_tx_abort(tx); /* no-op if it is ending or ended (-EALREADY: a commit goes on) */
+    abort_request(tx); /* no-op if it is ending or ended (-EALREADY: a commit goes on) */
     tx_unref(tx);
 }
 

@@ -2,10 +2,19 @@
  * urt/common.h — conventions shared by every public header.
  *
  * Error convention (everywhere in urt): a function returns 0 or a count on
- * success and -errno on failure; it never sets errno.  When a call fails with
- * -EINVAL (or another configuration error), urt_last_error() returns a one-line
- * message naming the offending field or value; the message is per thread and
- * stays valid until the thread's next failing urt call.
+ * success and -errno on failure; it never sets errno.  Every call that fails
+ * (whatever the errno) records a one-line message for urt_last_error(),
+ * starting with the function's name and naming the offending argument, field,
+ * value or state; the message is per thread and stays valid until the
+ * thread's next failing urt call. Each function's comment lists every errno
+ * it returns (tests/unit/test_errors.c checks both). A status that is not a
+ * failure of the call (urt_job_poll's -EINPROGRESS, a job's own status
+ * returned by urt_job_poll/urt_job_wait) records nothing.
+ *
+ * Misuse: everything that can be detected while the caller holds a valid
+ * handle is (an ended job, a transaction after its end, a lane being
+ * destroyed, a cond already cancelled), with an errno and a message; using a
+ * handle after it was released or destroyed is undefined behaviour.
  *
  * A call that takes a callback and fails never runs the callback; a call that
  * succeeds runs it exactly once.

@@ -36,6 +36,13 @@
  *     released. Releasing NULL is a no-op.
  *  6. The completion callback runs exactly once per created job, before any
  *     urt_job_wait() returns the status; it may release the handle.
+ *  7. Misuse is detected while the handle is held: a submission to a job
+ *     that ended (its count reached 0: the callback ran or is running, also
+ *     from inside the callback) or, after urt_job_close(), from a thread
+ *     that is not running one of the job's tasks fails with -EINVAL and a
+ *     message; the job is not touched. Using a handle after
+ *     urt_job_release() is undefined behaviour (the memory may be gone; as
+ *     with libuv handles, it cannot be detected).
  */
 #ifndef URT_JOB_H
 #define URT_JOB_H
@@ -82,33 +89,42 @@ URT_API void urt_job_options_init(struct urt_job_options *opt);
 URT_API int urt_job_create(urt_runtime *rt, const struct urt_job_options *opt, urt_job **out);
 
 /* Submits task as a task of job (placement as urt_task_submit, or the job's
- * lane for a serial job). Returns 0, -EINVAL, -ECANCELED (job cancelled),
- * -ESHUTDOWN. Any thread before urt_job_close(); afterwards only from a task
- * of the job. */
+ * lane for a serial job). Returns 0, or
+ *   -EINVAL     NULL job, task or task->fn; unknown flags; the job ended;
+ *               the job is closed and the caller is not one of its tasks
+ *               (rule 7);
+ *   -ECANCELED  the job was cancelled (or its deadline passed);
+ *   -EAGAIN     max_pending_tasks reached (urt/limits.h; heavy jobs only,
+ *               a serial job's lane is not counted);
+ *   -ESHUTDOWN  the runtime is being destroyed.
+ * Any thread before urt_job_close(); afterwards only from a task of the job. */
 URT_API int urt_job_submit(urt_job *job, struct urt_task *task, unsigned flags);
-/* The same with a task from the runtime's cache (plus -ENOMEM). */
+/* The same with a task from the runtime's cache: the same returns (NULL fn
+ * instead of task), plus -ENOMEM. */
 URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags);
 
-/* Rule 3. Returns 0, or -EALREADY if it was closed before. Any thread. */
+/* Rule 3. Returns 0, -EALREADY if it was closed before, -EINVAL (NULL job).
+ * Any thread. */
 URT_API int urt_job_close(urt_job *job);
 
 /* Cancels the job: its remaining tasks are not run; the callback receives
- * -ECANCELED. Returns 0, or -EALREADY (already cancelled, timed out, or its
- * teardown already started). Any thread. */
+ * -ECANCELED. Returns 0, -EALREADY (already cancelled, timed out, or its
+ * teardown already started), -EINVAL (NULL job). Any thread. */
 URT_API int urt_job_cancel(urt_job *job);
 
 /* True once the job was cancelled or its deadline passed. Any thread (tasks
  * use it to stop early). */
 URT_API bool urt_job_cancelled(const urt_job *job);
 
-/* The job's status if it ended (0, -ECANCELED, -ETIME), else -EINPROGRESS.
- * Any thread. */
+/* The job's status if it ended (0, -ECANCELED, -ETIME), else -EINPROGRESS;
+ * -EINVAL for a NULL job. Any thread. */
 URT_API int urt_job_poll(const urt_job *job);
 
 #define URT_WAIT_FOREVER UINT64_MAX
 /* Blocks until the job ended (its callback returned) or timeout_ns passed.
- * Returns the status (as urt_job_poll), -ETIMEDOUT, or -EDEADLK when called
- * on a worker (workers never block). Threads that are not workers only. */
+ * Returns the status (as urt_job_poll), -ETIMEDOUT, -EINVAL (NULL job), or
+ * -EDEADLK when called on a worker (workers never block). Threads that are
+ * not workers only. */
 URT_API int urt_job_wait(urt_job *job, uint64_t timeout_ns);
 
 /* In a task's fn or cancel callback: its job, or NULL. */

@@ -17,7 +17,10 @@
  *  3. urt_lane_destroy() frees the lane once its pending count is 0; called
  *     from a thread that is not a worker it waits (yielding the CPU) for the
  *     lane's tasks to finish; from a worker it fails with -EBUSY instead.
- *     No submission may race with it. Destroying NULL is a no-op.
+ *     No submission may race with it: one that starts while destroy waits is
+ *     refused with -EINVAL ("being destroyed"); after destroy returned the
+ *     lane's memory is gone and using the handle is undefined behaviour (it
+ *     cannot be detected). Destroying NULL is a no-op.
  *  4. At runtime destroy (cancel mode) the lane's queued tasks are cancelled
  *     like any queued task; destroy the lanes after the runtime is destroyed
  *     or drained.
@@ -34,16 +37,19 @@ extern "C" {
 
 typedef struct urt_lane urt_lane;
 
-/* Creates a lane of rt. Returns 0 and *out, -EINVAL or -ENOMEM. Any thread. */
+/* Creates a lane of rt. Returns 0 and *out, -EINVAL (NULL rt or out) or
+ * -ENOMEM. Any thread. */
 URT_API int urt_lane_create(urt_runtime *rt, urt_lane **out);
 
 /* Queues task on lane (flags as urt_task_submit: URT_SUBMIT_URGENT prefers a
  * suspended worker when the lane becomes active). One exchange and one
- * compare-and-swap, no lock, no allocation. Returns 0, -EINVAL or -ESHUTDOWN.
- * Any thread. */
+ * compare-and-swap, no lock, no allocation. Returns 0, -EINVAL (NULL lane,
+ * task or task->fn, unknown flags, the lane is being destroyed: rule 3) or
+ * -ESHUTDOWN. Any thread. */
 URT_API int urt_lane_submit(urt_lane *lane, struct urt_task *task, unsigned flags);
 
-/* The same with a task from the runtime's cache (plus -ENOMEM). Any thread. */
+/* The same with a task from the runtime's cache (NULL fn instead of task;
+ * plus -ENOMEM). Any thread. */
 URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
                            unsigned flags);
 

@@ -44,7 +44,8 @@ struct urt_admission_stats {
     uint64_t waiting;     /* submitters waiting right now */
 };
 
-/* Reads the admission counters. Returns 0 or -EINVAL. Any thread. */
+/* Reads the admission counters. Returns 0 or -EINVAL (NULL rt or out). Any
+ * thread. */
 URT_API int urt_admission_stats(const urt_runtime *rt, struct urt_admission_stats *out);
 
 struct urt_watchdog_report {
@@ -59,13 +60,14 @@ struct urt_watchdog_report {
 typedef void urt_watchdog_fn(void *ctx, const struct urt_watchdog_report *report);
 
 /* Replaces the watchdog callback (NULL restores the default, which logs one
- * line to stderr). Returns 0 or -EINVAL. Any thread; takes effect for the
+ * line to stderr). Returns 0 or -EINVAL (NULL rt). Any thread; takes effect for the
  * next report. */
 URT_API int urt_watchdog_set_callback(urt_runtime *rt, urt_watchdog_fn *fn, void *ctx);
 
 /* Writes every worker's state (running task and for how long, queue lengths,
  * suspended or not) to fd, one line per worker — what the abort policy
- * prints. Returns 0 or -EINVAL. Any thread (a racy snapshot). */
+ * prints. Returns 0 or -EINVAL (NULL rt, negative fd). Any thread (a racy
+ * snapshot). */
 URT_API int urt_dump_state(const urt_runtime *rt, int fd);
 
 #ifdef __cplusplus

@@ -59,12 +59,13 @@ struct urt_features {
     uint32_t numa_nodes;       /* nodes of the topology in use */
 };
 
-/* Fills *out. Any thread. */
+/* Fills *out (all zero for a NULL rt; nothing for a NULL out). Any thread. */
 URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *out);
 
 /* One line describing features, e.g.
  * "setup=SINGLE_ISSUER|DEFER_TASKRUN ringfd=registered wake-from-foreign=ringless ext_arg=yes".
- * snprintf semantics. Any thread. */
+ * snprintf semantics; -EINVAL for a NULL f, or a NULL buf with len > 0. Any
+ * thread. */
 URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len);
 
 #ifdef __cplusplus

@@ -76,8 +76,9 @@ struct urt_stats {
     struct urt_worker_stats workers[]; /* n_workers entries */
 };
 
-/* A snapshot of every counter; free it with urt_stats_free(). NULL on -ENOMEM.
- * Any thread. */
+/* A snapshot of every counter; free it with urt_stats_free(). NULL when rt is
+ * NULL (-EINVAL) or on -ENOMEM, with a message in urt_last_error(). Any
+ * thread. */
 URT_API struct urt_stats *urt_stats_snapshot(const urt_runtime *rt);
 URT_API void urt_stats_free(struct urt_stats *stats);
 

@@ -70,13 +70,14 @@ struct urt_task {
 URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg);
 
 /* Submits an initialised task (placement: SPEC C5). Returns 0, -EINVAL (NULL
- * task or fn, unknown flags), -ESHUTDOWN (runtime is being destroyed), or
- * -EAGAIN (pending-task limit reached). Any thread. */
+ * rt, task or task->fn, unknown flags), -ESHUTDOWN (runtime is being
+ * destroyed), or -EAGAIN (pending-task limit reached). Any thread. */
 URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags);
 
 /* Runs fn(task, arg) on a worker, with a task from the runtime's cache;
  * cancel (may be NULL) is called instead if the task is cancelled. Same
- * returns as urt_task_submit, plus -ENOMEM. Any thread. */
+ * returns as urt_task_submit (NULL fn instead of task), plus -ENOMEM. Any
+ * thread. */
 URT_API int urt_spawn(urt_runtime *rt, urt_task_fn *fn, void *arg, unsigned flags);
 URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
                          unsigned flags);

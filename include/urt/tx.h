@@ -6,7 +6,7 @@
  * End-of-transaction protocol (after jogasaki's concurrent_end_tx). Every
  * transaction has a termination word:
  *
- *     GOING_TO_ABORT | GOING_TO_COMMIT | ENDED | count of tasks using it
+ *     GOING_TO_ABORT | GOING_TO_COMMIT | ENDED | COMMIT_READY | count of tasks using it
  *
  * changed only by compare-and-swap, so every request sees one order:
  *  1. A task of the transaction "uses" it from the moment it starts (count + 1)
@@ -18,11 +18,18 @@
  *     abort at once (the abort hook runs on the calling thread); with tasks in
  *     flight it sets GOING_TO_ABORT and the last of those tasks performs the
  *     abort (the hook runs on that task's worker, after its fn returned).
- *  3. urt_tx_commit() with tasks in flight is refused with -EBUSY and turns
- *     into an abort (rule 2). After an abort request it fails with
- *     -ECANCELED; after another commit request with -EALREADY. Otherwise it
- *     sets GOING_TO_COMMIT, runs the pre-commit hook on the calling thread and
- *     completes the commit (see "responses" below).
+ *  3. urt_tx_commit() after an abort request fails with -ECANCELED; after
+ *     another commit request with -EALREADY. Otherwise it sets
+ *     GOING_TO_COMMIT (from then on no task of the transaction starts, rule
+ *     1) and returns 0; the commit is the transaction's last step:
+ *      - with no task in flight it is performed at once: the pre-commit hook
+ *        runs on the calling thread;
+ *      - with tasks in flight it is deferred: the last of those tasks to
+ *        leave (its fn returned) performs it, on its worker — so a client
+ *        whose tasks signal "done" at the end of their fn may commit right
+ *        away, and a task may commit its own transaction.
+ *     Either way it happens exactly once (one CAS on the word decides who
+ *     performs it, no lock) and the callback reports its end.
  *  4. The abort hook and the commit hook are each called at most once, and
  *     never at the same time: the one request that sets ENDED calls them. A
  *     commit whose pre-commit hook fails calls the abort hook right after it,
@@ -45,12 +52,15 @@
  * Lifecycle of a urt_tx (numbered rules):
  *  1. urt_tx_begin() creates it with one handle, owned by the caller.
  *  2. Tasks are submitted with urt_tx_submit()/urt_tx_spawn() (any thread)
- *     until the transaction ends; later submissions fail with URT_TX_EINACTIVE.
+ *     until a commit or abort is requested; later submissions fail with
+ *     URT_TX_EINACTIVE and a message (also after the end: while the handle
+ *     is held, use of an ended transaction is always detected).
  *  3. urt_tx_release() gives the handle back; if the transaction has not
  *     ended it is aborted first (rule 2). The memory lives on until the last
  *     queued task and the commit callback are done; it is freed by the runtime.
- *  4. The handle may not be used after urt_tx_release(). Releasing NULL is a
- *     no-op. Release every transaction before urt_runtime_destroy().
+ *  4. The handle may not be used after urt_tx_release() (undefined
+ *     behaviour: the memory may be gone, it cannot be detected). Releasing
+ *     NULL is a no-op. Release every transaction before urt_runtime_destroy().
  */
 #ifndef URT_TX_H
 #define URT_TX_H
@@ -76,8 +86,11 @@ enum urt_commit_response {
 };
 
 /* The commit callback: status is 0 (committed, with the requested response
- * reached) or -errno (the pre-commit hook's error, -EIO from the log, or
- * -ECANCELED when the runtime shut down before the response was reached). */
+ * reached) or -errno: the pre-commit hook's error; the write-ahead log's
+ * error, which is the errno of the failed write or fdatasync exactly as the
+ * kernel returned it (-EIO for an I/O error, -ENOSPC for a full disk,
+ * -EDQUOT, ...) or -ENOMEM; or -ECANCELED when the runtime shut down before
+ * the response was reached. */
 typedef void urt_commit_fn(urt_tx *tx, int status, void *arg);
 
 /* The user's hooks (each optional). pre_commit returns 0 or -errno; a
@@ -99,33 +112,42 @@ struct urt_tx_options {
 URT_API void urt_tx_options_init(struct urt_tx_options *opt);
 
 /* Begins a transaction with its own lane. opt may be NULL. Returns 0 and *out,
- * or -EINVAL, -ENOMEM, -ESHUTDOWN. Any thread. */
+ * or -EINVAL (NULL rt or out, reserved not zero), -ENOMEM, -ESHUTDOWN. Any
+ * thread. */
 URT_API int urt_tx_begin(urt_runtime *rt, const struct urt_tx_options *opt, urt_tx **out);
 
 /* Submits a task that uses the transaction to its lane (flags as
  * urt_task_submit; URT_SUBMIT_URGENT only matters when the lane is idle).
- * Returns 0, -EINVAL, -ESHUTDOWN, or URT_TX_EINACTIVE once the transaction
- * is ending. Any thread. */
+ * Returns 0, -EINVAL (NULL tx, task or task->fn, unknown flags),
+ * -ESHUTDOWN, or URT_TX_EINACTIVE (-ESTALE) once a commit or abort was
+ * requested. Any thread. */
 URT_API int urt_tx_submit(urt_tx *tx, struct urt_task *task, unsigned flags);
-/* The same with a task from the runtime's cache (plus -ENOMEM). Any thread. */
+/* The same with a task from the runtime's cache (NULL fn instead of task;
+ * plus -ENOMEM). Any thread. */
 URT_API int urt_tx_spawn(urt_tx *tx, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags);
 
 /* Requests the abort (rule 2). Returns 0 (aborted now, or going to abort when
  * the tasks in flight end, or already aborting: idempotent), or -EALREADY
- * when a commit was requested first (the commit goes on), -EINVAL. Any thread. */
+ * when a commit was requested first (the commit goes on), -EINVAL (NULL tx).
+ * Any thread. */
 URT_API int urt_tx_abort(urt_tx *tx);
 
-/* Requests the commit (rule 3). Returns 0 (cb will run exactly once), or
- * -EBUSY (tasks in flight: the transaction now aborts, cb never runs),
- * -ECANCELED (an abort was requested first), -EALREADY (a commit was
- * requested first), -EOPNOTSUPP (URT_COMMIT_STORED without a write-ahead log;
- * nothing changed), -EINVAL (NULL tx or cb, unknown response). Any thread;
- * the pre-commit hook runs on the calling thread. */
+/* Requests the commit (rule 3). Returns 0 (cb will run exactly once: the
+ * commit is performed now, or, with tasks of the transaction in flight, once
+ * the last of them has left), or -ECANCELED (an abort was requested first),
+ * -EALREADY (a commit was requested first), -EOPNOTSUPP (URT_COMMIT_STORED
+ * without a write-ahead log; nothing changed), -EINVAL (NULL tx or cb,
+ * unknown response). Never -EBUSY: tasks in flight defer the commit. Any
+ * thread, including the transaction's own tasks; the pre-commit hook runs on
+ * the calling thread, or for a deferred commit on the worker of the last task
+ * in flight, after its fn returned. */
 URT_API int urt_tx_commit(urt_tx *tx, enum urt_commit_response response, urt_commit_fn *cb, void *arg);
 
 /* Appends a log record (copied) to the transaction; the write-ahead log
  * writes the records at commit, in the order they were appended. Returns 0,
- * -EINVAL (len 0 or above 16 MiB), -ENOMEM, URT_TX_EINACTIVE. From a task of
+ * -EINVAL (NULL tx or record, len 0 or above 16 MiB), -ENOMEM,
+ * URT_TX_EINACTIVE (the transaction ended; a task in flight under a deferred
+ * commit may still append). From a task of
  * the transaction (they are serialized), or from one thread while no task of
  * it is queued or running. */
 URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len);

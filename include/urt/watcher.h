@@ -85,8 +85,9 @@ struct urt_cond {
 URT_API void urt_cond_init(struct urt_cond *cond, urt_cond_check_fn *check, urt_cond_body_fn *body, void *arg);
 
 /* Starts watching cond. Returns 0, -EINVAL (NULL argument, no check or body,
- * interval_us above one hour), -EBUSY (cond is already watched or its body
- * is pending), -ESHUTDOWN (the runtime is being destroyed), -ENOTSUP (job is
+ * interval_us above one hour), -EBUSY (cond is already watched, its body is
+ * pending, or it was cancelled and its cancel callback has not run yet: rule
+ * 2), -ESHUTDOWN (the runtime is being destroyed), -ENOTSUP (job is
  * set: conditional tasks of a job come with the job API). Wait-free apart
  * from waking the watcher when it sleeps. Any thread. */
 URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *cond);
@@ -120,7 +121,7 @@ struct urt_watcher_stats {
 };
 
 /* Reads the watcher's counters (relaxed loads while it runs). Returns 0 or
- * -EINVAL. Any thread. */
+ * -EINVAL (NULL rt or out). Any thread. */
 URT_API int urt_watcher_stats(const urt_runtime *rt, struct urt_watcher_stats *out);
 
 #ifdef __cplusplus

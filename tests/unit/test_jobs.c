@@ -464,3 +464,116 @@ Test(jobs, job_tasks_count_against_max_pending_tasks, .timeout = 30)
     urt_job_release(s.job);
     rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- misuse while the handle is held (issue 10, point 5) ------------------------------------- */
+
+/* A job that ended (closed, last task done, callback ran) refuses new tasks
+ * with -EINVAL and a message; the callback never runs a second time and the
+ * job's memory stays valid until the handle is released (ASan checks it). */
+static void run_spawn_after_end(uint32_t work_level)
+{
+    static struct jstate s;
+    memset(&s, 0, sizeof(s));
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.lightweight_job_level = 10;
+    s.rt = rt_create_or_skip(&cfg);
+    struct urt_job_options o;
+    opts(&o, &s);
+    o.work_level = work_level;
+    cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
+    cr_assert_eq(urt_job_spawn(s.job, nop_fn, count_cancel, &s, 0), 0);
+    cr_assert_eq(urt_job_close(s.job), 0);
+    cr_assert_eq(urt_job_wait(s.job, URT_WAIT_FOREVER), 0);
+    cr_assert_eq(urt_job_spawn(s.job, nop_fn, count_cancel, &s, 0), -EINVAL);
+    cr_assert(strstr(urt_last_error(), "ended"), "%s", urt_last_error());
+    static struct urt_task t;
+    urt_task_init(&t, nop_fn, &s);
+    cr_assert_eq(urt_job_submit(s.job, &t, 0), -EINVAL);
+    cr_assert(strstr(urt_last_error(), "urt_job_submit"), "%s", urt_last_error());
+    cr_assert_eq(urt_job_close(s.job), -EALREADY);
+    cr_assert(strstr(urt_last_error(), "closed"), "%s", urt_last_error());
+    cr_assert_eq(urt_job_cancel(s.job), -EALREADY);
+    cr_assert_eq(urt_job_poll(s.job), 0);
+    urt_job_release(s.job);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&s.callbacks), 1, "the completion callback ran %d times", atomic_load(&s.callbacks));
+    cr_assert_eq(atomic_load(&s.status), 0);
+}
+
+Test(jobs, spawn_after_end_is_refused, .timeout = 30)
+{
+    run_spawn_after_end(URT_WORK_LEVEL_MAX);
+}
+
+Test(jobs, spawn_after_end_is_refused_serial, .timeout = 30)
+{
+    run_spawn_after_end(0);
+}
+
+/* After urt_job_close() only the job's own tasks may submit (rule 3): a
+ * submission from outside while a task still runs is refused (-EINVAL,
+ * "closed"); the running task itself may still spawn. */
+static _Atomic int g_inner_spawn = 1;
+
+static enum urt_task_result gated_spawner(struct urt_task *t, void *arg)
+{
+    struct jstate *s = arg;
+    while (!atomic_load(&g_gate))
+        sched_yield();
+    atomic_store(&g_inner_spawn, urt_job_spawn(urt_task_job(t), nop_fn, count_cancel, s, 0));
+    atomic_fetch_add(&s->tasks_run, 1);
+    return URT_TASK_DONE;
+}
+
+Test(jobs, spawn_from_outside_after_close_is_refused, .timeout = 30)
+{
+    static struct jstate s;
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    s.rt = rt_create_or_skip(&cfg);
+    atomic_store(&g_gate, false);
+    struct urt_job_options o;
+    opts(&o, &s);
+    cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
+    cr_assert_eq(urt_job_spawn(s.job, gated_spawner, count_cancel, &s, 0), 0);
+    cr_assert_eq(urt_job_close(s.job), 0);
+    cr_assert_eq(urt_job_spawn(s.job, nop_fn, count_cancel, &s, 0), -EINVAL);
+    cr_assert(strstr(urt_last_error(), "closed"), "%s", urt_last_error());
+    atomic_store(&g_gate, true);
+    cr_assert_eq(urt_job_wait(s.job, URT_WAIT_FOREVER), 0);
+    cr_assert_eq(atomic_load(&g_inner_spawn), 0, "a task of the job may spawn after close");
+    cr_assert_eq(atomic_load(&s.tasks_run), 2);
+    cr_assert_eq(atomic_load(&s.callbacks), 1);
+    urt_job_release(s.job);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* The completion callback spawning into its own job: the job has ended. */
+static _Atomic int g_cb_spawn = 1;
+
+static void done_spawns(urt_job *job, int status, void *arg)
+{
+    struct jstate *s = arg;
+    atomic_store(&g_cb_spawn, urt_job_spawn(job, nop_fn, count_cancel, s, 0));
+    done_cb(job, status, arg);
+}
+
+Test(jobs, spawn_from_completion_callback_is_refused, .timeout = 30)
+{
+    static struct jstate s;
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    s.rt = rt_create_or_skip(&cfg);
+    struct urt_job_options o;
+    opts(&o, &s);
+    o.done = done_spawns;
+    cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
+    cr_assert_eq(urt_job_spawn(s.job, nop_fn, count_cancel, &s, 0), 0);
+    cr_assert_eq(urt_job_close(s.job), 0);
+    cr_assert_eq(urt_job_wait(s.job, URT_WAIT_FOREVER), 0);
+    cr_assert_eq(atomic_load(&g_cb_spawn), -EINVAL);
+    urt_job_release(s.job);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&s.callbacks), 1);
+}
