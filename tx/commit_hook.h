@@ -10,9 +10,10 @@
  * The log reads the transaction's records (tx_record_next), appends them to
  * its channel and, when the response is reached (ACCEPTED: queued;
  * AVAILABLE: appended; STORED: the durable marker covers the commit), calls
- * tx_commit_complete(tx, status) exactly once. tx/tx.c then runs the user's
- * commit callback as a task on a worker and drops the transaction's commit
- * reference.
+ * tx_commit_complete(tx, status) exactly once, from the task that answers
+ * it; tx/tx.c then runs the user's commit callback right there (one task hop
+ * from the durable marker to the callback) and drops the transaction's
+ * commit reference.
  *
  * Without a log, URT_COMMIT_STORED is refused by urt_tx_commit()
  * (-EOPNOTSUPP, nothing changes) and ACCEPTED/AVAILABLE complete right after
@@ -38,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <urt/log.h>
 #include <urt/tx.h>
 
 struct tx_log {
@@ -51,7 +53,9 @@ void tx_log_register(urt_runtime *rt, struct tx_log *log);
 struct tx_log *tx_log_of(urt_runtime *rt);
 
 /* Reports that the commit's response was reached (status 0) or failed.
- * Exactly once per successful log->commit. Any thread. */
+ * Exactly once per successful log->commit, from a task on a worker (the
+ * log's answer) or the destroying thread: the user's commit callback runs
+ * right there, before it returns. */
 void tx_commit_complete(urt_tx *tx, int status);
 
 /* Walks the records in append order: *cursor starts at 0; returns the next
@@ -62,22 +66,10 @@ const void *tx_record_next(const urt_tx *tx, size_t *cursor, uint32_t *len);
 size_t tx_record_count(const urt_tx *tx);
 size_t tx_record_bytes(const urt_tx *tx);
 
-/* The worker index the transaction's lane last ran on (its log channel), or
- * -1 if no task of it ever ran. Any thread. */
-int tx_home_worker(const urt_tx *tx);
-
-/* The runtime of the transaction. */
-urt_runtime *tx_runtime(const urt_tx *tx);
-
-/* Per-commit storage that belongs to the log from log->commit until
- * tx_commit_complete (e.g. the commit's durability marker and a link in the
- * log's wait list), so the log needs no allocation per commit. Zeroed at
- * begin. */
-struct tx_log_slot {
-    uint64_t marker;
-    void *next;
-    void *data;
-};
-struct tx_log_slot *tx_log_slot(urt_tx *tx);
+/* The commit the log uses for this transaction (embedded in it: no
+ * allocation per commit), from log->commit until tx_commit_complete; and
+ * back from it to the transaction. */
+struct urt_commit *tx_log_commit(urt_tx *tx);
+urt_tx *tx_of_log_commit(const struct urt_commit *c);
 
 #endif

@@ -38,11 +38,6 @@ struct durability {
     _Atomic uint64_t commits;
 };
 
-/* A transaction's commit: one carrier per commit (freed when answered). */
-struct dur_txc {
-    struct urt_commit c;
-    urt_tx *tx;
-};
 
 struct durability *durability_create(struct sched *s, const struct urt_durability_source *src, bool direct)
 {
@@ -113,26 +108,19 @@ void durability_stats(const struct durability *d, struct urt_log_stats *out)
 static void txc_done(struct urt_commit *c, int status, void *arg)
 {
     (void)arg;
-    struct dur_txc *t = (struct dur_txc *)c;
-    urt_tx *tx = t->tx;
-    free(t);
-    tx_commit_complete(tx, status);
+    tx_commit_complete(tx_of_log_commit(c), status); /* the user's callback, here */
 }
 
+/* log->commit: the transaction's embedded commit asks the engine for its marker. */
 static int dur_tx_commit(struct tx_log *log, urt_tx *tx, enum urt_commit_response response)
 {
     struct durability *d = (struct durability *)((char *)log - offsetof(struct durability, txlog));
-    struct dur_txc *t = calloc(1, sizeof(*t));
-    if (!t)
-        return -ENOMEM;
-    t->tx = tx;
-    t->c.priv.tx_id = urt_tx_id(tx);
-    t->c.priv.response = (uint32_t)response;
-    t->c.priv.cb = txc_done;
-    int rc = durability_commit(d, &t->c);
-    if (rc)
-        free(t);
-    return rc;
+    struct urt_commit *c = tx_log_commit(tx);
+    memset(&c->priv, 0, sizeof(c->priv));
+    c->priv.tx_id = urt_tx_id(tx);
+    c->priv.response = (uint32_t)response;
+    c->priv.cb = txc_done;
+    return durability_commit(d, c);
 }
 
 struct tx_log *durability_tx_log(struct durability *d)

@@ -81,7 +81,6 @@ struct urt_tx {
     alignas(64) _Atomic uint64_t term;/* the termination word */
     _Atomic uint32_t refs;
     _Atomic uint32_t final;           /* 0, URT_TX_ABORTED or URT_TX_COMMITTED (T3) */
-    _Atomic int32_t home;             /* worker of the last task that entered, or -1 */
     struct sched *s;
     urt_runtime *rt;
     struct urt_tx_hooks hooks;
@@ -93,7 +92,7 @@ struct urt_tx {
     void *cb_arg;
     int commit_status;
     struct urt_task commit_task;
-    struct tx_log_slot log_slot; /* the log's, during a commit */
+    struct urt_commit log_commit;     /* the log's, from log->commit to tx_commit_complete */
     /* records */
     unsigned char *rec;
     size_t rec_len, rec_cap, rec_count, rec_bytes;
@@ -150,9 +149,15 @@ static void commit_finish(struct urt_tx *tx, int status)
         commit_task_fn(&tx->commit_task, tx);
 }
 
+/* The log answers from a task on a worker (its release task) or on the
+ * destroying thread: the user's callback runs right here, so a stored
+ * commit's callback is one task hop away from the durable marker. */
 void tx_commit_complete(urt_tx *tx, int status)
 {
-    commit_finish(tx, status);
+    tx->commit_status = status;
+    atomic_store_explicit(&tx->final, status == 0 ? URT_TX_COMMITTED : URT_TX_ABORTED,
+                          memory_order_release); /* (T3) */
+    commit_task_fn(&tx->commit_task, tx);
 }
 
 /* ---- the lane's gate -------------------------------------------------------------- */
@@ -167,7 +172,6 @@ static bool tx_enter(void *ctx, struct urt_task *t)
             return false; /* rule 1: inactive transaction */
     } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, v + 1, memory_order_acq_rel,
                                                     memory_order_relaxed)); /* (T1) */
-    atomic_store_explicit(&tx->home, (int32_t)lane_owner(&tx->lane), memory_order_relaxed);
     return true;
 }
 
@@ -250,7 +254,6 @@ URT_API int urt_tx_begin(urt_runtime *rt, const struct urt_tx_options *opt, urt_
     atomic_init(&tx->term, 0);
     atomic_init(&tx->refs, 1);
     atomic_init(&tx->final, 0);
-    atomic_init(&tx->home, -1);
     tx->s = s;
     tx->rt = rt;
     tx->hooks = opt->hooks;
@@ -512,17 +515,12 @@ size_t tx_record_bytes(const urt_tx *tx)
     return tx->rec_bytes;
 }
 
-int tx_home_worker(const urt_tx *tx)
+struct urt_commit *tx_log_commit(urt_tx *tx)
 {
-    return atomic_load_explicit(&tx->home, memory_order_relaxed);
+    return &tx->log_commit;
 }
 
-urt_runtime *tx_runtime(const urt_tx *tx)
+urt_tx *tx_of_log_commit(const struct urt_commit *c)
 {
-    return tx->rt;
-}
-
-struct tx_log_slot *tx_log_slot(urt_tx *tx)
-{
-    return &tx->log_slot;
+    return (urt_tx *)((const char *)c - offsetof(struct urt_tx, log_commit));
 }

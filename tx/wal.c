@@ -158,48 +158,26 @@ int wal_commit(struct wal *wal, struct urt_commit *c)
 
 /* ---- transactions (tx/commit_hook.h) -------------------------------------------------- */
 
-static void txc_put(struct wal *wal, struct wal_txc *t)
-{
-    pthread_mutex_lock(&wal->txc_lock);
-    t->next_free = wal->txc_free;
-    wal->txc_free = t;
-    pthread_mutex_unlock(&wal->txc_lock);
-}
-
 static void txc_done(struct urt_commit *c, int status, void *arg)
 {
-    (void)c;
-    struct wal_txc *t = arg;
-    urt_tx *tx = t->tx;
-    txc_put(t->wal, t);
-    tx_commit_complete(tx, status);
+    (void)arg;
+    tx_commit_complete(tx_of_log_commit(c), status); /* the user's callback, here */
 }
 
 /* log->commit: the transaction ended (pre-commit ran); its records go to the
  * channel of the committing worker, or of any worker when the committing
- * thread is not one (the commit hops there first). */
+ * thread is not one (the commit hops there first). The commit is the one
+ * embedded in the transaction. */
 static int wal_tx_commit(struct tx_log *log, urt_tx *tx, enum urt_commit_response response)
 {
     struct wal *wal = (struct wal *)((char *)log - offsetof(struct wal, txlog));
-    pthread_mutex_lock(&wal->txc_lock);
-    struct wal_txc *t = wal->txc_free;
-    if (t)
-        wal->txc_free = t->next_free;
-    pthread_mutex_unlock(&wal->txc_lock);
-    if (!t && !(t = malloc(sizeof(*t))))
-        return -ENOMEM;
-    memset(&t->c.priv, 0, sizeof(t->c.priv));
-    t->tx = tx;
-    t->wal = wal;
-    t->c.priv.len = WAL_TX_RECORDS;
-    t->c.priv.tx_id = urt_tx_id(tx);
-    t->c.priv.response = (uint32_t)response;
-    t->c.priv.cb = txc_done;
-    t->c.priv.arg = t;
-    int rc = wal_commit(wal, &t->c);
-    if (rc)
-        txc_put(wal, t);
-    return rc;
+    struct urt_commit *c = tx_log_commit(tx);
+    memset(&c->priv, 0, sizeof(c->priv));
+    c->priv.len = WAL_TX_RECORDS;
+    c->priv.tx_id = urt_tx_id(tx);
+    c->priv.response = (uint32_t)response;
+    c->priv.cb = txc_done;
+    return wal_commit(wal, c);
 }
 
 struct tx_log *wal_tx_log(struct wal *wal)
@@ -270,7 +248,6 @@ static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
     wal->o_direct = cfg->o_direct;
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
     delivery_init(&wal->dl, s, 0, cfg->direct_commit_callback);
-    pthread_mutex_init(&wal->txc_lock, NULL);
     return wal;
 }
 
@@ -398,10 +375,5 @@ void wal_close(struct wal *wal)
     if (wal->lockfd >= 0)
         close(wal->lockfd); /* releases the flock */
     delivery_destroy(&wal->dl);
-    for (struct wal_txc *t = wal->txc_free, *n; t; t = n) {
-        n = t->next_free;
-        free(t);
-    }
-    pthread_mutex_destroy(&wal->txc_lock);
     free(wal);
 }

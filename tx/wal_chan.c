@@ -570,7 +570,7 @@ static void append_one(struct chan *ch, struct wal_buf *x, uint64_t e, uint64_t 
 static size_t commit_bytes(const struct urt_commit *c)
 {
     if (c->priv.len == WAL_TX_RECORDS) {
-        const urt_tx *tx = wal_txc_of(c)->tx;
+        const urt_tx *tx = tx_of_log_commit(c);
         size_t n = tx_record_count(tx);
         return tx_record_bytes(tx) + (n ? n : 1) * (WAL_HDR_SIZE + WAL_CRC_SIZE + 7);
     }
@@ -584,7 +584,7 @@ static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_
         append_one(ch, x, e, c->priv.tx_id, c->priv.rec, c->priv.len);
         return;
     }
-    const urt_tx *tx = wal_txc_of(c)->tx;
+    const urt_tx *tx = tx_of_log_commit(c);
     size_t cursor = 0;
     uint32_t len;
     const void *rec;

@@ -34,7 +34,8 @@
 #define WAL_FLUSH_BYTES (1u << 20) /* a gathering buffer this full is written without waiting for the timer */
 #define WAL_HOLD_BYTES (16u << 20) /* past this (a write in flight), accepted/available answers wait for it */
 #define EPOCH_NONE UINT64_MAX
-/* priv.len of a commit whose records come from a transaction (struct wal_txc). */
+/* priv.len of a commit whose records come from a transaction (the commit
+ * embedded in it: tx_of_log_commit). */
 #define WAL_TX_RECORDS UINT32_MAX
 
 
@@ -156,8 +157,6 @@ struct wal {
     struct delivery dl;             /* persisted, announced, the heap, on_durable (delivery.c) */
 
     struct tx_log txlog;            /* registered with tx_log_register (runtime/log.c) */
-    pthread_mutex_t txc_lock;
-    struct wal_txc *txc_free;       /* reused carriers: no malloc per commit once warm */
 
 };
 
@@ -187,19 +186,6 @@ static inline void chan_bind(struct chan *ch, struct io_uring_sqe *sqe, struct c
 {
     sched_io_bind(ch->w, sqe, &x->io, done, link);
     ch->inflight++;
-}
-
-/* A transaction's commit carrier (wal.c): its records are read from the tx. */
-struct wal_txc {
-    struct urt_commit c;
-    urt_tx *tx;
-    struct wal *wal;
-    struct wal_txc *next_free;
-};
-
-static inline const struct wal_txc *wal_txc_of(const struct urt_commit *c)
-{
-    return (const struct wal_txc *)((const char *)c - offsetof(struct wal_txc, c));
 }
 
 #define CHAN_OF(p, field) ((struct chan *)((char *)(p) - offsetof(struct chan, field)))
