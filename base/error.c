@@ -9,6 +9,7 @@
 
 #include <urt/common.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 static _Thread_local char last_error[256];
@@ -34,7 +35,5 @@ URT_API const char *urt_last_error(void)
 
 URT_API uint64_t urt_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return urt_clock_ns();
 }

@@ -63,6 +63,7 @@
 #include <urt/stats.h>
 #include <urt/task.h>
 
+#include "base/clock.h"
 #include "base/hist.h"
 
 #ifndef URT_PROBES
@@ -109,9 +110,7 @@ static inline bool probe_log_timing_on(void)
 
 static inline uint64_t probe_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return urt_clock_ns(); /* the one clock (base/clock.h) */
 }
 
 /* A runtime configured with stats_timing starts (+1) or stops (-1). Any thread. */

@@ -26,6 +26,7 @@ static void add(struct urt_worker_stats *t, const struct urt_worker_stats *w)
     t->yields += w->yields;
     t->io_submitted += w->io_submitted;
     t->tasks_cancelled += w->tasks_cancelled;
+    t->wake_failures += w->wake_failures;
 }
 
 static void summarize(const struct hist_sum *h, struct urt_latency *out)
@@ -87,6 +88,7 @@ URT_API struct urt_stats *urt_stats_snapshot(const urt_runtime *rt)
     st->n_workers = s->n_workers;
     urt_runtime_features(rt, &st->features);
     st->foreign_wakes_sent = atomic_load_explicit(&s->foreign_wakes, memory_order_relaxed);
+    st->foreign_wake_failures = atomic_load_explicit(&s->foreign_wake_failures, memory_order_relaxed);
     st->probes_fired = atomic_load_explicit(&urt__probes_fired, memory_order_relaxed);
     st->timing = probe_timing_on();
     st->total.node = st->total.cpu = -1;

@@ -83,11 +83,6 @@
 
 #include "base/error.h"
 
-static inline struct sched *sched_of(const urt_runtime *rt)
-{
-    return (struct sched *)rt;
-}
-
 #define JOB_OF(ptr, member) ((struct urt_job *)((char *)(ptr) - offsetof(struct urt_job, member)))
 
 /* ---- references ------------------------------------------------------------------ */

@@ -100,11 +100,6 @@
 /* Tasks a runner runs before it lets the worker's other lanes and queues in. */
 #define LANE_BATCH 64
 
-static inline struct sched *sched_of(const urt_runtime *rt)
-{
-    return (struct sched *)rt; /* struct sched is first in struct urt_runtime */
-}
-
 /* ---- placement --------------------------------------------------------------- */
 
 static struct worker *lane_pick(struct sched *s, struct worker *self, unsigned flags)

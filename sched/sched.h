@@ -125,7 +125,6 @@ struct worker {
     uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
     struct worker_counters stats;
-    void *upper;            /* per-worker state of the layers above (tx/) */
     struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
     struct urt_job *running_job; /* job of the task whose fn runs now, or NULL (sched/job.c: who may
                                     submit to a closed job) */
@@ -160,6 +159,16 @@ struct sched {
     pthread_cond_t start_cond;
     uint32_t n_started;
 };
+
+/* The scheduler of a public runtime handle. struct urt_runtime begins with
+ * its struct sched (runtime/runtime.h; a static assertion in runtime.c
+ * checks it), and a pointer to a structure, suitably converted, points to
+ * its initial member (C17 6.7.2.1p15): this is the one place sched/ relies
+ * on it. */
+static inline struct sched *sched_of(const urt_runtime *rt)
+{
+    return (struct sched *)(uintptr_t)rt;
+}
 
 /* The calling thread's worker if it is one of s's workers, else NULL. */
 

@@ -26,12 +26,6 @@
 
 #include "base/error.h"
 
-/* struct sched is the first member of struct urt_runtime (runtime/runtime.c). */
-static inline struct sched *sched_of(const urt_runtime *rt)
-{
-    return (struct sched *)rt;
-}
-
 /* Per-thread placement and task cache for threads that are not workers, one
  * slot per runtime the thread submits to. A thread may feed several runtimes
  * in turn; with a single slot, every switch reassigned its preferred worker
@@ -184,6 +178,11 @@ static int check_submit(const char *fn, const void *rt, bool has_fn, const char 
         return urt__error(-EINVAL, "%s: %s is NULL", fn, !rt ? "rt" : what);
     if (flags & ~URT_SUBMIT_FLAGS_ALL)
         return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
+    if ((flags & URT_SUBMIT_LOCAL) && (flags & URT_SUBMIT_URGENT))
+        return urt__error(-EINVAL, "%s: flags URT_SUBMIT_LOCAL and URT_SUBMIT_URGENT contradict each other", fn);
+    if ((flags & URT_SUBMIT_LOCAL) && !sched_current(sched_of(rt)))
+        return urt__error(-EINVAL, "%s: flags URT_SUBMIT_LOCAL from a thread that is not a worker of this runtime",
+                          fn);
     return 0;
 }
 

@@ -40,6 +40,8 @@
 
 #include <urt/task.h>
 
+#include "base/clock.h"
+
 struct watchdog_slot {
     _Atomic uint64_t seq; /* odd: a task is running (owner writes) */
     struct urt_task *_Atomic task;
@@ -48,9 +50,7 @@ struct watchdog_slot {
 
 static inline uint64_t watchdog_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return urt_clock_ns(); /* the one clock (base/clock.h) */
 }
 
 /* Owner only. */

@@ -180,11 +180,6 @@ bool watcher_current(const struct sched *s)
 /* Debug builds: owner-only code runs on the watcher thread (STYLE 5). */
 #define ASSERT_WATCHER(w) assert(tls_watcher == (w))
 
-static inline struct sched *sched_of(const urt_runtime *rt)
-{
-    return (struct sched *)rt; /* struct sched is the first member (runtime/runtime.c) */
-}
-
 static inline struct urt_cond *cond_of_task(struct urt_task *t)
 {
     return (struct urt_cond *)((char *)t - offsetof(struct urt_cond, priv.task));

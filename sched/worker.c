@@ -743,7 +743,12 @@ static void wait_foreign_submitters(struct sched *s)
 
 static void drain(struct sched *s)
 {
-    uint64_t *seen = calloc(s->n_workers, sizeof(*seen));
+    uint64_t seen_small[64];
+    uint64_t *seen = s->n_workers <= 64 ? seen_small : calloc(s->n_workers, sizeof(*seen));
+    while (!seen) { /* no memory: wait for some rather than skip the drain */
+        sleep_us(1000);
+        seen = calloc(s->n_workers, sizeof(*seen));
+    }
     for (;;) {
         wake_all(s);
         uint64_t before = sum_tasks_run(s);
@@ -758,7 +763,8 @@ static void drain(struct sched *s)
         if (sum_tasks_run(s) == before)
             break;
     }
-    free(seen);
+    if (seen != seen_small)
+        free(seen);
 }
 
 /* After the workers are gone: cancel whatever is left in w's queues. */
@@ -836,6 +842,7 @@ void sched_read_stats(const struct sched *s, uint32_t i, struct urt_worker_stats
     RD(sticky_runs);
     RD(yields);
     RD(tasks_cancelled);
+    RD(wake_failures);
 #undef RD
     o->io_submitted = atomic_load_explicit(&w->ring.submitted, memory_order_relaxed);
     o->node = w->place.node;

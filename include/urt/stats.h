@@ -60,6 +60,7 @@ struct urt_worker_stats {
     uint64_t yields;         /* URT_TASK_YIELD returns */
     uint64_t io_submitted;   /* SQEs it submitted (wakes, timers, I/O) */
     uint64_t tasks_cancelled;/* tasks it cancelled at shutdown */
+    uint64_t wake_failures;  /* wake messages it could not send at once (each retried) */
     int32_t node;            /* NUMA node it is placed on (-1: none) */
     int32_t cpu;             /* CPU it is bound to (-1: not bound to one CPU) */
     bool sleeping;           /* suspended right now */
@@ -69,6 +70,7 @@ struct urt_worker_stats {
 struct urt_stats {
     uint32_t n_workers;
     uint64_t foreign_wakes_sent; /* wake messages sent by threads that are not workers */
+    uint64_t foreign_wake_failures; /* ... that could not be sent at once (each retried) */
     uint64_t probes_fired;       /* USDT probe events fired in this process (0 unless attached) */
     bool timing;                 /* timestamps are being taken right now (stats_timing or a probe) */
     struct urt_features features; /* what the start-up io_uring probe chose (urt_runtime_features) */

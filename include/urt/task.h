@@ -49,7 +49,7 @@ struct urt_task_private {
     struct urt_lane *lane;         /* owning lane, or NULL */
     uint64_t enqueue_ns;           /* submission stamp (only when timing is on) */
     uint64_t id;                   /* sequence for tracing (only when timing is on) */
-    uint32_t flags;                /* URT__TASK_* (internal) */
+    uint32_t flags;                /* the runtime's own task flags (internal: sched/sched.h TASK_*) */
     uint32_t submit_flags;         /* the URT_SUBMIT_* flags of the submission */
 };
 
@@ -62,7 +62,8 @@ struct urt_task {
 
 /* Submission flags. */
 #define URT_SUBMIT_URGENT 0x1u /* place on a suspended worker if there is one, and wake it */
-#define URT_SUBMIT_LOCAL 0x2u  /* worker only: force this worker's own queue (the default from a worker) */
+#define URT_SUBMIT_LOCAL 0x2u  /* worker only: this worker's own queue, whatever placement would
+                                  choose (-EINVAL from another thread, or with URT_SUBMIT_URGENT) */
 #define URT_SUBMIT_BLOCK 0x4u  /* with a pending-task limit: block instead of failing with -EAGAIN */
 #define URT_SUBMIT_FLAGS_ALL 0x7u
 

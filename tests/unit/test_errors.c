@@ -142,6 +142,9 @@ Test(errors, task_submission, .timeout = 30)
     CHECK(urt_task_submit(rt, NULL, 0), "urt_task_submit", "task", -EINVAL, -ESHUTDOWN, -EAGAIN);
     CHECK(urt_task_submit(rt, &nofn, 0), "urt_task_submit", "fn", -EINVAL, -ESHUTDOWN, -EAGAIN);
     CHECK(urt_task_submit(rt, &t, 0x80), "urt_task_submit", "flags", -EINVAL, -ESHUTDOWN, -EAGAIN);
+    CHECK(urt_task_submit(rt, &t, URT_SUBMIT_LOCAL), "urt_task_submit", "not a worker", -EINVAL, -ESHUTDOWN, -EAGAIN);
+    CHECK(urt_task_submit(rt, &t, URT_SUBMIT_LOCAL | URT_SUBMIT_URGENT), "urt_task_submit", "contradict", -EINVAL,
+          -ESHUTDOWN, -EAGAIN);
     CHECK(urt_spawn(NULL, nop, NULL, 0), "urt_spawn", "rt", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
     CHECK(urt_spawn(rt, NULL, NULL, 0), "urt_spawn", "fn", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
     CHECK(urt_spawn(rt, nop, NULL, 0x80), "urt_spawn", "flags", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
