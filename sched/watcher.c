@@ -93,6 +93,7 @@
 #include "sched/sched.h"
 
 #include "base/error.h"
+#include "base/heap.h"
 
 enum cond_state {
     C_IDLE = 0,
@@ -143,8 +144,7 @@ struct watcher {
 
     /* --- owner (the watcher thread) only --- */
     alignas(64) struct ring ring;
-    struct urt_cond **heap;
-    uint32_t n_heap, cap_heap;
+    struct bheap heap;                        /* conds by due time (base/heap.h) */
     struct urt_cond *ready_head, *ready_tail; /* passed, waiting for an admission slot */
     struct urt_cond *doomed;                  /* to cancel after the current walk */
     uint64_t interval_ns;                     /* watcher_interval_us */
@@ -233,84 +233,18 @@ static void reap(struct watcher *w)
     ring_reap(&w->ring, on_tag, w);
 }
 
-/* ---- heap (owner only) ------------------------------------------------------------------ */
+/* ---- heap (owner only; base/heap.h, keyed by due time) ------------------------------------ */
 
-static inline bool earlier(const struct urt_cond *a, const struct urt_cond *b)
+static void cond_moved(void *p, uint32_t index)
 {
-    return a->priv.due_ns < b->priv.due_ns;
+    ((struct urt_cond *)p)->priv.heap_index = index;
 }
 
-static inline void heap_set(struct watcher *w, uint32_t i, struct urt_cond *c)
-{
-    w->heap[i] = c;
-    c->priv.heap_index = i;
-}
-
-static void heap_up(struct watcher *w, uint32_t i)
-{
-    struct urt_cond *c = w->heap[i];
-    while (i > 0) {
-        uint32_t p = (i - 1) / 2;
-        if (!earlier(c, w->heap[p]))
-            break;
-        heap_set(w, i, w->heap[p]);
-        i = p;
-    }
-    heap_set(w, i, c);
-}
-
-static void heap_down(struct watcher *w, uint32_t i)
-{
-    struct urt_cond *c = w->heap[i];
-    for (;;) {
-        uint32_t l = 2 * i + 1, m = i;
-        struct urt_cond *best = c;
-        if (l < w->n_heap && earlier(w->heap[l], best)) {
-            m = l;
-            best = w->heap[l];
-        }
-        if (l + 1 < w->n_heap && earlier(w->heap[l + 1], best)) {
-            m = l + 1;
-            best = w->heap[l + 1];
-        }
-        if (m == i)
-            break;
-        heap_set(w, i, best);
-        i = m;
-    }
-    heap_set(w, i, c);
-}
-
-static int heap_reserve(struct watcher *w, uint32_t n)
-{
-    if (n <= w->cap_heap)
-        return 0;
-    uint32_t cap = w->cap_heap ? w->cap_heap * 2 : 64;
-    while (cap < n)
-        cap *= 2;
-    struct urt_cond **h = realloc(w->heap, cap * sizeof(*h));
-    if (!h)
-        return -ENOMEM;
-    w->heap = h;
-    w->cap_heap = cap;
-    return 0;
-}
-
-/* Room reserved by the caller. */
+/* Room reserved by the caller (bheap_reserve): cannot fail. */
 static void heap_push(struct watcher *w, struct urt_cond *c)
 {
-    heap_set(w, w->n_heap++, c);
-    heap_up(w, w->n_heap - 1);
-}
-
-static void heap_remove(struct watcher *w, uint32_t i)
-{
-    struct urt_cond *last = w->heap[--w->n_heap];
-    if (i == w->n_heap)
-        return;
-    heap_set(w, i, last);
-    heap_down(w, i);
-    heap_up(w, last->priv.heap_index);
+    int rc = bheap_push(&w->heap, c->priv.due_ns, c);
+    (void)rc;
 }
 
 /* ---- cancel -------------------------------------------------------------------------------- */
@@ -354,8 +288,8 @@ static void sweep_cancelled(struct watcher *w)
 {
     ASSERT_WATCHER(w);
     struct urt_cond *found = NULL;
-    for (uint32_t i = 0; i < w->n_heap; i++) {
-        struct urt_cond *c = w->heap[i];
+    for (uint32_t i = 0; i < w->heap.n; i++) {
+        struct urt_cond *c = bheap_at(&w->heap, i);
         if (is_cancelling(c)) {
             cond_set_next(c, found);
             found = c;
@@ -364,7 +298,7 @@ static void sweep_cancelled(struct watcher *w)
     while (found) {
         struct urt_cond *c = found;
         found = cond_next(c);
-        heap_remove(w, c->priv.heap_index);
+        bheap_remove(&w->heap, c->priv.heap_index);
         doom(w, c);
     }
     /* The ready list is short (passed tasks waiting for a slot): rebuild it. */
@@ -394,7 +328,7 @@ static void take_adds(struct watcher *w, uint64_t now)
     ASSERT_WATCHER(w);
     w->add_backoff = false;
     for (;;) {
-        if (heap_reserve(w, w->n_heap + 1) != 0) {
+        if (bheap_reserve(&w->heap, w->heap.n + 1) != 0) {
             w->add_backoff = true; /* the rest stays queued; retried one interval later */
             break;
         }
@@ -479,9 +413,8 @@ static void retry_ready(struct watcher *w)
 static void run_due(struct watcher *w, uint64_t now)
 {
     ASSERT_WATCHER(w);
-    while (w->n_heap && w->heap[0]->priv.due_ns <= now) {
-        struct urt_cond *c = w->heap[0];
-        heap_remove(w, 0);
+    while (w->heap.n && bheap_min_key(&w->heap) <= now) {
+        struct urt_cond *c = bheap_remove(&w->heap, 0);
         if (is_cancelling(c)) {
             doom(w, c);
             continue;
@@ -618,8 +551,8 @@ static void timer_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
 static uint64_t next_deadline(struct watcher *w, uint64_t now)
 {
     uint64_t d = UINT64_MAX;
-    if (w->n_heap)
-        d = w->heap[0]->priv.due_ns;
+    if (w->heap.n)
+        d = bheap_min_key(&w->heap);
     if ((w->ready_head || w->add_backoff) && now + w->interval_ns < d)
         d = now + w->interval_ns;
     if (w->wd_limit_ns && w->wd_next_ns < d)
@@ -694,9 +627,9 @@ static void cancel_everything(struct watcher *w)
     struct urt_task *t;
     while ((t = inbox_pop(&w->adds)) != NULL)
         doom(w, cond_of_task(t));
-    for (uint32_t i = 0; i < w->n_heap; i++)
-        doom(w, w->heap[i]);
-    w->n_heap = 0;
+    for (uint32_t i = 0; i < w->heap.n; i++)
+        doom(w, bheap_at(&w->heap, i));
+    w->heap.n = 0;
     while (w->ready_head) {
         struct urt_cond *c = w->ready_head;
         w->ready_head = cond_next(c);
@@ -756,7 +689,7 @@ static void watcher_dealloc(struct watcher *w)
     pthread_mutex_destroy(&w->start_lock);
     pthread_cond_destroy(&w->start_cond);
     free(w->wd_seen);
-    free(w->heap);
+    bheap_free(&w->heap);
     free(w);
 }
 
@@ -766,6 +699,7 @@ int watcher_start(struct sched *s)
     if (!w)
         return -ENOMEM;
     memset(w, 0, sizeof(*w));
+    w->heap.moved = cond_moved; /* cancel removes a cond from the middle */
     w->s = s;
     atomic_init(&w->state, W_RUNNING);
     atomic_init(&w->wake_pending, 0);

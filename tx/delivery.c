@@ -29,62 +29,11 @@
 #include <string.h>
 
 #include "bpf/probes.h"
+#include "base/heap.h"
 #include "sched/io.h"
 #include "tx/delivery.h"
 
-/* ---- heap of waiting stored commits (heap_lock held) -------------------------------- */
-
-static bool heap_less(const struct urt_commit *a, const struct urt_commit *b)
-{
-    return a->priv.marker < b->priv.marker;
-}
-
-static int heap_push(struct delivery *d, struct urt_commit *c)
-{
-    if (d->heap_n == d->heap_cap) {
-        size_t cap = d->heap_cap ? d->heap_cap * 2 : 1024;
-        struct urt_commit **h = realloc(d->heap, cap * sizeof(*h));
-        if (!h)
-            return -ENOMEM;
-        d->heap = h;
-        d->heap_cap = cap;
-    }
-    size_t i = d->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!heap_less(c, d->heap[p]))
-            break;
-        d->heap[i] = d->heap[p];
-        i = p;
-    }
-    d->heap[i] = c;
-    c->priv.state = CS_HEAP;
-    return 0;
-}
-
-static struct urt_commit *heap_pop(struct delivery *d)
-{
-    struct urt_commit *top = d->heap[0];
-    struct urt_commit *last = d->heap[--d->heap_n];
-    size_t i = 0, n = d->heap_n;
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        const struct urt_commit *best = last;
-        if (l < n && heap_less(d->heap[l], best)) {
-            m = l;
-            best = d->heap[l];
-        }
-        if (l + 1 < n && heap_less(d->heap[l + 1], best))
-            m = l + 1;
-        if (m == i)
-            break;
-        d->heap[i] = d->heap[m];
-        i = m;
-    }
-    if (n)
-        d->heap[i] = last;
-    return top;
-}
+/* ---- the heap of waiting stored commits (base/heap.h, heap_lock held) ------------------ */
 
 /* Pops every commit with marker <= announced, in marker order (heap_lock
  * held): a commit is released only after on_durable was told of a marker
@@ -93,8 +42,8 @@ static struct urt_commit *heap_take_covered(struct delivery *d)
 {
     uint64_t p = atomic_load_explicit(&d->announced, memory_order_seq_cst); /* O2 */
     struct urt_commit *head = NULL, **tail = &head;
-    while (d->heap_n && d->heap[0]->priv.marker <= p) {
-        struct urt_commit *c = heap_pop(d);
+    while (d->heap.n && bheap_min_key(&d->heap) <= p) {
+        struct urt_commit *c = bheap_remove(&d->heap, 0);
         c->priv.state = CS_RELEASE;
         c->priv.status = 0;
         c->priv.next = NULL;
@@ -215,7 +164,8 @@ void delivery_waiters(struct delivery *d, struct worker *w, struct urt_commit *w
     pthread_mutex_lock(&d->heap_lock);
     for (struct urt_commit *c = waiters, *next; c; c = next) {
         next = c->priv.next;
-        if (heap_push(d, c)) {
+        c->priv.state = CS_HEAP;
+        if (bheap_push(&d->heap, c->priv.marker, c)) {
             c->priv.status = -ENOMEM; /* cannot wait: tell it rather than lose it */
             c->priv.state = CS_RELEASE;
             c->priv.next = failed;
@@ -250,8 +200,8 @@ void delivery_close(struct delivery *d, struct urt_commit *list, struct urt_comm
     uint64_t p = atomic_load_explicit(&d->persisted, memory_order_relaxed);
     if (p > atomic_load_explicit(&d->announced, memory_order_relaxed) && d->on_durable)
         d->on_durable(p, d->on_durable_arg); /* the marker before the commits it covers */
-    while (d->heap_n) {
-        struct urt_commit *c = heap_pop(d);
+    while (d->heap.n) {
+        struct urt_commit *c = bheap_remove(&d->heap, 0);
         c->priv.next = NULL;
         delivery_append(&tail, c, c->priv.marker <= p ? 0 : -ECANCELED, true);
     }
@@ -271,8 +221,7 @@ void delivery_init(struct delivery *d, struct sched *s, uint64_t marker, bool di
 
 void delivery_destroy(struct delivery *d)
 {
-    free(d->heap);
-    d->heap = NULL;
+    bheap_free(&d->heap);
     pthread_mutex_destroy(&d->heap_lock);
     pthread_mutex_destroy(&d->cb_lock);
 }

@@ -13,6 +13,7 @@
 
 #include <urt/log.h>
 
+#include "base/heap.h"
 #include "sched/sched.h"
 
 /* Where a commit is (rule 4 of wal.c): exactly one place at a time. */
@@ -24,8 +25,7 @@ struct delivery {
     alignas(64) _Atomic uint64_t persisted; /* O2: the largest durable marker */
     _Atomic uint64_t announced;     /* O2: the largest marker on_durable was told of */
     pthread_mutex_t heap_lock;
-    struct urt_commit **heap;
-    size_t heap_n, heap_cap;
+    struct bheap heap;              /* waiting stored commits by marker (base/heap.h) */
     pthread_mutex_t cb_lock;
     urt_durable_fn *on_durable;
     void *on_durable_arg;
