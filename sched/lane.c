@@ -94,6 +94,7 @@
 #include <urt/lane.h>
 
 #include "sched/job.h"
+#include "sched/run.h"
 
 #include "base/error.h"
 
@@ -124,48 +125,29 @@ static struct worker *lane_pick(struct sched *s, struct worker *self, unsigned f
 
 /* ---- running ------------------------------------------------------------------- */
 
-/* Runs t on w; returns what its fn returned (DONE also for a skipped task). */
+/* Runs t on w (the run path: sched/run.h, with the runner as the outer
+ * watched task); returns what its fn returned (DONE also for a skipped or
+ * refused task). */
 static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l, struct urt_task *t)
 {
     const struct lane_ops *ops = l->ops;
     struct urt_job *job = t->priv.job;
     uint32_t flags = t->priv.flags; /* read before fn: fn may free t */
-    if (job && job_task_skip(w, t))
+    if (sched_run_skip(w, t))
         return URT_TASK_DONE;
     if (ops && ops->enter && !ops->enter(l->ctx, t)) {
         sched_cancel_task(w->s, w, t); /* the task may not start (tx ending) */
         return URT_TASK_DONE;
     }
-    /* The watchdog watches each lane task, not the runner's whole batch:
-     * close the runner's run, watch t, then reopen the runner's run (which
-     * run_task closes). */
-    bool watched = w->s->cfg->task_runtime_limit_us != 0;
-    if (__builtin_expect(watched, 0)) {
-        watchdog_end(&w->wd);
-        watchdog_begin(&w->wd, t);
-    }
-    struct probe_run pr;
-    bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
-    w->running_job = job; /* the runner's own run_task set NULL; reset below */
-    enum urt_task_result r = t->fn(t, t->arg);
-    w->running_job = NULL;
-    if (__builtin_expect(watched, 0)) {
-        watchdog_end(&w->wd);
-        watchdog_begin(&w->wd, &l->runner);
-    }
-    if (__builtin_expect(timed, 0))
-        probe_task_done(&w->hists, w->index, &pr);
+    struct run_result rr = sched_run_body(w, t, &l->runner);
     if (ops && ops->leave)
         ops->leave(l->ctx, t);
-    if (r == URT_TASK_YIELD) {
+    if (rr.r == URT_TASK_YIELD) {
         STAT_INC(w, yields);
-        t->priv.enqueue_ns = pr.end_ns; /* waits again: queue delay restarts (0: not timed) */
-        return r;
+        t->priv.enqueue_ns = rr.end_ns; /* waits again: queue delay restarts (0: not timed) */
+        return rr.r;
     }
-    if (flags & TASK_POOLED)
-        taskpool_free(&w->s->pool, &w->cache, t);
-    if (job)
-        job_task_finished(w->s, w, job);
+    sched_finish_task(w, t, flags, job);
     return URT_TASK_DONE;
 }
 

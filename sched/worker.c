@@ -60,6 +60,7 @@
 #include "sched/watcher.h"
 #include "sched/job.h"
 #include "sched/lane.h"
+#include "sched/run.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -353,38 +354,22 @@ static bool has_work(struct worker *w)
 
 /* ---- running ------------------------------------------------------------------- */
 
+/* One task on the worker's own loop (the run path: sched/run.h). */
 static inline void run_task(struct worker *w, struct urt_task *t)
 {
-    struct sched *s = w->s;
     uint32_t flags = t->priv.flags;     /* read before fn: fn may free t */
     struct urt_job *job = t->priv.job;
-    if (job && job_task_skip(w, t))     /* cancelled job (sched/job.c) */
+    if (sched_run_skip(w, t))
         return;
-    bool watched = s->cfg->task_runtime_limit_us != 0; /* watchdog (sched/watchdog.h) */
-    if (__builtin_expect(watched, 0))
-        watchdog_begin(&w->wd, t);
-    struct probe_run pr;
-    bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
-    w->running_job = job; /* a closed job accepts tasks only from its own (sched/job.c) */
-    enum urt_task_result r = t->fn(t, t->arg);
-    w->running_job = NULL;
+    struct run_result rr = sched_run_body(w, t, NULL);
     STAT_INC(w, tasks_run);
-    if (__builtin_expect(watched, 0))
-        watchdog_end(&w->wd);
-    if (__builtin_expect((flags & TASK_ADMITTED) && r == URT_TASK_DONE, 0))
-        admission_release(s->adm); /* a yield is not a completion */
-    if (__builtin_expect(timed, 0))
-        probe_task_done(&w->hists, w->index, &pr);
-    if (r == URT_TASK_YIELD) {
+    if (rr.r == URT_TASK_YIELD) {
         STAT_INC(w, yields);
-        t->priv.enqueue_ns = pr.end_ns; /* queued again: queue delay restarts (0: not timed) */
+        t->priv.enqueue_ns = rr.end_ns; /* queued again: queue delay restarts (0: not timed) */
         yield_push(w, t);
         return;
     }
-    if (flags & TASK_POOLED)
-        taskpool_free(&s->pool, &w->cache, t);
-    if (job)
-        job_task_finished(s, w, job);
+    sched_finish_task(w, t, flags, job);
 }
 
 void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
