@@ -405,8 +405,10 @@ static int read_slots(struct recovery *r)
     int rc = read_whole(r->dirfd, "epochs", &b, &n);
     if (rc)
         return fail(r->err, r->errlen, rc, "log directory %s: cannot read the epoch file: %s", r->dir, strerror(-rc));
-    if (!b)
+    if (!b) {
+        r->epochs_canonical = r->n == 0; /* a new directory: nothing to make durable */
         return 0;
+    }
     r->slots = malloc((n / EPOCH_SLOT_SIZE + 1) * sizeof(*r->slots));
     if (!r->slots) {
         free(b);
@@ -442,7 +444,7 @@ static void choose_durable(struct recovery *r)
         d = r->slots[k].s.marker;
     r->res.broken_slots = (uint32_t)(r->n_slots - k);
     r->res.durable_marker = d;
-    r->epochs_canonical &= r->n_slots == 1 && k == 1;
+    r->epochs_canonical &= (r->n_slots == 1 && k == 1) || (r->n_slots == 0 && r->n == 0);
 }
 
 /* ---- step 5: damage below the marker --------------------------------------------------- */
