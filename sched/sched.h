@@ -35,6 +35,7 @@
 #include "bpf/probes.h"
 #include "sched/deque.h"
 #include "sched/inbox.h"
+#include "sched/sleeper.h"
 #include "sched/taskpool.h"
 #include "sched/watchdog.h"
 #include "uring/ring.h"
@@ -45,11 +46,6 @@
 #define TASK_ADMITTED 0x4u /* holds a pending-task slot (sched/admission.h) */
 #define TASK_LANE_RUNNER 0x8u /* the runner task of a lane (sched/lane.c) */
 
-enum worker_state {
-    W_RUNNING = 0,
-    W_SLEEPING = 1,
-    W_EXITED = 2, /* its ring is closed: never a wake target again */
-};
 
 enum sched_phase {
     PHASE_RUNNING = 0,  /* normal operation */
@@ -95,8 +91,7 @@ struct sched_hooks {
 
 struct worker {
     /* --- read by other threads, written by the owner at suspend/resume --- */
-    alignas(64) _Atomic uint32_t state;   /* enum worker_state */
-    _Atomic uint32_t wake_pending;        /* 1 while a wake message to it is in flight */
+    struct sleeper sl;                    /* state and wake_pending (sched/sleeper.h) */
     _Atomic uint64_t wake_sent_ns;        /* stamp of that message (0: none); written by its sender */
     int ring_fd;                          /* target of wake messages */
     _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
@@ -146,7 +141,7 @@ struct sched {
     struct admission *adm;   /* pending-task limit, NULL when off (sched/admission.c) */
     struct watcher *watcher; /* conditional tasks and watchdog (sched/watcher.c) */
 
-    alignas(64) _Atomic uint32_t n_sleeping; /* workers in W_SLEEPING */
+    alignas(64) _Atomic uint32_t n_sleeping; /* workers in SLEEPER_SLEEPING */
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */
     alignas(64) _Atomic uint32_t rr;         /* round-robin cursor of foreign placement */
     alignas(64) _Atomic uint32_t phase;      /* enum sched_phase */

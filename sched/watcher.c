@@ -32,23 +32,11 @@
  *  - cancel callbacks run after the walk that found them (never inside it).
  *
  * ---- Memory-ordering contract ---------------------------------------------
- * No lost wake-up (same argument as sched/worker.c, with the watcher as the
- * sleeper, and without fences: every access of the Dekker pair is seq_cst):
- *   Sleeper (watcher_sleep):                Waker (watcher_notify, after A1/C1):
- *     S1 state := SLEEPING       seq_cst      A1 push on the add queue (seq_cst exchange,
- *     S3 load add-queue head, cancel_         inbox.h I3), or C1 fetch_add(cancel_requests),
- *        requests, stop          seq_cst      or a store of stop                 seq_cst
- *     S4 if nothing: wait in the ring         W3 load state                      seq_cst
- *                                             W4 if SLEEPING and exchange(wake_pending, 1)
- *                                                == 0 (seq_cst): send MSG_RING to the ring
- *   All in one total order S: if W3 read RUNNING it precedes S1, so A1 < S1 <
- *   S3 and S3 sees the work; otherwise W3 saw SLEEPING and a message is in
- *   flight (sent by this waker, or by an earlier one whose wake_pending is
- *   still 1: it is cleared only when the wake CQE is reaped, R2, or by a
- *   sender whose send failed). After the wait: R1 state := RUNNING (seq_cst),
- *   R2 reap (wake_pending := 0, seq_cst). A waker whose W4 read 1 precedes R2
- *   in S, so its A1 precedes the S3 of the next sleep, which sees it.
- *   (No standalone fences: GCC's ThreadSanitizer does not support them.)
+ * No lost wake-up: the one protocol of sched/sleeper.h, with the watcher as
+ * the sleeper. W1 is a push on the add queue (seq_cst exchange, inbox.h I3),
+ * a fetch_add of cancel_requests, or a store of stop (seq_cst); S3 is
+ * watcher_has_work(); S4 is ring_wait without a timeout (the timer SQE of the
+ * nearest due time completes the wait when one is armed).
  *
  * Add queue: the inbox's own contract (sched/inbox.h): the adder's writes to
  * the cond happen before its push (release), the watcher's pop acquires them.
@@ -123,8 +111,7 @@ struct watcher {
     struct sched *s;
 
     /* --- read and written by other threads --- */
-    alignas(64) _Atomic uint32_t state; /* W_RUNNING / W_SLEEPING */
-    _Atomic uint32_t wake_pending;      /* a wake message is in flight */
+    struct sleeper sl;                  /* sched/sleeper.h */
     _Atomic uint32_t stop;
     int ring_fd;
     alignas(64) _Atomic uint32_t closed; /* adds and cancels refused */
@@ -205,14 +192,10 @@ static inline uint64_t now_ns(void)
 
 static void watcher_notify(struct watcher *w)
 {
-    /* W3: seq_cst, after the caller's seq_cst A1/C1; pairs with S1/S3. */
-    if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
-        return;
-    /* W4: one message in flight at most; cleared by the watcher at R2. */
-    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
+    if (!sleeper_claim_wake(&w->sl)) /* W3 + W4, after the caller's W1 */
         return;
     if (ring_send_wake_foreign(w->ring_fd, 0, w->s->caps.ringless_msg) < 0)
-        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst); /* nothing in flight */
+        sleeper_send_failed(&w->sl); /* nothing in flight */
 }
 
 static void on_tag(void *ctx, uint64_t ud, int32_t res)
@@ -220,8 +203,7 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
     struct watcher *w = ctx;
     (void)res;
     if ((ud & RING_UD_TAG_MASK) == RING_UD_WAKE) {
-        /* R2: a new wake may be sent from now on; pairs with W4's exchange (seq_cst). */
-        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
+        sleeper_wake_reaped(&w->sl); /* R2 */
         WSTAT_INC(w, wake_messages);
     }
 }
@@ -470,7 +452,7 @@ static void dump_state(struct sched *s, int fd)
         } else {
             snprintf(running, sizeof(running), "no task running");
         }
-        bool sleeping = atomic_load_explicit(&wk->state, memory_order_relaxed) == W_SLEEPING;
+        bool sleeping = sleeper_sleeping(&wk->sl);
         dprintf(fd, "urt state: worker %u: %s; %s; deque %" PRId64 ", inbox %s, sticky %s; tasks run %" PRIu64 "\n",
                 i, sleeping ? "suspended" : "awake", running, deque_size(&wk->deque),
                 inbox_maybe_nonempty_foreign(&wk->inbox) ? "non-empty" : "empty",
@@ -611,14 +593,15 @@ static bool watcher_has_work(struct watcher *w)
 
 static void watcher_sleep(struct watcher *w)
 {
-    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1: pairs with W3 */
-    if (!watcher_has_work(w)) {                                          /* S3 */
+    sleeper_announce(&w->sl); /* S1, S2 */
+    if (!watcher_has_work(w)) { /* S3 */
         WSTAT_INC(w, sleeps);
         ring_wait(&w->ring, UINT64_MAX); /* S4 */
         WSTAT_INC(w, wakeups);
     }
-    atomic_store_explicit(&w->state, W_RUNNING, memory_order_seq_cst); /* R1 */
-    reap(w);                                                           /* R2 */
+    sleeper_awake(&w->sl); /* R1 */
+    reap(w);               /* R2 */
+    sleeper_after_reap();  /* R3 */
 }
 
 /* At stop: every task still watched gets its cancel callback. */
@@ -701,8 +684,7 @@ int watcher_start(struct sched *s)
     memset(w, 0, sizeof(*w));
     w->heap.moved = cond_moved; /* cancel removes a cond from the middle */
     w->s = s;
-    atomic_init(&w->state, W_RUNNING);
-    atomic_init(&w->wake_pending, 0);
+    sleeper_init(&w->sl);
     atomic_init(&w->stop, 0);
     atomic_init(&w->closed, 0);
     atomic_init(&w->inflight, 0);
@@ -770,7 +752,7 @@ void watcher_stop(struct sched *s)
         /* It may sleep with a wake already pending: keep poking. */
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
         nanosleep(&ts, NULL);
-        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
+        sleeper_send_failed(&w->sl); /* re-arm: a lost message must not block the join */
         watcher_notify(w);
     }
     w->joined = true;

@@ -10,37 +10,13 @@
  *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
  *   after worker_try_count empty polls: suspend
  *
- * ---- No lost wakeup (the argument, once) -----------------------------------
- *
- * Sleeper (worker_suspend):          Waker (after its push):
- *   S1 state := SLEEPING                W1 push task: inbox/sticky exchange of head (seq_cst)
- *   S2 seq_cst fence                    W3 load state (seq_cst)
- *   S3 look at every queue              W4 if SLEEPING and exchange(wake_pending, 1) == 0
- *   S4 if empty: wait in the ring          (seq_cst): send MSG_RING to the sleeper's ring
- *
- * Either S3 sees the task or W3 sees SLEEPING (Dekker). In C11 terms
- * ([atomics.order]): W1 and W3 are seq_cst, so W1 precedes W3 in the total
- * order S. If W3 follows the fence S2 in S, W3 observes S1 (SLEEPING). If not,
- * W1 precedes S2 in S, and S3's loads, sequenced after the seq_cst fence S2,
- * observe W1. (On x86 the waker's exchange is already a full barrier, so the
- * waker pays no fence; the sleeper pays one, on its slow path.)
- *
- * If W3 sees SLEEPING, a message is in flight to the ring: sent by this waker,
- * or by an earlier one whose wake_pending is still 1. wake_pending is cleared
- * only by the sleeper when it reaps the wake CQE (or by a sender whose send
- * failed), so a 1 always means a CQE is on its way to the ring, and the ring
- * wait (S4) returns as soon as it is there — with DEFER_TASKRUN the kernel runs
- * the ring's deferred work when the owner enters to wait, which posts it.
- * After waking, the sleeper does R1 state := RUNNING, R2 reap (a seq_cst store
- * wake_pending := 0), R3 seq_cst fence, then polls. A waker whose W4 exchange
- * read 1 precedes R2 in the modification order of wake_pending, hence in S,
- * and R2 precedes R3: its W1 precedes R3 in S, so the poll after R3 sees the
- * task. A waker whose W3 saw RUNNING is covered by the next S1–S3.
- *
- * At most one wake message is in flight per worker (wake_pending), so there are
- * no wake storms. The suspend timeout (worker_suspend_timeout_us) bounds the
- * damage of anything unforeseen (a failed send), it is not part of the argument;
- * tests run with a 60 s timeout to prove it.
+ * ---- No lost wakeup ------------------------------------------------------------
+ * The one protocol of sched/sleeper.h (the argument is written there): a
+ * worker is its sleeper. W1 is the push of the task (inbox/sticky exchange of
+ * the head, seq_cst; a local deque push is seen by the owner itself); S3 is
+ * has_work() over every queue; S4 is ring_wait with the suspend timeout
+ * (worker_suspend_timeout_us: not part of the argument; tests run with a 60 s
+ * timeout to prove it).
  *
  * Surplus wakes: a worker that finds more work than it can run (local pushes
  * while the deque holds more than one task, a batch taken from its inbox) wakes
@@ -107,7 +83,7 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
     }
     if (__builtin_expect(err < 0, 0)) {
         /* Nothing is in flight: let the next submitter try again. */
-        atomic_store_explicit(&target->wake_pending, 0, memory_order_seq_cst);
+        sleeper_send_failed(&target->sl);
         atomic_fetch_add_explicit(&s->foreign_wake_failures, 1, memory_order_relaxed);
         return false;
     }
@@ -116,12 +92,9 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
 
 bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
 {
-    /* W3: seq_cst, after the caller's seq_cst push (W1); pairs with S2. */
-    if (atomic_load_explicit(&w->state, memory_order_seq_cst) != W_SLEEPING)
-        return false;
-    /* W4: one message in flight at most; cleared by the sleeper at R2. */
-    if (atomic_exchange_explicit(&w->wake_pending, 1, memory_order_seq_cst))
-        return true;
+    /* W3 + W4 (sched/sleeper.h), after the caller's seq_cst push (W1). */
+    if (!sleeper_claim_wake(&w->sl))
+        return sleeper_sleeping(&w->sl); /* true: a message is in flight already */
     return send_wake(s, w, self == w ? NULL : self);
 }
 
@@ -138,7 +111,7 @@ struct worker *sched_find_sleeping(struct sched *s)
     uint32_t start = atomic_load_explicit(&s->rr, memory_order_relaxed);
     for (uint32_t i = 0; i < s->n_workers; i++) {
         struct worker *w = s->workers[(start + i) % s->n_workers];
-        if (atomic_load_explicit(&w->state, memory_order_relaxed) != W_SLEEPING)
+        if (!sleeper_sleeping(&w->sl))
             continue;
         if (atomic_load_explicit(&w->last_cpu, memory_order_relaxed) == cpu)
             return w;
@@ -408,8 +381,7 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
         if (sent_ns)
             atomic_store_explicit(&w->wake_sent_ns, 0, memory_order_relaxed);
         probe_wake_received(&w->hists, w->index, sent_ns);
-        /* R2: a new wake may be sent from now on; pairs with W4's exchange. */
-        atomic_store_explicit(&w->wake_pending, 0, memory_order_seq_cst);
+        sleeper_wake_reaped(&w->sl); /* R2 */
         STAT_INC(w, wakes_received);
         break;
     }
@@ -419,7 +391,7 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
         if (target < w->s->n_workers) {
             struct worker *tw = w->s->workers[target];
             STAT_INC(w, wake_failures);
-            atomic_store_explicit(&tw->wake_pending, 0, memory_order_seq_cst);
+            sleeper_send_failed(&tw->sl);
             sched_notify(w->s, tw, w);
         }
         break;
@@ -444,20 +416,19 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
         return;
     atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
-    atomic_store_explicit(&w->state, W_SLEEPING, memory_order_seq_cst); /* S1 */
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* S2: pairs with W1/W3 (see the top of this file) */
+    sleeper_announce(&w->sl); /* S1, S2 (sched/sleeper.h) */
     if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
         STAT_INC(w, suspends);
         URT_PROBE_SUSPEND(w->index, timeout_ns);
         ring_wait(&w->ring, timeout_ns); /* S4 */
     }
-    atomic_store_explicit(&w->state, W_RUNNING, memory_order_seq_cst); /* R1 */
+    sleeper_awake(&w->sl); /* R1 */
     atomic_fetch_sub_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     if (atomic_load_explicit(&s->surplus_waking, memory_order_relaxed))
         atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
     reap(w);                                   /* R2 (the wait ran deferred task work) */
-    atomic_thread_fence(memory_order_seq_cst); /* R3: pairs with W1/W4 (see the top of this file) */
+    sleeper_after_reap(); /* R3 */
     w->idle_polls = 0;
     w->fed = 0;
 }
@@ -567,8 +538,8 @@ static void *worker_main(void *arg)
     ring_get_events(&w->ring);
     reap(w);
     /* No wake message may target the ring from now on (sched_notify sends
-     * only to W_SLEEPING workers), so its fd number can be reused safely. */
-    atomic_store_explicit(&w->state, W_EXITED, memory_order_seq_cst);
+     * only to sleeping workers), so its fd number can be reused safely. */
+    sleeper_exit(&w->sl);
     ring_exit(&w->ring);
     tls_worker = NULL;
     return NULL;
@@ -654,8 +625,7 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
         w->last_victim = i;
         w->inbox_countdown = cfg->inbox_check_interval;
         w->ring_fd = -1;
-        atomic_init(&w->state, W_RUNNING);
-        atomic_init(&w->wake_pending, 0);
+        sleeper_init(&w->sl);
         atomic_init(&w->last_cpu, -1);
         atomic_init(&w->idle_sweeps, 0);
         inbox_init(&w->inbox);
@@ -795,7 +765,7 @@ int sched_stop(struct sched *s, bool drain_first)
     for (uint32_t i = 0; i < s->n_workers; i++) {
         /* A worker may be suspended with a wake already pending; keep poking. */
         while (pthread_tryjoin_np(s->workers[i]->thread, NULL) == EBUSY) {
-            atomic_store_explicit(&s->workers[i]->wake_pending, 0, memory_order_seq_cst);
+            sleeper_send_failed(&s->workers[i]->sl); /* re-arm: a lost message must not block the join */
             sched_notify(s, s->workers[i], NULL);
             sleep_us(200);
         }
@@ -832,5 +802,5 @@ void sched_read_stats(const struct sched *s, uint32_t i, struct urt_worker_stats
     o->io_submitted = atomic_load_explicit(&w->ring.submitted, memory_order_relaxed);
     o->node = w->place.node;
     o->cpu = w->place.cpu;
-    o->sleeping = atomic_load_explicit(&w->state, memory_order_relaxed) == W_SLEEPING;
+    o->sleeping = sleeper_sleeping(&w->sl);
 }

@@ -175,7 +175,7 @@ static void run_lanes(uint32_t workers, bool balance, uint32_t try_count)
         for (uint32_t i = 0; i < sc->n_workers; i++) {
             struct worker *wk = sc->workers[i];
             fprintf(stderr, "# worker %u: state %u sticky-nonempty %d inbox-nonempty %d lanes_active %u\n", i,
-                    atomic_load(&wk->state), inbox_maybe_nonempty(&wk->sticky), inbox_maybe_nonempty(&wk->inbox),
+                    atomic_load(&wk->sl.state), inbox_maybe_nonempty(&wk->sticky), inbox_maybe_nonempty(&wk->inbox),
                     atomic_load(&wk->lanes_active));
         }
     }

@@ -39,16 +39,16 @@ static void record_report(void *ctx, const struct urt_watchdog_report *r)
     atomic_store(&g_n_reports, i + 1); /* publishes the entry (seq_cst) */
 }
 
-struct sleeper {
+struct slow_task {
     struct urt_task task;
     uint64_t sleep_us;
     _Atomic int worker;
     _Atomic bool done;
 };
 
-static enum urt_task_result sleeper_fn(struct urt_task *t, void *arg)
+static enum urt_task_result slow_task_fn(struct urt_task *t, void *arg)
 {
-    struct sleeper *s = arg;
+    struct slow_task *s = arg;
     (void)t;
     atomic_store(&s->worker, urt_current_worker(g_rt));
     sleep_us(s->sleep_us);
@@ -88,9 +88,9 @@ Test(watchdog, long_task_is_reported_once_with_its_ids, .timeout = 60)
     sleep_us(2 * LIMIT_US);
     cr_assert_eq(atomic_load(&g_n_reports), 0);
 
-    struct sleeper s = {.sleep_us = 8 * LIMIT_US};
+    struct slow_task s = {.sleep_us = 8 * LIMIT_US};
     atomic_store(&s.worker, -2);
-    urt_task_init(&s.task, sleeper_fn, &s);
+    urt_task_init(&s.task, slow_task_fn, &s);
     cr_assert_eq(urt_task_submit(g_rt, &s.task, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&s.done), 10000));
     sleep_us(2 * LIMIT_US);
@@ -121,8 +121,8 @@ Test(watchdog, long_task_is_reported_once_with_its_ids, .timeout = 60)
 Test(watchdog, limit_off_publishes_nothing, .timeout = 30)
 {
     make_rt(1, 0, false);
-    struct sleeper s = {.sleep_us = 30000};
-    urt_task_init(&s.task, sleeper_fn, &s);
+    struct slow_task s = {.sleep_us = 30000};
+    urt_task_init(&s.task, slow_task_fn, &s);
     cr_assert_eq(urt_task_submit(g_rt, &s.task, 0), 0);
     sleep_us(10000);
     struct worker *w = ((struct urt_runtime *)g_rt)->sched.workers[0];
@@ -174,8 +174,8 @@ static void child_default_callback(void)
     if (urt_runtime_create(&c, &rt) != 0)
         _exit(77);
     g_rt = rt;
-    struct sleeper s = {.sleep_us = 80000};
-    urt_task_init(&s.task, sleeper_fn, &s);
+    struct slow_task s = {.sleep_us = 80000};
+    urt_task_init(&s.task, slow_task_fn, &s);
     if (urt_task_submit(rt, &s.task, 0) != 0)
         _exit(3);
     while (!atomic_load(&s.done))
@@ -216,8 +216,8 @@ static void child_abort_policy(void)
     if (urt_runtime_create(&c, &rt) != 0)
         _exit(77);
     g_rt = rt;
-    struct sleeper s = {.sleep_us = 5ull * 1000 * 1000};
-    urt_task_init(&s.task, sleeper_fn, &s);
+    struct slow_task s = {.sleep_us = 5ull * 1000 * 1000};
+    urt_task_init(&s.task, slow_task_fn, &s);
     if (urt_task_submit(rt, &s.task, 0) != 0)
         _exit(3);
     fprintf(stderr, "long task %p\n", (void *)&s.task);
