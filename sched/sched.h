@@ -139,7 +139,8 @@ struct sched {
     uint64_t suspend_timeout_ns;
     void *_Atomic tx_log;    /* tx/: the registered write-ahead log (tx/commit_hook.h) */
     struct admission *adm;   /* pending-task limit, NULL when off (sched/admission.c) */
-    struct watcher *watcher; /* conditional tasks and watchdog (sched/watcher.c) */
+    struct watcher *watcher; /* conditional tasks (sched/watcher.c) */
+    struct watchdog *watchdog; /* its passes run on the watcher thread (sched/watchdog.c) */
 
     alignas(64) _Atomic uint32_t n_sleeping; /* workers in SLEEPER_SLEEPING */
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */

@@ -84,4 +84,19 @@ static inline bool watchdog_read(struct watchdog_slot *wd, uint64_t *seq, struct
     return s1 == s2;
 }
 
+/* ---- the watchdog's passes (sched/watchdog.c; they run on the watcher thread) ---- */
+
+struct sched;
+struct watchdog;
+
+/* NULL on ENOMEM. Off (no passes) when task_runtime_limit_us is 0. */
+struct watchdog *watchdog_create(struct sched *s);
+void watchdog_free(struct watchdog *wd);
+/* When the next pass is due (UINT64_MAX: never). Watcher thread. */
+uint64_t watchdog_next_pass(const struct watchdog *wd);
+/* A pass if one is due: every worker's running task; a run seen longer than
+ * the limit is reported once (callback; watchdog_abort: dump and abort). */
+void watchdog_pass(struct watchdog *wd, uint64_t now);
+uint64_t watchdog_reports(const struct watchdog *wd);
+
 #endif

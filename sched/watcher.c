@@ -49,11 +49,7 @@
  * inflight == 0 (seq_cst), then stores stop. So an adder either sees closed
  * or its push is finished before the watcher is told to stop (and drains the
  * queue).
- * Watchdog: workers publish their running task and a run sequence (seqlock
- * contract in sched/watchdog.h); the watcher stamps a run the first time a
- * pass sees it and reports it once when now - first seen > the limit. Its
- * wd_seen entries are relaxed atomics only so that urt_dump_state() may read
- * them from any thread.
+ * Watchdog: its passes run on the watcher thread (sched/watchdog.c).
  * Statistics: owner-written counters are relaxed load+store by the watcher;
  * the latency counters are written by workers with relaxed RMWs. Readers use
  * relaxed loads.
@@ -62,6 +58,7 @@
  * (O(log n)). A wake message per add only when the watcher sleeps.
  */
 #include "sched/watcher.h"
+#include "sched/watchdog.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -92,20 +89,12 @@ enum cond_state {
 };
 
 #define LAT_BUCKETS 64
-#define WATCHDOG_MIN_PERIOD_NS 100000ull
 
 struct watcher_counters {
     _Atomic uint64_t checks_run, checks_passed, bodies_scheduled, cancelled, admission_retries, sleeps, wakeups,
-        timer_fires, wake_messages, watchdog_reports;
+        timer_fires, wake_messages;
 };
 
-/* What the watchdog knows of a worker's current run (the watcher writes;
- * urt_dump_state() may read from any thread: relaxed atomics). */
-struct wd_seen {
-    _Atomic uint64_t seq;      /* run sequence (sched/watchdog.h), 0: none */
-    _Atomic uint64_t first_ns; /* when a pass first saw it running */
-    bool reported;             /* watcher only */
-};
 
 struct watcher {
     struct sched *s;
@@ -124,10 +113,6 @@ struct watcher {
     alignas(64) _Atomic uint64_t lat_count, lat_sum, lat_max;
     _Atomic uint64_t lat_hist[LAT_BUCKETS];
 
-    /* --- watchdog callback (any thread sets, the watcher calls) --- */
-    pthread_mutex_t cb_lock;
-    urt_watchdog_fn *cb;
-    void *cb_ctx;
 
     /* --- owner (the watcher thread) only --- */
     alignas(64) struct ring ring;
@@ -140,8 +125,7 @@ struct watcher {
     struct __kernel_timespec timer_ts;
     bool timer_armed;                         /* its CQE has not been reaped yet */
     uint64_t timer_due;                       /* what it is armed for (UINT64_MAX: removal sent) */
-    uint64_t wd_limit_ns, wd_period_ns, wd_next_ns;
-    struct wd_seen *wd_seen;                  /* per worker: the run the watchdog last saw */
+    struct watchdog *wd;                      /* the watchdog's passes run here (sched/watchdog.c) */
     struct watcher_counters stats;
 
     pthread_t thread;
@@ -418,107 +402,6 @@ static void run_due(struct watcher *w, uint64_t now)
     run_doomed(w);
 }
 
-/* ---- watchdog -------------------------------------------------------------------------------- */
-
-static void default_watchdog(void *ctx, const struct urt_watchdog_report *r)
-{
-    (void)ctx;
-    fprintf(stderr, "urt watchdog: task %p (job %p) on worker %u has run for at least %.3f ms (limit %.3f ms)\n",
-            (void *)r->task, (void *)r->job, r->worker, r->elapsed_ns / 1e6, r->limit_ns / 1e6);
-}
-
-static void dump_state(struct sched *s, int fd)
-{
-    uint64_t now = now_ns();
-    struct watcher *wt = s->watcher;
-    bool on = s->cfg->task_runtime_limit_us != 0;
-    dprintf(fd, "urt state: %u workers, %u suspended\n", s->n_workers,
-            atomic_load_explicit(&s->n_sleeping, memory_order_relaxed));
-    for (uint32_t i = 0; i < s->n_workers; i++) {
-        struct worker *wk = s->workers[i];
-        uint64_t seq = 0;
-        struct urt_task *t = NULL;
-        struct urt_job *j = NULL;
-        char running[160];
-        if (!on) {
-            snprintf(running, sizeof(running), "running task unknown (task_runtime_limit_us is 0)");
-        } else if (watchdog_read(&wk->wd, &seq, &t, &j)) {
-            int n = snprintf(running, sizeof(running), "task %p (job %p) running", (void *)t, (void *)j);
-            if (wt && atomic_load_explicit(&wt->wd_seen[i].seq, memory_order_relaxed) == seq) {
-                uint64_t first = atomic_load_explicit(&wt->wd_seen[i].first_ns, memory_order_relaxed);
-                snprintf(running + n, sizeof(running) - (size_t)n, " for at least %.3f ms",
-                         now > first ? (now - first) / 1e6 : 0.0);
-            }
-        } else {
-            snprintf(running, sizeof(running), "no task running");
-        }
-        bool sleeping = sleeper_sleeping(&wk->sl);
-        dprintf(fd, "urt state: worker %u: %s; %s; deque %" PRId64 ", inbox %s, sticky %s; tasks run %" PRIu64 "\n",
-                i, sleeping ? "suspended" : "awake", running, deque_size(&wk->deque),
-                inbox_maybe_nonempty_foreign(&wk->inbox) ? "non-empty" : "empty",
-                inbox_maybe_nonempty_foreign(&wk->sticky) ? "non-empty" : "empty",
-                atomic_load_explicit(&wk->stats.tasks_run, memory_order_relaxed));
-    }
-    if (wt)
-        dprintf(fd, "urt state: watcher: %" PRIu64 " conditional tasks watched\n",
-                atomic_load_explicit(&wt->watching, memory_order_relaxed));
-    if (s->adm) {
-        struct urt_admission_stats a;
-        admission_read_stats(s, &a);
-        dprintf(fd, "urt state: admission: %" PRIu64 " pending of %" PRIu64 ", %" PRIu64 " submitters waiting\n",
-                a.pending, a.limit, a.waiting);
-    }
-}
-
-static void watchdog_report(struct watcher *w, const struct urt_watchdog_report *r)
-{
-    WSTAT_INC(w, watchdog_reports);
-    pthread_mutex_lock(&w->cb_lock);
-    urt_watchdog_fn *cb = w->cb ? w->cb : default_watchdog;
-    void *ctx = w->cb_ctx;
-    pthread_mutex_unlock(&w->cb_lock);
-    cb(ctx, r);
-    if (w->s->cfg->watchdog_abort) {
-        dprintf(STDERR_FILENO, "urt watchdog: task_runtime_limit_us exceeded, watchdog_abort set: aborting\n");
-        dump_state(w->s, STDERR_FILENO);
-        abort();
-    }
-}
-
-/* Every worker's running task: a run seen for the first time is stamped
- * now; a run seen longer than the limit is reported, once. */
-static void watchdog_pass(struct watcher *w, uint64_t now)
-{
-    ASSERT_WATCHER(w);
-    if (w->wd_limit_ns == 0 || now < w->wd_next_ns)
-        return;
-    w->wd_next_ns = now + w->wd_period_ns;
-    struct sched *s = w->s;
-    for (uint32_t i = 0; i < s->n_workers; i++) {
-        struct wd_seen *seen = &w->wd_seen[i];
-        uint64_t seq;
-        struct urt_task *t;
-        struct urt_job *j;
-        if (!watchdog_read(&s->workers[i]->wd, &seq, &t, &j)) {
-            atomic_store_explicit(&seen->seq, 0, memory_order_relaxed);
-            continue;
-        }
-        if (atomic_load_explicit(&seen->seq, memory_order_relaxed) != seq) {
-            atomic_store_explicit(&seen->first_ns, now, memory_order_relaxed);
-            atomic_store_explicit(&seen->seq, seq, memory_order_relaxed);
-            seen->reported = false;
-            continue;
-        }
-        uint64_t first = atomic_load_explicit(&seen->first_ns, memory_order_relaxed);
-        if (seen->reported || now - first <= w->wd_limit_ns)
-            continue;
-        seen->reported = true; /* once per run */
-        struct urt_watchdog_report r = {
-            .worker = i, .task = t, .job = j, .elapsed_ns = now - first, .limit_ns = w->wd_limit_ns};
-        watchdog_report(w, &r);
-    }
-}
-
 /* ---- timer ----------------------------------------------------------------------------------- */
 
 static void timer_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
@@ -537,8 +420,9 @@ static uint64_t next_deadline(struct watcher *w, uint64_t now)
         d = bheap_min_key(&w->heap);
     if ((w->ready_head || w->add_backoff) && now + w->interval_ns < d)
         d = now + w->interval_ns;
-    if (w->wd_limit_ns && w->wd_next_ns < d)
-        d = w->wd_next_ns;
+    uint64_t wd_next = watchdog_next_pass(w->wd);
+    if (wd_next < d)
+        d = wd_next;
     return d;
 }
 
@@ -633,7 +517,7 @@ static void watcher_loop(struct watcher *w)
             break;
         retry_ready(w);
         run_due(w, now);
-        watchdog_pass(w, now);
+        watchdog_pass(w->wd, now);
         timer_set(w, next_deadline(w, now_ns()));
         watcher_sleep(w);
     }
@@ -668,10 +552,9 @@ static void *watcher_main(void *arg)
 
 static void watcher_dealloc(struct watcher *w)
 {
-    pthread_mutex_destroy(&w->cb_lock);
     pthread_mutex_destroy(&w->start_lock);
     pthread_cond_destroy(&w->start_cond);
-    free(w->wd_seen);
+    watchdog_free(w->wd);
     bheap_free(&w->heap);
     free(w);
 }
@@ -694,22 +577,12 @@ int watcher_start(struct sched *s)
     w->ring_fd = -1;
     w->interval_ns = s->cfg->watcher_interval_us * 1000ull;
     w->timer_op.complete = timer_complete;
-    w->wd_limit_ns = s->cfg->task_runtime_limit_us * 1000ull;
-    if (w->wd_limit_ns) {
-        w->wd_period_ns = w->wd_limit_ns / 4 > WATCHDOG_MIN_PERIOD_NS ? w->wd_limit_ns / 4 : WATCHDOG_MIN_PERIOD_NS;
-        w->wd_next_ns = now_ns() + w->wd_period_ns;
-    }
-    pthread_mutex_init(&w->cb_lock, NULL);
     pthread_mutex_init(&w->start_lock, NULL);
     pthread_cond_init(&w->start_cond, NULL);
-    w->wd_seen = calloc(s->n_workers, sizeof(*w->wd_seen));
-    if (!w->wd_seen) {
+    w->wd = watchdog_create(s);
+    if (!w->wd) {
         watcher_dealloc(w);
         return -ENOMEM;
-    }
-    for (uint32_t i = 0; i < s->n_workers; i++) {
-        atomic_init(&w->wd_seen[i].seq, 0);
-        atomic_init(&w->wd_seen[i].first_ns, 0);
     }
     int err = -pthread_create(&w->thread, NULL, watcher_main, w);
     if (err) {
@@ -941,8 +814,8 @@ URT_API int urt_watcher_stats(const urt_runtime *rt, struct urt_watcher_stats *o
     RD(wakeups);
     RD(timer_fires);
     RD(wake_messages);
-    RD(watchdog_reports);
 #undef RD
+    o->watchdog_reports = watchdog_reports(w->wd);
     o->watching = atomic_load_explicit(&w->watching, memory_order_relaxed);
     o->latency_count = atomic_load_explicit(&w->lat_count, memory_order_relaxed);
     o->latency_sum_ns = atomic_load_explicit(&w->lat_sum, memory_order_relaxed);
@@ -962,24 +835,8 @@ URT_API int urt_watcher_stats(const urt_runtime *rt, struct urt_watcher_stats *o
     return 0;
 }
 
-URT_API int urt_watchdog_set_callback(urt_runtime *rt, urt_watchdog_fn *fn, void *ctx)
+/* For urt_dump_state (sched/watchdog.c). */
+uint64_t watcher_watching(const struct sched *s)
 {
-    if (!rt)
-        return urt__error(-EINVAL, "urt_watchdog_set_callback: rt is NULL");
-    struct watcher *w = sched_of(rt)->watcher;
-    pthread_mutex_lock(&w->cb_lock);
-    w->cb = fn;
-    w->cb_ctx = fn ? ctx : NULL;
-    pthread_mutex_unlock(&w->cb_lock);
-    return 0;
-}
-
-URT_API int urt_dump_state(const urt_runtime *rt, int fd)
-{
-    if (!rt)
-        return urt__error(-EINVAL, "urt_dump_state: rt is NULL");
-    if (fd < 0)
-        return urt__error(-EINVAL, "urt_dump_state: fd %d is negative", fd);
-    dump_state(sched_of(rt), fd);
-    return 0;
+    return s->watcher ? atomic_load_explicit(&s->watcher->watching, memory_order_relaxed) : 0;
 }

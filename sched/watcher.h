@@ -21,6 +21,7 @@
 #define URT_SCHED_WATCHER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct sched;
 
@@ -31,5 +32,8 @@ void watcher_close(struct sched *s);
 bool watcher_current(const struct sched *s);
 void watcher_stop(struct sched *s);
 void watcher_free(struct sched *s);
+
+/* Conditional tasks watched right now (a snapshot). Any thread. */
+uint64_t watcher_watching(const struct sched *s);
 
 #endif
