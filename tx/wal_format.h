@@ -6,7 +6,9 @@
  *   LOCK                      flock()ed by the process that owns the log
  *   epochs                    the durable-marker file (below)
  *   cuts.log                  text notes of what recoveries cut (wal_recover.c)
- *   ch-<gen:16 hex>-<worker:4 hex>.wal   one log channel per worker and session
+ *   checkpoint                the engine's checkpoint marker (urt_log_checkpoint)
+ *   ch-<gen:16 hex>-<worker:4 hex>.wal   one log channel per worker and session,
+ *   ch-<gen>-<worker>-<seg:6 hex>.wal    its later segments (log_segment_kb)
  * A session (one runtime) gets a new generation number gen, one above the
  * largest found; files of earlier sessions stay (recovery already cut them).
  *
@@ -39,8 +41,8 @@
  *   0 u64 marker   8 u64 gen   16 u64 end   24 u16 worker   26 u16 magic
  *   WAL_EPOCH_MAGIC16   28 u32 crc32c of bytes [0, 28)
  * A slot says: every record of every epoch <= marker is on stable storage on
- * every channel, provided (when end != 0) that channel ch-<gen>-<worker>
- * holds valid records up to offset `end`. The condition is how one device
+ * every channel, provided (when end != 0) that channel file ch-<gen>-<worker>
+ * (segment gen >> WAL_SLOT_SEG_SHIFT) holds valid records up to offset `end`. The condition is how one device
  * flush covers both a log write and its marker (wal.c "single-flush
  * chain"): the log bytes and the slot are written, then the epoch file is
  * fdatasync'd; should the device have kept the slot but lost the log bytes
@@ -89,6 +91,12 @@
 #define WAL_EPOCH_MAGIC16 0x4845u /* "EH" */
 #define EPOCH_SLOT_SIZE 32u
 #define EPOCH_SLOTS 4096u
+/* A slot's gen field carries the channel file's segment in its top bits. */
+#define WAL_SLOT_SEG_SHIFT 40
+#define WAL_SLOT_GEN_MASK ((1ull << WAL_SLOT_SEG_SHIFT) - 1)
+/* The checkpoint file "checkpoint": u64 marker, u32 magic, u32 crc32c of [0, 12). */
+#define WAL_CHECKPOINT_MAGIC 0x54504b43u /* "CKPT" */
+#define WAL_CHECKPOINT_SIZE 16u
 #define WAL_VERSION 1u
 
 struct wal_header_payload {

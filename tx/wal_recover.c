@@ -83,15 +83,16 @@ struct rrec {
 };
 
 struct rchan {
-    char name[32];             /* ch-<gen:16>-<worker:4>.wal */
+    char name[40];             /* ch-<gen:16>-<worker:4>[-<seg:6>].wal */
     uint64_t gen;
-    uint32_t worker;
+    uint32_t worker, seg;
     uint8_t *data;
     size_t size;
     struct wal_scan_result scan;
     struct rrec *recs;
     size_t n, cap;
     bool middle;             /* damage in the middle of durable data (step 5) */
+    bool drop;               /* every record at or below the checkpoint: the file goes (step 8) */
     uint64_t cut_off;
     bool cut_corrupt;
     char cut_reason[224];
@@ -129,27 +130,38 @@ static int fail(char *err, size_t len, int rc, const char *fmt, ...)
     return rc;
 }
 
-static bool parse_channel_name(const char *s, uint64_t *gen, uint32_t *worker)
+/* ch-<gen:16 hex>-<worker:4 hex>.wal (segment 0) or ...-<seg:6 hex>.wal. */
+static bool parse_channel_name(const char *s, uint64_t *gen, uint32_t *worker, uint32_t *seg)
 {
     unsigned long long g;
-    unsigned w;
+    unsigned w, k = 0;
     int used = 0;
-    if (strlen(s) != 3 + 16 + 1 + 4 + 4 || sscanf(s, "ch-%16llx-%4x.wal%n", &g, &w, &used) != 2 || used != 28)
+    size_t n = strlen(s);
+    if (n == 28 && sscanf(s, "ch-%16llx-%4x.wal%n", &g, &w, &used) == 2 && used == 28)
+        ;
+    else if (n == 35 && sscanf(s, "ch-%16llx-%4x-%6x.wal%n", &g, &w, &k, &used) == 3 && used == 35 && k > 0)
+        ;
+    else
         return false;
+    for (const char *p = s + 3; *p != '.'; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
+            return false; /* lowercase hex only: one name per file */
     *gen = g;
     *worker = w;
+    *seg = k;
     return true;
 }
 
 static bool known_name(const char *n)
 {
-    static const char *const fixed[] = {".", "..", "LOCK", "epochs", "epochs.tmp", "cuts.log", "sessions.log"};
+    static const char *const fixed[] = {".",         "..",       "LOCK",         "epochs",        "epochs.tmp",
+                                        "cuts.log",  "sessions.log", "checkpoint", "checkpoint.tmp"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         if (!strcmp(n, fixed[i]))
             return true;
     uint64_t g;
-    uint32_t w;
-    return parse_channel_name(n, &g, &w);
+    uint32_t w, k;
+    return parse_channel_name(n, &g, &w, &k);
 }
 
 static int check_dir(const char *dir, char *err, size_t errlen)
@@ -295,12 +307,14 @@ static int cmp_chan(const void *a, const void *b)
     const struct rchan *x = a, *y = b;
     if (x->gen != y->gen)
         return x->gen < y->gen ? -1 : 1;
-    return x->worker < y->worker ? -1 : x->worker > y->worker;
+    if (x->worker != y->worker)
+        return x->worker < y->worker ? -1 : 1;
+    return x->seg < y->seg ? -1 : x->seg > y->seg;
 }
 
 /* ---- steps 2-3: find and scan the channels ------------------------------------------- */
 
-static int add_channel(struct recovery *r, const char *name, uint64_t g, uint32_t w)
+static int add_channel(struct recovery *r, const char *name, uint64_t g, uint32_t w, uint32_t k)
 {
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 16;
@@ -312,10 +326,12 @@ static int add_channel(struct recovery *r, const char *name, uint64_t g, uint32_
     }
     struct rchan *c = &r->ch[r->n++];
     memset(c, 0, sizeof(*c));
-    memcpy(c->name, name, 28);
-    c->name[28] = 0;
+    size_t len = strnlen(name, sizeof(c->name) - 1); /* 28 or 35: parse_channel_name checked it */
+    memcpy(c->name, name, len);
+    c->name[len] = 0;
     c->gen = g;
     c->worker = w;
+    c->seg = k;
     if (g > r->res.max_gen)
         r->res.max_gen = g;
     return 0;
@@ -335,9 +351,9 @@ static int list_channels(struct recovery *r)
     struct dirent *e;
     while (!rc && (e = readdir(d))) {
         uint64_t g;
-        uint32_t w;
-        if (parse_channel_name(e->d_name, &g, &w))
-            rc = add_channel(r, e->d_name, g, w);
+        uint32_t w, k;
+        if (parse_channel_name(e->d_name, &g, &w, &k))
+            rc = add_channel(r, e->d_name, g, w, k);
     }
     closedir(d);
     if (r->n)
@@ -368,12 +384,23 @@ static int scan_channels(struct recovery *r)
 
 /* ---- step 4: the durable marker ---------------------------------------------------------- */
 
-static const struct rchan *find_chan(const struct recovery *r, uint64_t gen, uint32_t worker)
+static const struct rchan *find_chan(const struct recovery *r, uint64_t gen, uint32_t worker, uint32_t seg)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (r->ch[i].gen == gen && r->ch[i].worker == worker)
+        if (r->ch[i].gen == gen && r->ch[i].worker == worker && r->ch[i].seg == seg)
             return &r->ch[i];
     return NULL;
+}
+
+/* A later segment of (gen, worker) exists: an earlier one that is missing
+ * was deleted by a checkpoint (only closed segments are), its records are
+ * all at or below it. */
+static bool later_segment(const struct recovery *r, uint64_t gen, uint32_t worker, uint32_t seg)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->ch[i].gen == gen && r->ch[i].worker == worker && r->ch[i].seg > seg)
+            return true;
+    return false;
 }
 
 /* Does the slot's condition hold: channel (gen, worker) has valid records up
@@ -382,10 +409,14 @@ static const struct rchan *find_chan(const struct recovery *r, uint64_t gen, uin
  * session started judged them already (and rewrote the epoch file). */
 static bool slot_holds(const struct recovery *r, const struct wal_epoch_slot *e)
 {
-    if (!e->end || e->gen < r->res.max_gen)
+    uint64_t gen = e->gen & WAL_SLOT_GEN_MASK;
+    uint32_t seg = (uint32_t)(e->gen >> WAL_SLOT_SEG_SHIFT);
+    if (!e->end || gen < r->res.max_gen || e->marker <= r->res.checkpoint)
         return true;
-    const struct rchan *c = find_chan(r, e->gen, e->worker);
-    return c && c->scan.valid_end >= e->end;
+    const struct rchan *c = find_chan(r, gen, e->worker, seg);
+    if (!c)
+        return later_segment(r, gen, e->worker, seg);
+    return c->scan.valid_end >= e->end;
 }
 
 static int cmp_slot(const void *a, const void *b)
@@ -394,6 +425,31 @@ static int cmp_slot(const void *a, const void *b)
     if (x->s.marker != y->s.marker)
         return x->s.marker < y->s.marker ? -1 : 1;
     return (int)y->holds - (int)x->holds; /* equal markers: holding slots first */
+}
+
+/* The checkpoint file (wal_format.h): res.checkpoint, 0 if absent. A file
+ * that fails its checksum is refused: the engine's checkpoint is unknown. */
+static int read_checkpoint(struct recovery *r)
+{
+    uint8_t *b;
+    size_t n;
+    int rc = read_whole(r->dirfd, "checkpoint", &b, &n);
+    if (rc || !b)
+        return rc ? fail(r->err, r->errlen, rc, "log directory %s: cannot read the checkpoint file: %s", r->dir,
+                         strerror(-rc))
+                  : 0;
+    uint32_t magic, crc;
+    if (n == WAL_CHECKPOINT_SIZE) {
+        memcpy(&magic, b + 8, 4);
+        memcpy(&crc, b + 12, 4);
+    }
+    if (n != WAL_CHECKPOINT_SIZE || magic != WAL_CHECKPOINT_MAGIC || crc != wal_crc32c(b, 12)) {
+        free(b);
+        return fail(r->err, r->errlen, -EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
+    }
+    memcpy(&r->res.checkpoint, b, 8);
+    free(b);
+    return 0;
 }
 
 /* Every valid slot of the epoch file; res.epoch_slot_next follows the slot
@@ -538,12 +594,27 @@ static void report_channel(const struct rchan *c, const struct urt_log_recover_o
     ops->channel(arg, &info);
 }
 
+/* Every record of c at or below the checkpoint (and nothing damaged that
+ * could hide a later one): the file is no longer needed. */
+static bool all_checkpointed(const struct recovery *r, const struct rchan *c)
+{
+    uint64_t ck = r->res.checkpoint;
+    if (!ck || c->scan.end == WAL_SCAN_END_CORRUPT || !c->scan.header_ok)
+        return false;
+    return c->n ? c->recs[c->n - 1].epoch <= ck : c->scan.header.start_epoch <= ck;
+}
+
 static void plan_cuts(struct recovery *r, const struct urt_log_recover_ops *ops, void *arg)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct rchan *c = &r->ch[i];
         plan_cut(r, c);
         report_channel(c, ops, arg);
+        c->drop = all_checkpointed(r, c);
+        if (c->drop) {
+            r->res.deleted++;
+            continue;
+        }
         if (c->cut_off >= c->size)
             continue;
         r->res.cuts++;
@@ -559,26 +630,37 @@ static void plan_cuts(struct recovery *r, const struct urt_log_recover_ops *ops,
 
 /* ---- step 7: replay ---------------------------------------------------------------------- */
 
+/* The records of c to replay: [*from, *to) (epochs above the checkpoint,
+ * at or below the replay limit, before the cut; epochs never decrease). */
+static void replay_range(const struct recovery *r, const struct rchan *c, size_t *from, size_t *to)
+{
+    size_t a = 0, b = c->n;
+    if (!(r->flags & URT_LOG_RECOVER_ALL)) {
+        while (a < c->n && c->recs[a].epoch <= r->res.checkpoint)
+            a++;
+        b = a;
+        while (b < c->n && c->recs[b].epoch <= r->res.replay_marker && c->recs[b].off < c->cut_off)
+            b++;
+    }
+    *from = a;
+    *to = b;
+}
+
 static int replay(struct recovery *r, const struct urt_log_recover_ops *ops, void *arg)
 {
-    bool all = r->flags & URT_LOG_RECOVER_ALL;
     size_t n = r->n;
     struct rchan *ch = r->ch;
-    size_t *pos = calloc(n ? n : 1, sizeof(*pos));
+    size_t *pos = calloc(n ? 2 * n : 1, sizeof(*pos)), *end = pos + n;
     if (!pos)
         return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        replay_range(r, &ch[i], &pos[i], &end[i]);
     int rc = 0;
     for (;;) {
         size_t best = n;
-        for (size_t i = 0; i < n; i++) {
-            if (pos[i] >= ch[i].n)
-                continue;
-            const struct rrec *x = &ch[i].recs[pos[i]];
-            if (!all && (x->epoch > r->res.replay_marker || x->off >= ch[i].cut_off))
-                continue;
-            if (best == n || x->epoch < ch[best].recs[pos[best]].epoch)
+        for (size_t i = 0; i < n; i++)
+            if (pos[i] < end[i] && (best == n || ch[i].recs[pos[i]].epoch < ch[best].recs[pos[best]].epoch))
                 best = i;
-        }
         if (best == n)
             break;
         const struct rrec *x = &ch[best].recs[pos[best]++];
@@ -683,7 +765,7 @@ static int apply_cuts(struct recovery *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct rchan *c = &r->ch[i];
-        if (c->cut_off >= c->size)
+        if (c->drop || c->cut_off >= c->size)
             continue;
         int fd = openat(r->dirfd, c->name, O_WRONLY | O_CLOEXEC);
         if (fd < 0 || ftruncate(fd, (off_t)c->cut_off) || fsync(fd)) {
@@ -698,15 +780,32 @@ static int apply_cuts(struct recovery *r)
     return 0;
 }
 
+/* Files wholly at or below the checkpoint go (their records are never
+ * replayed again); the directory is fsync'd after. */
+static int delete_checkpointed(struct recovery *r)
+{
+    if (!r->res.deleted)
+        return 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->ch[i].drop && unlinkat(r->dirfd, r->ch[i].name, 0) && errno != ENOENT)
+            return fail(r->err, r->errlen, -errno, "log directory %s: cannot delete %s: %s", r->dir, r->ch[i].name,
+                        strerror(errno));
+    if (fsync(r->dirfd))
+        return fail(r->err, r->errlen, -errno, "log directory %s: cannot sync it: %s", r->dir, strerror(errno));
+    return 0;
+}
+
 static int persist(struct recovery *r)
 {
-    if (r->epochs_canonical && !r->res.cuts)
+    if (r->epochs_canonical && !r->res.cuts && !r->res.deleted)
         return 0; /* already what a recovery leaves */
     int rc = sync_kept(r);
     if (!rc)
         rc = rewrite_epochs(r);
     if (!rc)
         rc = apply_cuts(r);
+    if (!rc)
+        rc = delete_checkpointed(r);
     return rc;
 }
 
@@ -733,6 +832,8 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
         rc = list_channels(&r);
     if (!rc)
         rc = scan_channels(&r);
+    if (!rc)
+        rc = read_checkpoint(&r);
     if (!rc)
         rc = read_slots(&r);
     if (!rc) {

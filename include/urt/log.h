@@ -195,6 +195,9 @@ struct urt_log_recovery {
     uint32_t channels, cuts;
     uint32_t broken_slots;     /* epoch-file slots not believed: the first whose condition failed
                                   (its log bytes are gone) and every later one */
+    uint64_t checkpoint;       /* the engine's last checkpoint (urt_log_checkpoint; 0: none):
+                                  only records of epochs above it are replayed */
+    uint32_t deleted;          /* channel files removed: every record at or below the checkpoint */
     uint32_t epoch_slot_next;  /* internal: next epoch-file slot */
 };
 
