@@ -85,6 +85,9 @@ static const struct field FIELDS[] = {
      "auto (single_flush on ext4/xfs/no-CoW btrfs, else strict) | strict (each write's own fdatasync "
      "before its marker) | single_flush (one device flush covers the write and its marker)",
      LOG_SYNC_NAMES},
+    U32(log_segment_kb, 64, 1u << 24, "65536",
+        "a log channel file rolls over into a new segment past this size (KiB); checkpoints delete closed "
+        "segments"),
     BOOL(direct_commit_callback, "false",
          "commit callbacks run where the response is reached (a worker's completion, or the thread of "
          "urt_durability_notify) instead of in a new task"),
@@ -132,6 +135,7 @@ URT_API void urt_config_init(struct urt_config *c)
     c->log_prealloc_kb = 4096;
     c->log_sync = URT_LOG_SYNC_AUTO;
     c->direct_commit_callback = false;
+    c->log_segment_kb = 65536;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)

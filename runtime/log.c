@@ -111,6 +111,17 @@ URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out)
     return 0;
 }
 
+URT_API int urt_log_checkpoint(urt_runtime *rt, uint64_t marker)
+{
+    if (!rt)
+        return urt__error(-EINVAL, "urt_log_checkpoint: NULL runtime");
+    if (!rt->wal)
+        return urt__error(-ENOTSUP, "urt_log_checkpoint: the runtime has no log_dir");
+    char err[256] = "";
+    int rc = wal_checkpoint(rt->wal, marker, err, sizeof(err));
+    return rc < 0 ? urt__error(rc, "%s", err[0] ? err : strerror(-rc)) : rc;
+}
+
 URT_API int urt_durability_source(urt_runtime *rt, const struct urt_durability_source *src)
 {
     if (!rt || !src || !src->assign)

@@ -215,6 +215,7 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *o)
     o->epoch = atomic_load_explicit(&((struct wal *)wal)->epoch, memory_order_relaxed);
     o->durable = atomic_load_explicit(&((struct wal *)wal)->dl.persisted, memory_order_relaxed);
     o->sync_mode = (uint32_t)wal->sync.mode;
+    o->checkpoint = atomic_load_explicit(&((struct wal *)wal)->checkpoint, memory_order_relaxed);
     snprintf(o->fs, sizeof(o->fs), "%s", wal->sync.fs);
 }
 
@@ -237,6 +238,11 @@ static void note_session(struct wal *wal)
     close(fd);
 }
 
+static void note_existing(void *arg, const struct urt_log_channel_info *ch)
+{
+    wal_add_closed(arg, ch->file, ch->n_records ? ch->last_epoch : ch->first_epoch);
+}
+
 static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
 {
     struct wal *wal = calloc(1, sizeof(*wal));
@@ -248,6 +254,9 @@ static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
     wal->o_direct = cfg->o_direct;
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
     delivery_init(&wal->dl, s, 0, cfg->direct_commit_callback);
+    pthread_mutex_init(&wal->seg_lock, NULL);
+    pthread_mutex_init(&wal->ckpt_lock, NULL);
+    wal->seg_bytes = (uint64_t)cfg->log_segment_kb * 1024;
     return wal;
 }
 
@@ -259,8 +268,11 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
     if (rc < 0)
         return rc;
     wal->lockfd = rc;
-    if ((rc = wal_recover_locked(dir, 0, NULL, NULL, rec, err, errlen)))
+    /* Every file found is a closed segment for the checkpoints to come. */
+    struct urt_log_recover_ops ops = {.channel = note_existing};
+    if ((rc = wal_recover_locked(dir, 0, &ops, wal, rec, err, errlen)))
         return rc;
+    atomic_init(&wal->checkpoint, rec->checkpoint);
     wal->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (wal->dirfd < 0)
         return -errno;
@@ -375,5 +387,8 @@ void wal_close(struct wal *wal)
     if (wal->lockfd >= 0)
         close(wal->lockfd); /* releases the flock */
     delivery_destroy(&wal->dl);
+    free(wal->closed);
+    pthread_mutex_destroy(&wal->seg_lock);
+    pthread_mutex_destroy(&wal->ckpt_lock);
     free(wal);
 }

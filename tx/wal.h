@@ -31,6 +31,8 @@ bool wal_before_suspend(struct wal *wal, struct worker *w);
 
 int wal_commit(struct wal *wal, struct urt_commit *c);
 int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg);
+/* urt_log_checkpoint: files deleted (>= 0) or -errno (message in err). Any thread. */
+int wal_checkpoint(struct wal *wal, uint64_t marker, char *err, size_t errlen);
 void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 
 /* Test hook for the next log write (any channel): WAL_FAULT_SHORT submits

@@ -52,7 +52,7 @@ static inline uint64_t log_stamp(void)
 
 /* ---- buffers ------------------------------------------------------------------------ */
 
-static int buf_reserve(struct wal_buf *b, size_t need)
+int wal_buf_reserve(struct wal_buf *b, size_t need)
 {
     if (need <= b->cap)
         return 0;
@@ -289,7 +289,7 @@ static void flush_range(struct chan *ch, struct wal_buf *x, size_t *from, size_t
         *from = 0;
         *to = wal_align_up(*to, WAL_ALIGN);
     }
-    if (ch->repair && x->base + *to < ch->dirty_end && buf_reserve(x, (size_t)(ch->dirty_end - x->base)) == 0)
+    if (ch->repair && x->base + *to < ch->dirty_end && wal_buf_reserve(x, (size_t)(ch->dirty_end - x->base)) == 0)
         *to = (size_t)(ch->dirty_end - x->base);
     memset(x->data + x->len, 0, *to - x->len);
 }
@@ -315,7 +315,7 @@ static struct urt_commit *unswap_buffers(struct chan *ch)
     struct wal_buf *x = ch->flight, *y = ch->gather;
     struct urt_commit *lost = NULL;
     size_t n = y->len - y->start;
-    if (n && buf_reserve(x, x->len + n + WAL_TERMINATOR + WAL_ALIGN)) {
+    if (n && wal_buf_reserve(x, x->len + n + WAL_TERMINATOR + WAL_ALIGN)) {
         lost = y->wait_head;
         for (struct urt_commit *c = lost; c; c = c->priv.next)
             c->priv.status = -ENOMEM, c->priv.state = CS_RELEASE;
@@ -355,8 +355,11 @@ void chan_flush_now(struct chan *ch)
         ch->ext = EXT_BUSY_FLUSH_WAITS; /* never write into a range being zero-filled */
         return;
     }
-    if (x->n_recs)
+    if (x->n_recs) {
         wal_fetch_max(&wal->epoch, x->max_epoch + 1); /* the epochs this write holds are closed */
+        if (x->max_epoch > ch->seg_max_epoch)
+            ch->seg_max_epoch = x->max_epoch;
+    }
     swap_buffers(ch, x);
     ch->wr_from = from;
     ch->wr_to = to;
@@ -427,6 +430,9 @@ static void flush_succeeded(struct chan *ch)
     delivery_waiters(&wal->dl, ch->w, waiters);
     ch->done_seq = ch->flush_seq;
     marker_after_flush(ch);
+    if (chan_roll_due(ch))
+        chan_roll(ch); /* the gathered records go to a new segment file */
+    y = ch->gather;
     if (y->wait_head || y->len - y->start >= WAL_FLUSH_BYTES)
         chan_flush_now(ch); /* pipelining: the batch that gathered behind this write */
     else if (y->n_recs)
@@ -621,7 +627,7 @@ void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c,
     struct chan *ch = wal->chans[w->index];
     assert(ch->w == w && sched_self() == w); /* rule 2: owner only */
     struct wal_buf *x = ch->gather;
-    int err = buf_reserve(x, x->len + commit_bytes(c) + WAL_TERMINATOR + WAL_ALIGN);
+    int err = wal_buf_reserve(x, x->len + commit_bytes(c) + WAL_TERMINATOR + WAL_ALIGN);
     if (err) {
         c->priv.status = err;
         delivery_one(w, c, in_own_task);
@@ -701,6 +707,7 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
 /* Block 0: the header record, then zeros (written now, with the preallocation). */
 static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t start_epoch)
 {
+    ch->seg_max_epoch = start_epoch;
     struct wal_header_payload h;
     memset(&h, 0, sizeof(h));
     memcpy(h.magic, WAL_MAGIC, 8);
@@ -730,7 +737,7 @@ static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t sta
 
 int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen)
 {
-    snprintf(ch->name, sizeof(ch->name), "ch-%016" PRIx64 "-%04x.wal", wal->gen, ch->index);
+    wal_chan_file_name(ch->name, sizeof(ch->name), wal->gen, ch->index, 0);
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (wal->o_direct ? O_DIRECT : 0);
     ch->fd = openat(wal->dirfd, ch->name, flags, 0644);
     if (ch->fd < 0) {
@@ -740,7 +747,7 @@ int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t star
     }
     wal_sync_nocow(&wal->sync, ch->fd); /* btrfs: while the file is empty */
     for (int i = 0; i < 2; i++)
-        if (buf_reserve(&ch->bufs[i], 256 * 1024))
+        if (wal_buf_reserve(&ch->bufs[i], 256 * 1024))
             return -ENOMEM;
     int rc = write_header_and_zeros(wal, ch, start_epoch);
     if (rc) {

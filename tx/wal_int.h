@@ -86,6 +86,8 @@ struct chan {
     uint32_t index;
     int fd;
     char name[64];
+    uint32_t seg;               /* segment number of the file being written (0: the first) */
+    uint64_t seg_max_epoch;     /* largest epoch written to it (owner only) */
 
     alignas(64) _Atomic uint64_t pending_min; /* O1 */
     _Atomic uint64_t n_fsyncs, n_flushes, n_bytes, n_commits, n_errors, n_epoch_writes; /* O3 */
@@ -157,6 +159,14 @@ struct wal {
     struct delivery dl;             /* persisted, announced, the heap, on_durable (delivery.c) */
 
     struct tx_log txlog;            /* registered with tx_log_register (runtime/log.c) */
+    uint64_t seg_bytes;             /* log_segment_kb in bytes */
+
+    /* closed segment files (a worker adds at rollover, urt_log_checkpoint removes) */
+    pthread_mutex_t seg_lock;
+    struct closed_seg *closed;
+    size_t n_closed, cap_closed;
+    pthread_mutex_t ckpt_lock;      /* one checkpoint at a time */
+    _Atomic uint64_t checkpoint;
 
 };
 
@@ -191,13 +201,32 @@ static inline void chan_bind(struct chan *ch, struct io_uring_sqe *sqe, struct c
 #define CHAN_OF(p, field) ((struct chan *)((char *)(p) - offsetof(struct chan, field)))
 
 /* ---- wal_chan.c ---------------------------------------------------------------------- */
+int wal_buf_reserve(struct wal_buf *b, size_t need);
 void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task);
 void chan_flush_now(struct chan *ch);
 void chan_flush_complete(struct chan *ch);
 int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen);
 
+/* A segment ready for checkpoint deletion: all its records are at or below max_epoch. */
+struct closed_seg {
+    char name[40];
+    uint64_t max_epoch;
+};
+
+/* ---- wal_seg.c ----------------------------------------------------------------------- */
+/* After a flush completed: the file passed log_segment_kb and can roll now. */
+bool chan_roll_due(const struct chan *ch);
+/* Opens the next segment and moves the gathered records to it (blocking:
+ * open, one block, fdatasync, directory fsync). On failure the channel
+ * keeps its file (counted in n_errors) and tries again after a later flush. */
+void chan_roll(struct chan *ch);
+
 /* ---- wal.c --------------------------------------------------------------------------- */
 int wal_write_all(int fd, const void *p, size_t n, uint64_t off);
+/* Adds a closed segment file (any thread; seg_lock). 0 or -ENOMEM. */
+int wal_add_closed(struct wal *wal, const char *name, uint64_t max_epoch);
+/* The file name of (gen, worker, seg) into buf (>= 40 bytes). */
+void wal_chan_file_name(char *buf, size_t len, uint64_t gen, uint32_t worker, uint32_t seg);
 
 /* ---- wal_marker.c -------------------------------------------------------------------- */
 uint64_t marker_durable(struct wal *wal);

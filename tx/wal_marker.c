@@ -70,7 +70,7 @@ static void marker_encode_slot(struct chan *ch, uint64_t m, uint64_t end)
 {
     struct wal_epoch_slot es = {.marker = m};
     if (end) {
-        es.gen = ch->wal->gen;
+        es.gen = ch->wal->gen | ((uint64_t)ch->seg << WAL_SLOT_SEG_SHIFT);
         es.worker = (uint16_t)ch->index;
         es.end = end;
     }

@@ -110,6 +110,9 @@ struct urt_config {
                                        (default 4096; 0 = plain appends, and never single_flush) */
     enum urt_log_sync log_sync;     /* how a group commit is made durable (default auto;
                                        docs/durability.md) */
+    uint32_t log_segment_kb;        /* a channel file rolls over into a new segment past this
+                                       size, KiB (default 65536); urt_log_checkpoint deletes
+                                       closed segments it covers */
     bool direct_commit_callback;    /* commit callbacks run where the response is reached
                                        (urt/log.h) instead of in a new task (default false) */
 

@@ -104,10 +104,28 @@ struct urt_log_stats {
     uint32_t sync_mode;     /* enum urt_log_sync chosen at open: URT_LOG_SYNC_STRICT or
                                URT_LOG_SYNC_SINGLE_FLUSH (docs/durability.md) */
     char fs[16];            /* the log directory's file system ("ext4", "btrfs", "fuse", ...) */
+    uint64_t checkpoint;    /* the last checkpoint (urt_log_checkpoint), 0: none */
 };
 /* Reads the counters (relaxed: a snapshot, not a consistent cut). Returns 0
  * or -ENOTSUP. Any thread. */
 URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out);
+
+/* ---- checkpoints: a log that shrinks (C12) ----------------------------------------- */
+
+/* The engine's own state is persisted up to marker (<= the durable marker):
+ * urt never replays a record at or below it again. The checkpoint is made
+ * durable (the log directory's "checkpoint" file, replaced atomically), then
+ * every closed segment file whose records are all at or below it is deleted
+ * (channel files roll over into segments at log_segment_kb; files of earlier
+ * sessions count as closed). Crash-safe at every point: a recovery replays
+ * every stored commit above the last durable checkpoint and none at or below
+ * it (urt_log_recovery.checkpoint), and deletes what was not deleted yet.
+ * Blocks the caller for two or three fsyncs; calls are serialized; a marker
+ * at or below the current checkpoint only retries the deletions.
+ * Returns the number of segment files deleted (>= 0), -EINVAL (NULL runtime,
+ * marker above the durable marker), -ENOTSUP (no log_dir), or an I/O -errno
+ * (the checkpoint did not advance). Any thread. */
+URT_API int urt_log_checkpoint(urt_runtime *rt, uint64_t marker);
 
 /* ---- an engine with its own log (C13: an external durability source) ------------- */
 

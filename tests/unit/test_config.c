@@ -49,6 +49,7 @@ static const char *const ALL_FIELDS[] = {
     "log_prealloc_kb",
     "log_sync",
     "direct_commit_callback",
+    "log_segment_kb",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -177,6 +178,8 @@ static const struct bad BAD[] = {
     U64BAD(epoch_duration_us, 0),
     U64BAD(epoch_duration_us, 10000001ull),
     U32BAD(log_prealloc_kb, (1u << 22) + 1),
+    U32BAD(log_segment_kb, 63),
+    U32BAD(log_segment_kb, (1u << 24) + 1),
     {"log_dir", K_LOG_DIR, 0, "", 0},
     {"log_sync", K_LOG_SYNC, 3, NULL, 0},
     {"log_sync", K_LOG_SYNC, 1000, NULL, 0},
@@ -245,6 +248,7 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(ring_disable);
         SET32(sqpoll_idle_ms);
         SET32(log_prealloc_kb);
+        SET32(log_segment_kb);
 #undef SET32
         cr_assert_fail("no u32 field %s", f);
         return;

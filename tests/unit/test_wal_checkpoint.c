@@ -1,0 +1,343 @@
+/*
+ * tests/unit/test_wal_checkpoint.c — segments and checkpoints (issue 14
+ * point 1): channel files roll over at log_segment_kb, urt_log_checkpoint
+ * deletes the closed segments it covers, recovery replays only above the
+ * checkpoint; a sustained load with periodic checkpoints keeps the
+ * directory under a bound; kill -9 at random moments with rollovers and
+ * checkpoints in the mix loses no acknowledged stored commit above the
+ * checkpoint and replays none at or below it.
+ */
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static char *make_dir(void)
+{
+    char *p = malloc(256);
+    snprintf(p, 256, "/tmp/urt-ckpt-test.XXXXXX");
+    cr_assert_not_null(mkdtemp(p));
+    return p;
+}
+
+static void remove_dir(char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                unlinkat(dirfd(d), e->d_name, 0);
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+/* Channel files in dir, and their total size. */
+static unsigned count_channels(const char *dir, uint64_t *bytes)
+{
+    unsigned n = 0;
+    *bytes = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            *bytes += (uint64_t)st.st_size;
+        if (!strncmp(e->d_name, "ch-", 3))
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+struct waiter {
+    _Atomic int done, status;
+};
+
+static void wcb(struct urt_commit *c, int status, void *arg)
+{
+    (void)c;
+    struct waiter *w = arg;
+    atomic_store(&w->status, status);
+    atomic_store(&w->done, 1);
+}
+
+static uint64_t commit_stored(urt_runtime *rt, uint64_t id, uint32_t len)
+{
+    static uint8_t rec[4096];
+    memset(rec, (int)(id & 0xff), len);
+    memcpy(rec, &id, sizeof(id));
+    struct urt_commit c;
+    struct waiter w = {0};
+    cr_assert_eq(urt_log_commit(rt, &c, id, rec, len, URT_COMMIT_STORED, wcb, &w), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&w.done), 10000));
+    cr_assert_eq(atomic_load(&w.status), 0);
+    return urt_commit_marker(&c);
+}
+
+struct seen {
+    uint64_t n, min_epoch, max_id_seen;
+    uint8_t *ids;
+    uint64_t max_id, bad;
+};
+
+static int on_rec(void *arg, const struct urt_log_record *r)
+{
+    struct seen *s = arg;
+    uint64_t id;
+    memcpy(&id, r->payload, sizeof(id));
+    if (id != r->tx_id || id >= s->max_id || s->ids[id]++)
+        s->bad++;
+    if (!s->n || r->epoch < s->min_epoch)
+        s->min_epoch = r->epoch;
+    s->n++;
+    return 0;
+}
+
+static struct urt_log_recovery recover_into(const char *dir, struct seen *s, uint64_t max_id)
+{
+    memset(s, 0, sizeof(*s));
+    s->max_id = max_id;
+    s->ids = calloc(max_id, 1);
+    struct urt_log_recover_ops ops = {.record = on_rec};
+    struct urt_log_recovery out;
+    cr_assert_eq(urt_log_recover(dir, 0, &ops, s, &out), 0, "%s", urt_last_error());
+    return out;
+}
+
+Test(wal_checkpoint, rollover_checkpoint_and_recovery, .timeout = 120)
+{
+    char *dir = make_dir();
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = dir;
+    cfg.log_segment_kb = 64;
+    cfg.log_prealloc_kb = 64;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    enum { N = 600 };
+    uint64_t marker[N];
+    for (uint64_t id = 0; id < N; id++)
+        marker[id] = commit_stored(rt, id, 1000);
+    uint64_t bytes;
+    unsigned before = count_channels(dir, &bytes);
+    cr_assert_geq(before, 6, "600 KB of records in 64 KiB segments made only %u files", before);
+    cr_assert_eq(urt_log_checkpoint(rt, marker[N - 1] + 1000), -EINVAL, "a checkpoint above the durable marker");
+    cr_assert_not_null(strstr(urt_last_error(), "above the durable marker"));
+    uint64_t ck = marker[N / 2];
+    int deleted = urt_log_checkpoint(rt, ck);
+    cr_assert_geq(deleted, 2, "%d files deleted (%s)", deleted, deleted < 0 ? urt_last_error() : "");
+    unsigned after = count_channels(dir, &bytes);
+    cr_assert_eq(after + (unsigned)deleted, before);
+    cr_assert_eq(urt_log_checkpoint(rt, ck - 1), 0, "a lower checkpoint deletes nothing more");
+    struct urt_log_stats st;
+    cr_assert_eq(urt_log_stats(rt, &st), 0);
+    cr_assert_eq(st.checkpoint, ck);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    /* recovery: every commit above the checkpoint, none at or below it */
+    struct seen s;
+    struct urt_log_recovery out = recover_into(dir, &s, N);
+    cr_assert_eq(out.checkpoint, ck);
+    cr_assert_eq(s.bad, 0);
+    for (uint64_t id = 0; id < N; id++)
+        cr_assert_eq(s.ids[id], marker[id] > ck ? 1 : 0, "commit %llu (marker %llu, checkpoint %llu) replayed %u times",
+                     (unsigned long long)id, (unsigned long long)marker[id], (unsigned long long)ck, s.ids[id]);
+    free(s.ids);
+    /* twice: the same */
+    struct urt_log_recovery again = recover_into(dir, &s, N);
+    cr_assert_eq(again.durable_marker, out.durable_marker);
+    cr_assert_eq(again.replayed, out.replayed);
+    free(s.ids);
+    remove_dir(dir);
+    leak_check();
+}
+
+Test(wal_checkpoint, sustained_load_with_checkpoints_stays_bounded, .timeout = 120)
+{
+    char *dir = make_dir();
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.log_dir = dir;
+    cfg.log_segment_kb = 128;
+    cfg.log_prealloc_kb = 64;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    uint64_t max_bytes = 0, total = 0;
+    const int rounds = SCALE(40, 10);
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < 100; k++, total++)
+            commit_stored(rt, total, 3000); /* 300 KB per round */
+        struct urt_log_stats st;
+        cr_assert_eq(urt_log_stats(rt, &st), 0);
+        cr_assert_geq(urt_log_checkpoint(rt, st.durable), 0, "%s", urt_last_error());
+        uint64_t bytes;
+        count_channels(dir, &bytes);
+        if (bytes > max_bytes)
+            max_bytes = bytes;
+    }
+    /* Bound: per worker the active segment (<= segment + one flush + the
+     * preallocation ahead) plus the segment closed since the last
+     * checkpoint; the epoch file (128 KiB) and small notes. */
+    uint64_t bound = 2 * (2 * (128 + 64) * 1024 + 64 * 1024) + 128 * 1024 + 64 * 1024;
+    cr_log_info("%llu KB written, directory at most %llu KB (bound %llu KB)", (unsigned long long)(total * 3),
+                (unsigned long long)(max_bytes / 1024), (unsigned long long)(bound / 1024));
+    cr_assert_leq(max_bytes, bound, "the directory grew to %llu bytes (bound %llu)", (unsigned long long)max_bytes,
+                  (unsigned long long)bound);
+    cr_assert_gt(total * 3000, 4 * bound, "the load must write far more than the bound");
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    remove_dir(dir);
+    leak_check();
+}
+
+/* ---- kill -9 with rollovers and checkpoints ------------------------------------------ */
+
+struct ack {
+    uint64_t id, marker; /* id = UINT64_MAX: a checkpoint at marker returned */
+};
+
+static void child(const char *dir, uint64_t cycle, int fd)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.log_dir = dir;
+    cfg.log_segment_kb = 64;
+    cfg.log_prealloc_kb = (cycle & 1) ? 64 : 0;
+    urt_runtime *rt = NULL;
+    if (urt_runtime_create(&cfg, &rt))
+        _exit(3);
+    static uint8_t rec[800];
+    for (uint64_t k = 0;; k++) {
+        uint64_t id = (cycle << 32) | k;
+        memcpy(rec, &id, sizeof(id));
+        struct urt_commit c;
+        struct waiter w = {0};
+        if (urt_log_commit(rt, &c, id, rec, sizeof(rec), URT_COMMIT_STORED, wcb, &w))
+            _exit(4);
+        while (!atomic_load(&w.done))
+            sleep_us(20);
+        if (atomic_load(&w.status))
+            _exit(5);
+        struct ack a = {id, urt_commit_marker(&c)};
+        if (write(fd, &a, sizeof(a)) != (ssize_t)sizeof(a))
+            _exit(6);
+        if (k % 50 == 49) {
+            struct urt_log_stats st;
+            urt_log_stats(rt, &st);
+            uint64_t m = st.durable > 20 ? st.durable - 20 : 0;
+            if (urt_log_checkpoint(rt, m) < 0)
+                _exit(7);
+            struct ack ck = {UINT64_MAX, m};
+            if (write(fd, &ck, sizeof(ck)) != (ssize_t)sizeof(ck))
+                _exit(8);
+        }
+    }
+}
+
+struct idset {
+    uint64_t *v;
+    size_t n, cap;
+};
+
+static void push(struct idset *s, uint64_t x)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 1024;
+        s->v = realloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = x;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int collect(void *arg, const struct urt_log_record *r)
+{
+    push(arg, r->tx_id);
+    return 0;
+}
+
+Test(wal_checkpoint, kill9_with_rollovers_and_checkpoints, .timeout = 600)
+{
+    char *dir = make_dir();
+    unsigned seed = (unsigned)now_ns();
+    const uint64_t cycles = SCALE(60, 15);
+    uint64_t acked_total = 0, checked = 0, checkpoints = 0;
+    struct idset all_acked = {0}; /* (id, marker) pairs over all cycles, flattened */
+    for (uint64_t cycle = 1; cycle <= cycles; cycle++) {
+        int p[2];
+        cr_assert_eq(pipe(p), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            close(p[0]);
+            child(dir, cycle, p[1]);
+        }
+        close(p[1]);
+        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        poll(&pfd, 1, 5000);
+        sleep_us(20000 + (uint64_t)(rand_r(&seed) % 60000));
+        kill(pid, SIGKILL);
+        struct ack a;
+        ssize_t n;
+        while ((n = read(p[0], &a, sizeof(a))) == (ssize_t)sizeof(a)) {
+            if (a.id == UINT64_MAX) {
+                checkpoints++;
+                continue;
+            }
+            push(&all_acked, a.id);
+            push(&all_acked, a.marker);
+            acked_total++;
+        }
+        close(p[0]);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFSIGNALED(st), "cycle %llu: the child exited by itself (%d)", (unsigned long long)cycle,
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        /* recover twice; the second equals the first */
+        struct idset rep = {0}, rep2 = {0};
+        struct urt_log_recover_ops ops = {.record = collect};
+        struct urt_log_recovery out, out2;
+        cr_assert_eq(urt_log_recover(dir, 0, &ops, &rep, &out), 0, "cycle %llu: %s", (unsigned long long)cycle,
+                     urt_last_error());
+        cr_assert_eq(urt_log_recover(dir, 0, &ops, &rep2, &out2), 0);
+        cr_assert_eq(out2.durable_marker, out.durable_marker);
+        cr_assert_eq(rep2.n, rep.n, "cycle %llu: a second recovery replayed %zu, the first %zu",
+                     (unsigned long long)cycle, rep2.n, rep.n);
+        if (rep.n)
+            qsort(rep.v, rep.n, sizeof(*rep.v), cmp_u64);
+        for (size_t i = 1; i < rep.n; i++)
+            cr_assert_neq(rep.v[i], rep.v[i - 1], "cycle %llu: id %llx replayed twice", (unsigned long long)cycle,
+                          (unsigned long long)rep.v[i]);
+        /* every acknowledged commit above the checkpoint is there; none at or below it */
+        for (size_t i = 0; i < all_acked.n; i += 2) {
+            uint64_t id = all_acked.v[i], m = all_acked.v[i + 1];
+            bool found = rep.n && bsearch(&id, rep.v, rep.n, sizeof(*rep.v), cmp_u64);
+            if (m > out.checkpoint)
+                cr_assert(found, "cycle %llu: acknowledged id %llx (marker %llu > checkpoint %llu) lost",
+                          (unsigned long long)cycle, (unsigned long long)id, (unsigned long long)m,
+                          (unsigned long long)out.checkpoint);
+            else
+                cr_assert(!found, "cycle %llu: id %llx at or below the checkpoint replayed",
+                          (unsigned long long)cycle, (unsigned long long)id);
+            checked++;
+        }
+        free(rep.v);
+        free(rep2.v);
+    }
+    cr_log_info("%llu cycles, %llu acknowledged commits, %llu checks, %llu checkpoints",
+                (unsigned long long)cycles, (unsigned long long)acked_total, (unsigned long long)checked,
+                (unsigned long long)checkpoints);
+    cr_assert_gt(acked_total, 0);
+    cr_assert_gt(checkpoints, 0);
+    free(all_acked.v);
+    remove_dir(dir);
+}
