@@ -94,6 +94,10 @@
 /* A slot's gen field carries the channel file's segment in its top bits. */
 #define WAL_SLOT_SEG_SHIFT 40
 #define WAL_SLOT_GEN_MASK ((1ull << WAL_SLOT_SEG_SHIFT) - 1)
+/* A slot with this gen (and end 0) is not a durable marker but the replay
+ * limit a recovery found under media damage (it cut every record above it):
+ * later recoveries replay no further either. */
+#define WAL_SLOT_LIMIT UINT64_MAX
 /* The checkpoint file "checkpoint": u64 marker, u32 magic, u32 crc32c of [0, 12). */
 #define WAL_CHECKPOINT_MAGIC 0x54504b43u /* "CKPT" */
 #define WAL_CHECKPOINT_SIZE 16u

@@ -39,7 +39,8 @@
  *      generation, then worker; then lsn).
  *   8. Persist (not in a dry run): the kept channels are fsync'd, the epoch
  *      file is replaced (epochs.tmp, fdatasync, rename, fsync of the
- *      directory) by one unconditional slot holding D, then the cuts are
+ *      directory) by one unconditional slot holding D (and, after damage, a
+ *      limit slot holding R: later recoveries replay no further), then the cuts are
  *      made (truncate + fsync) and noted in dir/cuts.log, one line each:
  *      "<unix time> <file> offset <n> bytes <n> <reason> (...)". Marker
  *      first, cuts second: a crash in between leaves D and records above it,
@@ -112,7 +113,8 @@ struct recovery {
     size_t n, cap;
     struct rslot *slots;
     size_t n_slots;
-    bool epochs_canonical;   /* the epoch file already is "one unconditional slot D" */
+    bool epochs_canonical;   /* the epoch file already is "one unconditional slot D" (+ the limit) */
+    uint64_t limit;          /* a replay limit an earlier recovery persisted (UINT64_MAX: none) */
     struct urt_log_recovery res;
     char *err;
     size_t errlen;
@@ -478,6 +480,12 @@ static int read_slots(struct recovery *r)
             other |= !all_zero_bytes(b + i, EPOCH_SLOT_SIZE);
             continue;
         }
+        if (e.gen == WAL_SLOT_LIMIT && e.end == 0) {
+            other |= i != EPOCH_SLOT_SIZE;
+            if (e.marker < r->limit)
+                r->limit = e.marker;
+            continue;
+        }
         other |= i != 0 || e.end != 0;
         r->slots[r->n_slots++] = (struct rslot){e, slot_holds(r, &e)};
         if (e.marker >= best) {
@@ -524,7 +532,7 @@ static uint64_t lost_from(const struct recovery *r, const struct rchan *c)
 
 static void damage_limit(struct recovery *r)
 {
-    uint64_t limit = r->res.durable_marker;
+    uint64_t limit = r->res.durable_marker < r->limit ? r->res.durable_marker : r->limit;
     for (size_t i = 0; i < r->n; i++) {
         struct rchan *c = &r->ch[i];
         if (c->scan.end != WAL_SCAN_END_CORRUPT || !c->scan.resync_found ||
@@ -743,6 +751,12 @@ static int rewrite_epochs(struct recovery *r)
     struct wal_epoch_slot s = {.marker = r->res.durable_marker};
     if (s.marker)
         wal_epoch_slot_encode(b, &s);
+    if (r->res.replay_marker < r->res.durable_marker) {
+        /* Damage: every record above the replay marker is cut; later
+         * recoveries must not replay further (nor report more) either. */
+        struct wal_epoch_slot lim = {.marker = r->res.replay_marker, .gen = WAL_SLOT_LIMIT};
+        wal_epoch_slot_encode(b + EPOCH_SLOT_SIZE, &lim);
+    }
     int rc = 0;
     int fd = openat(r->dirfd, "epochs.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || (rc = write_full(fd, b, size)) || fdatasync(fd))
@@ -797,7 +811,9 @@ static int delete_checkpointed(struct recovery *r)
 
 static int persist(struct recovery *r)
 {
-    if (r->epochs_canonical && !r->res.cuts && !r->res.deleted)
+    bool limit_ok = r->res.replay_marker < r->res.durable_marker ? r->limit == r->res.replay_marker
+                                                                  : r->limit >= r->res.durable_marker;
+    if (r->epochs_canonical && limit_ok && !r->res.cuts && !r->res.deleted)
         return 0; /* already what a recovery leaves */
     int rc = sync_kept(r);
     if (!rc)
@@ -825,7 +841,7 @@ static void recovery_free(struct recovery *r)
 int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
                        struct urt_log_recovery *out, char *err, size_t errlen)
 {
-    struct recovery r = {.dir = dir, .flags = flags, .err = err, .errlen = errlen};
+    struct recovery r = {.dir = dir, .flags = flags, .err = err, .errlen = errlen, .limit = UINT64_MAX};
     r.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int rc = r.dirfd < 0 ? fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno)) : 0;
     if (!rc)
