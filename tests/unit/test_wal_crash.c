@@ -9,9 +9,10 @@
  *      auto / strict — doing a mix of plain STORED commits, transactions of
  *      2..5 records on lanes, jobs whose tasks commit, and ACCEPTED /
  *      AVAILABLE commits; every STORED acknowledgement comes back on a pipe;
- *   2. SIGKILL it: odd cycles at a random moment after the exec (start-up
- *      and the recovery it runs included), even cycles a random moment
- *      after its first acknowledgement;
+ *   2. SIGKILL it: in half the cycles (alternating every 4, so that every
+ *      mode gets both) at a random moment after the exec (start-up and the
+ *      recovery it runs included), else a random moment after its first
+ *      acknowledgement;
  *   3. recover; check every acknowledged commit (bytes, whole transactions,
  *      epoch order, no duplicates); start and stop a runtime on the
  *      directory; recover again: a durable marker >= the first, exactly the
@@ -60,7 +61,7 @@ static void cycle_mode(uint64_t cycle, const char *dir, struct crash_child_opts 
 
 static void cycle_kill_plan(uint64_t cycle, uint64_t *rng, struct crash_kill_plan *k)
 {
-    k->after_ack = cycle % 2 == 0;
+    k->after_ack = (cycle / 4) % 2 == 0; /* every mode gets both plans */
     k->delay_us = rng_next(rng) % (k->after_ack ? KILL_MAX_US / 2 : KILL_MAX_US);
 }
 
