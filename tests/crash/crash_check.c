@@ -7,7 +7,6 @@
  * caller's structs; the history keeps one sorted key array.
  */
 #include <criterion/criterion.h>
-#include <criterion/logging.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>

@@ -113,10 +113,15 @@ Test(wal_crash, kill9_never_loses_a_stored_commit, .timeout = 900)
     uint64_t cycles = env && *env ? strtoull(env, NULL, 10) : (uint64_t)CRASH_CYCLES;
     for (uint64_t cycle = 1; cycle <= cycles; cycle++)
         run_cycle(dir, cycle, &rng, &hist, &t);
-    cr_log_info("%" PRIu64 " cycles: %" PRIu64 " acknowledged commits checked (%" PRIu64
-                " of them transactions), %" PRIu64 " records replayed at the end, %" PRIu64 " cuts, %" PRIu64
-                " kills before any ack",
-                t.cycles, t.acked, t.acked_tx, t.replayed, t.cuts, t.early_kills);
+    char summary[400];
+    snprintf(summary, sizeof(summary),
+             "wal_crash: %" PRIu64 " cycles: %" PRIu64 " acknowledged commits checked (%" PRIu64
+             " of them transactions), %" PRIu64 " records replayed at the end, %" PRIu64 " cuts, %" PRIu64
+             " kills before any ack",
+             t.cycles, t.acked, t.acked_tx, t.replayed, t.cuts, t.early_kills);
+    printf("%s\n", summary); /* meson's test log keeps stdout */
+    fflush(stdout);
+    cr_log_info("%s", summary);
     cr_assert_gt(t.acked, 0, "no commit was ever acknowledged in %" PRIu64 " cycles", t.cycles);
     cr_assert_gt(t.acked_tx, 0, "no transaction was ever acknowledged in %" PRIu64 " cycles", t.cycles);
     crash_history_free(&hist);

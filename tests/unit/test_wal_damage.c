@@ -541,9 +541,14 @@ static void damage_seeds(enum damage_kind kind)
             continue;
         damage_one(&bases[seed % 2], kind, seed, &t);
     }
-    cr_log_info("%s: %d seeds: %d in the middle, %d at a tail, %d touching no record; %d tail cuts through a "
-                "transaction replayed in part (undetectable)",
-                damage_names[kind], t.runs, t.middle, t.tail, t.none, t.split_partial);
+    char summary[300];
+    snprintf(summary, sizeof(summary),
+             "wal_damage %s: %d seeds: %d in the middle, %d at a tail, %d touching no record; %d tail cuts "
+             "through a transaction replayed in part (undetectable)",
+             damage_names[kind], t.runs, t.middle, t.tail, t.none, t.split_partial);
+    printf("%s\n", summary);
+    fflush(stdout);
+    cr_log_info("%s", summary);
     free_base(&bases[0]);
     free_base(&bases[1]);
     leak_check();
