@@ -443,18 +443,56 @@ static void restart_runtime(const char *dir, const struct urt_config *rt_cfg)
     cr_assert_eq(r, 0, "destroy (drain) of the restarted runtime: %d (%s)", r, urt_last_error());
 }
 
+/* Markers and records of b against a (the first real run); 0 when equal. */
+static uint64_t replay_mismatch(const struct crash_replay *a, const struct crash_replay *b, const char *bn, char *first,
+                                size_t len)
+{
+    if (b->out.durable_marker != a->out.durable_marker || b->out.replay_marker != a->out.replay_marker) {
+        snprintf(first, len,
+                 "the %s reports durable marker %" PRIu64 " and replay marker %" PRIu64 ", the first recovery %" PRIu64
+                 " and %" PRIu64,
+                 bn, b->out.durable_marker, b->out.replay_marker, a->out.durable_marker, a->out.replay_marker);
+        return 1;
+    }
+    char why[256];
+    uint64_t n = crash_replay_missing(a, b, why, sizeof(why));
+    n += crash_replay_missing(b, a, n ? why + strlen(why) : why, n ? sizeof(why) - strlen(why) : sizeof(why));
+    if (n)
+        snprintf(first, len, "the %s replays differently from the first recovery: %.256s", bn, why);
+    return n;
+}
+
+/* The dry run before the first recovery and a repeat right after it. */
+static void dry_and_repeat(const char *dir, const struct crash_replay *dry, const struct crash_replay *first,
+                           struct crash_cycle_result *res)
+{
+    struct crash_replay again;
+    int rc = crash_recover(dir, 0, &again);
+    cr_assert_eq(rc, 0, "repeated recovery of %s: %d: %s", dir, rc, urt_last_error());
+    crash_replay_sort(&again);
+    res->dry_mismatch = replay_mismatch(first, dry, "dry run (before it)", res->dry_first, sizeof(res->dry_first));
+    res->repeat_mismatch =
+        replay_mismatch(first, &again, "recovery repeated at once", res->repeat_first, sizeof(res->repeat_first));
+    crash_replay_free(&again);
+}
+
 void crash_cycle_check(const char *dir, const struct crash_acks *acks, struct crash_history *hist,
                        const struct urt_config *rt_cfg, struct crash_cycle_result *res)
 {
     memset(res, 0, sizeof(*res));
-    struct crash_replay first, second;
-    int rc = crash_recover(dir, 0, &first);
+    struct crash_replay dry, first, second;
+    int rc = crash_recover(dir, URT_LOG_RECOVER_DRY_RUN, &dry);
+    cr_assert_eq(rc, 0, "dry-run recovery of %s: %d (%s): %s", dir, rc, strerror(rc < 0 ? -rc : 0), urt_last_error());
+    crash_replay_sort(&dry);
+    rc = crash_recover(dir, 0, &first);
     cr_assert_eq(rc, 0, "first recovery of %s: %d (%s): %s", dir, rc, strerror(rc < 0 ? -rc : 0), urt_last_error());
     crash_replay_sort(&first);
     crash_verify(&first, acks, &res->verdict);
     res->durable1 = first.out.durable_marker;
     res->replayed = first.n;
     res->cuts = first.n_cuts;
+    dry_and_repeat(dir, &dry, &first, res);
+    crash_replay_free(&dry);
 
     restart_runtime(dir, rt_cfg);
 
@@ -476,6 +514,8 @@ void crash_cycle_check(const char *dir, const struct crash_acks *acks, struct cr
 void crash_assert_cycle(const char *ctx, const struct crash_cycle_result *res)
 {
     crash_assert_verdict(ctx, &res->verdict);
+    cr_assert_eq(res->dry_mismatch, 0, "%s: %s", ctx, res->dry_first);
+    cr_assert_eq(res->repeat_mismatch, 0, "%s: %s", ctx, res->repeat_first);
     cr_assert_geq(res->durable2, res->durable1,
                   "%s: the durable marker went down across a restart: %" PRIu64 " after recovery, %" PRIu64
                   " after a runtime started and stopped on the directory",

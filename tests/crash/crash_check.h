@@ -10,8 +10,11 @@
  *      have died of the SIGKILL: anything else is a failure that names its
  *      exit code; the child printed why on stderr).
  *   2. (the power-loss drivers drop unsynced data here)
- *   3. crash_cycle_check(): recover the directory collecting every replayed
- *      record, verify it against the acknowledgements (crash_verify), create
+ *   3. crash_cycle_check(): a dry run first (URT_LOG_RECOVER_DRY_RUN), then
+ *      recover the directory collecting every replayed record, verify it
+ *      against the acknowledgements (crash_verify), recover once more at
+ *      once (the dry run and this repeat must report the same markers and
+ *      records as the first real run), create
  *      a runtime on the directory and destroy it (drain), recover again and
  *      check that the second recovery reports a durable marker >= the first
  *      and replays exactly the same records, and that nothing replayed by an
@@ -154,7 +157,9 @@ struct crash_cycle_result {
     uint64_t durable1, durable2, replayed, cuts;
     uint64_t second_missing, second_extra; /* second recovery against the first */
     uint64_t history_missing;              /* earlier cycles' records missing now */
-    char second_first[320], history_first[320];
+    uint64_t dry_mismatch, repeat_mismatch;/* records (or markers: 1) where the dry run before /
+                                              the repeat right after differ from the first */
+    char second_first[320], history_first[320], dry_first[320], repeat_first[320];
 };
 
 /* Step 3 above, without assertions about the log's promises (only about the

@@ -114,7 +114,8 @@ static void pl_account(struct pl_run *run, uint64_t cycle, const struct crash_cy
     struct pl_tally *t = &run->tally[cycle % (uint64_t)run->n_modes];
     const struct crash_verdict *v = &res->verdict;
     uint64_t other = crash_verdict_problems(v) - v->lost_acks + (res->durable2 < res->durable1) +
-                     (res->second_missing + res->second_extra > 0) + res->history_missing;
+                     (res->second_missing + res->second_extra > 0) + res->history_missing + (res->dry_mismatch > 0) +
+                     (res->repeat_mismatch > 0);
     t->cycles++;
     t->acked += v->checked_acks;
     t->acked_tx += v->checked_tx;
@@ -123,6 +124,8 @@ static void pl_account(struct pl_run *run, uint64_t cycle, const struct crash_cy
     t->early_kills += !acked_any;
     if (!t->first[0] && (v->lost_acks || other)) {
         const char *what = v->first[0]               ? v->first
+                           : res->dry_first[0]       ? res->dry_first
+                           : res->repeat_first[0]    ? res->repeat_first
                            : res->second_first[0]    ? res->second_first
                            : res->history_first[0]   ? res->history_first
                                                      : "durable marker lower after a restart";

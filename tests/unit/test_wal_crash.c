@@ -5,16 +5,18 @@
  *
  * Each cycle (tests/crash/crash_check.h has the machinery):
  *   1. run tests/crash/crash_child on one log directory with the cycle's
- *      mode — workers 2..4, log_prealloc_kb 0 / 4096 alternating, log_sync
+ *      mode — workers 2..4, log_prealloc_kb 0 every other cycle, else 4096
+ *      or 64 (a small preallocation runs out and is extended often), log_sync
  *      auto / strict — doing a mix of plain STORED commits, transactions of
  *      2..5 records on lanes, jobs whose tasks commit, and ACCEPTED /
  *      AVAILABLE commits; every STORED acknowledgement comes back on a pipe;
- *   2. SIGKILL it: in half the cycles (alternating every 4, so that every
+ *   2. SIGKILL it: in half the cycles (alternating every 8, so that every
  *      mode gets both) at a random moment after the exec (start-up and the
  *      recovery it runs included), else a random moment after its first
  *      acknowledgement;
- *   3. recover; check every acknowledged commit (bytes, whole transactions,
- *      epoch order, no duplicates); start and stop a runtime on the
+ *   3. a dry run, then recover; check every acknowledged commit (bytes, whole
+ *      transactions, epoch order, no duplicates); recover again at once (the
+ *      dry run and the repeat report what the first did); start and stop a runtime on the
  *      directory; recover again: a durable marker >= the first, exactly the
  *      same records; nothing an earlier cycle replayed is missing.
  * The directory carries over from cycle to cycle (each cycle's child first
@@ -25,7 +27,7 @@
  * stress suite includes this file with more (tests/stress/test_wal_crash_long.c).
  * URT_CRASH_CYCLES in the environment overrides the count. Preallocated
  * channels keep their zero-filled space, so a run holds up to cycles x 6
- * channels x CRASH_PREALLOC_KB / 2 on TMPDIR until it removes the directory.
+ * channels x CRASH_PREALLOC_KB / 4 on TMPDIR until it removes the directory.
  * The kill moments are random (seeded from the clock, printed); the checks
  * are not timing-based: any kill moment must pass.
  */
@@ -39,7 +41,7 @@
 #define CRASH_CYCLES SCALE(200, 40)
 #endif
 #ifndef CRASH_PREALLOC_KB
-#define CRASH_PREALLOC_KB 4096 /* the default; odd cycles (even cycles: 0) */
+#define CRASH_PREALLOC_KB 4096 /* the default; every fourth cycle (0 and 64 in the others) */
 #endif
 /* upper bound of the random kill delay (sanitized children start slower) */
 #define KILL_MAX_US SCALE(40000, 150000)
@@ -55,13 +57,13 @@ static void cycle_mode(uint64_t cycle, const char *dir, struct crash_child_opts 
     o->dir = dir;
     o->cycle = cycle;
     o->workers = 2 + (uint32_t)(cycle % 3);
-    o->prealloc_kb = (cycle & 1) ? CRASH_PREALLOC_KB : 0;
-    o->log_sync = sync_modes[(cycle / 2) % 2];
+    o->prealloc_kb = !(cycle & 1) ? 0 : cycle % 4 == 1 ? CRASH_PREALLOC_KB : 64; /* 64: extended often */
+    o->log_sync = sync_modes[(cycle / 4) % 2]; /* every preallocation with both */
 }
 
 static void cycle_kill_plan(uint64_t cycle, uint64_t *rng, struct crash_kill_plan *k)
 {
-    k->after_ack = (cycle / 4) % 2 == 0; /* every mode gets both plans */
+    k->after_ack = (cycle / 8) % 2 == 0; /* every mode gets both plans */
     k->delay_us = rng_next(rng) % (k->after_ack ? KILL_MAX_US / 2 : KILL_MAX_US);
 }
 
