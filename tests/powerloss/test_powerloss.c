@@ -297,6 +297,7 @@ static void loop_driver(const char *fs)
         loop_cycle(&run, cycle);
     pl_report(&run);
     crash_history_free(&run.hist);
+    leak_check();
 }
 
 Test(powerloss, loop_ext4, .fini = loop_teardown, .timeout = 1800)
@@ -482,5 +483,6 @@ Test(powerloss, fuse_plfs, .fini = plfs_teardown, .timeout = 1800)
         fuse_cycle(&run, cycle);
     pl_report(&run);
     crash_history_free(&run.hist);
+    leak_check();
 #endif
 }
