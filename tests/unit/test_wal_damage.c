@@ -3,7 +3,8 @@
  * keeps the promise of issue 10 point 3 and never crashes (SPEC C14).
  *
  * Base logs: a runtime (3 workers) commits TXS transactions of 3 records each
- * with URT_COMMIT_STORED (payloads: tests/crash/crash_payload.h), every
+ * with URT_COMMIT_STORED (payloads: tests/crash/crash_payload.h) in waves of
+ * WAVE (each wave answered before the next: the log spans many epochs), every
  * callback is awaited (status 0), the runtime is destroyed and the directory
  * recovered once. Two bases: log_prealloc_kb 0 (plain appends) and 4096
  * (preallocated channels); seeds alternate between them. Every record's
@@ -11,7 +12,13 @@
  * damage knows which records it destroyed.
  *
  * Damage, on a copy, one per seed (SEEDS fixed seeds; the seed and the damage
- * are named in every failure; URT_DAMAGE_SEED=n runs one):
+ * are named in every failure; URT_DAMAGE_SEED=n runs one). The seed fixes
+ * the damage relative to the base: which channel, which record or offset.
+ * The base itself is written by a runtime, so which records land where (and
+ * in which epoch) varies from run to run; a failure therefore leaves its
+ * damaged copy (recovered only by the last step, RECOVER_ALL) and the base
+ * on disk, named in the
+ * message, for tools/urt-wal and for rerunning recovery by hand:
  *   truncate    a channel at a random offset;
  *   zero_page   a random 4 KiB page holding records;
  *   flip_header a byte of a random record's header (even seeds: the epoch
@@ -58,6 +65,7 @@
 
 #define TXS 500
 #define TX_RECORDS 3
+#define WAVE 10 /* transactions committed together; the next wave waits: many epochs */
 #define SEEDS 50
 #define BASE_WORKERS 3
 #define MAX_CHANNELS 16
@@ -114,6 +122,9 @@ static void commit_transactions(urt_runtime *rt)
         cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_STORED, tx_committed, NULL), 0, "urt_tx_commit: %s",
                      urt_last_error());
         urt_tx_release(tx);
+        if ((i + 1) % WAVE == 0)
+            cr_assert(WAIT_UNTIL(atomic_load(&commits_done) == (int)i + 1, 60000), "wave ending at %" PRIu64
+                      " not answered: %d of %d", i, atomic_load(&commits_done), (int)i + 1);
     }
     cr_assert(WAIT_UNTIL(atomic_load(&commits_done) == TXS, 60000), "only %d of %d commits answered",
               atomic_load(&commits_done), TXS);
@@ -257,7 +268,7 @@ struct damage {
     bool middle;              /* an intact record follows the damage */
     uint64_t last_good_epoch; /* epoch of the last intact record before it (or the generation's start) */
     uint64_t split_id;        /* tail damage: the transaction it cuts through (0: none) */
-    char ctx[256];
+    char ctx[512];
 };
 
 static const struct channel *pick_channel(const struct base *b, uint64_t *rng)
@@ -499,11 +510,10 @@ static void damage_one(const struct base *b, enum damage_kind kind, unsigned see
     d.ch = pick_channel(b, &rng);
     plan_damage(&d, &rng);
     classify_damage(&d);
-    snprintf(d.ctx, sizeof(d.ctx), "seed %u: %s of %s [%" PRIu64 ", %" PRIu64 ") (prealloc %u KiB, %s)", seed,
-             damage_names[kind], d.ch->name, d.from, d.to, b->prealloc_kb,
-             !d.any ? "no record touched" : d.middle ? "middle" : "tail");
-
     char *dir = crash_tmpdir("urt-damage"), *all = crash_tmpdir("urt-damage-all");
+    snprintf(d.ctx, sizeof(d.ctx), "seed %u: %s of %s [%" PRIu64 ", %" PRIu64 ") (prealloc %u KiB, %s; kept: %s, base %s)",
+             seed, damage_names[kind], d.ch->name, d.from, d.to, b->prealloc_kb,
+             !d.any ? "no record touched" : d.middle ? "middle" : "tail", all, b->dir);
     copy_dir(b->dir, dir);
     apply_damage(dir, &d);
     copy_dir(dir, all);
