@@ -101,7 +101,15 @@ static void fs_teardown(void)
         close(fs.ready_fd);
     if (fs.root[0])
         nftw(fs.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fs.root[0] = '\0';
 }
+
+/* cr_skip_test ends the test without running its fini: clean up first. */
+#define SKIP_TEST(...)             \
+    do {                           \
+        fs_teardown();             \
+        cr_skip_test(__VA_ARGS__); \
+    } while (0)
 
 static void read_errlog(char *buf, size_t cap)
 {
@@ -163,7 +171,7 @@ static bool wait_ready(int fd)
 static void fs_mount_opt(const char *opt)
 {
     if (access("/dev/fuse", R_OK | W_OK))
-        cr_skip_test("/dev/fuse is not usable (%s): no FUSE here", strerror(errno));
+        SKIP_TEST("/dev/fuse is not usable (%s): no FUSE mounts for this user here", strerror(errno));
     fs.pid = spawn_plfs(opt, &fs.ready_fd);
     if (wait_ready(fs.ready_fd))
         return;
@@ -173,7 +181,7 @@ static void fs_mount_opt(const char *opt)
     char err[512];
     read_errlog(err, sizeof err);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 1)
-        cr_skip_test("plfs cannot mount here (not root? no FUSE?): %s", err);
+        SKIP_TEST("plfs cannot mount here (not root? no FUSE?): %s", err);
     cr_assert_fail("plfs did not get ready (status %d): %s", status, err);
 }
 
@@ -293,12 +301,16 @@ PL_TEST(bad_arguments_exit_2)
     char *unknown[] = {"plfs", "--fast", fs.back, fs.mnt, NULL};
     char *missing[] = {"plfs", "/nonexistent/plfs", fs.mnt, NULL};
     char *notdir[] = {"plfs", fs.back, file, NULL};
+    char *same[] = {"plfs", fs.back, fs.back, NULL};
+    char *inside[] = {"plfs", fs.root, fs.mnt, NULL};
     cr_expect_eq(run_plfs_status(none), 2);
     cr_expect_eq(run_plfs_status(one), 2);
     cr_expect_eq(run_plfs_status(three), 2);
     cr_expect_eq(run_plfs_status(unknown), 2);
     cr_expect_eq(run_plfs_status(missing), 2);
     cr_expect_eq(run_plfs_status(notdir), 2);
+    cr_expect_eq(run_plfs_status(same), 2);
+    cr_expect_eq(run_plfs_status(inside), 2);
 }
 
 /* ---- the data model, case by case ---- */
@@ -746,7 +758,7 @@ PL_TEST(io_uring_sync_file_range_is_not_durable)
     struct io_uring ring;
     int rc = io_uring_queue_init(8, &ring, 0);
     if (rc == -ENOSYS || rc == -EPERM)
-        cr_skip_test("io_uring unavailable: %s", strerror(-rc));
+        SKIP_TEST("io_uring unavailable: %s", strerror(-rc));
     cr_assert_eq(rc, 0, "io_uring_queue_init: %s", strerror(-rc));
 
     struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
@@ -900,7 +912,7 @@ PL_TEST(sigkilled_io_uring_writer_cycle)
     struct io_uring probe;
     int rc = io_uring_queue_init(2, &probe, 0);
     if (rc == -ENOSYS || rc == -EPERM)
-        cr_skip_test("io_uring unavailable: %s", strerror(-rc));
+        SKIP_TEST("io_uring unavailable: %s", strerror(-rc));
     io_uring_queue_exit(&probe);
     for (int cycle = 0; cycle < 3; cycle++) {
         fs_mount();
