@@ -11,7 +11,7 @@ PKGS=(
   libisal-dev                                    # CRC32C of the log
   libbpf-dev bpftool clang llvm systemtap-sdt-dev bpftrace   # probes and BPF
   libclang-rt-14-dev                             # sanitizer runtimes for clang builds / fuzzing
-  fuse3 libfuse3-dev btrfs-progs xfsprogs        # power-loss tests (tests/powerloss/plfs)
+  fuse3 libfuse3-dev btrfs-progs xfsprogs e2fsprogs   # power-loss tests (plfs, loop-mounted images)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -154,7 +154,7 @@ int wal_scan(const uint8_t *buf, size_t n, wal_rec_fn *fn, void *arg, struct wal
         if (n - off >= WAL_HDR_SIZE && all_zero(buf + off, WAL_HDR_SIZE)) {
             /* Terminator or preallocated space: a clean end, unless valid
              * records follow (a zeroed block in the middle of the log). */
-            if (out->n_records && find_resync(buf, n, off, out))
+            if (find_resync(buf, n, off, out))
                 why = "zeroed bytes in the middle of the log";
             break;
         }
