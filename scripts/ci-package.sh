@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 [[ $(id -u) -ne 0 ]] && SUDO=sudo
-need=(build-essential debhelper dpkg-dev devscripts lintian man-db groff-base meson ninja-build pkg-config
+need=(build-essential debhelper dpkg-dev lintian man-db groff-base meson ninja-build pkg-config
       python3 liburing-dev libnuma-dev libisal-dev libjansson-dev systemtap-sdt-dev clang bpftool libbpf-dev)
 missing=()
 for p in "${need[@]}"; do
