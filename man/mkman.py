@@ -76,21 +76,31 @@ def parse_header(path):
         opening = m.group(1)
     decls = {}
     # tokens: comments and URT_API declarations, in order
-    last_comment, comment_end = None, 0
+    # The doc comment of a declaration: the comment right before it; else the
+    # last comment starting a line since the previous declaration (one that
+    # documents a typedef or enum and the function after it); else none (the
+    # function shares the comment of the declaration before it).
+    last_comment, comment_end, block_comment, prev = None, 0, None, None
     for m in re.finditer(r"/\*.*?\*/|URT_API\s+[^;]*;|\n\s*#[^\n]*", src, re.S):
         tok = m.group(0)
         if tok.startswith("/*"):
             last_comment, comment_end = tok, m.end()
+            if m.start() == 0 or src[m.start() - 1] == "\n":
+                block_comment = tok
             continue
         if tok.lstrip().startswith("#"):
             last_comment = None
             continue
         decl = " ".join(tok[len("URT_API"):].split())
         name = re.search(r"(urt_\w+)\s*\(", decl).group(1)
-        # the comment right before this declaration (only blank space between)
-        doc = last_comment if last_comment is not None and not src[comment_end:m.start()].strip() else None
+        if last_comment is not None and not src[comment_end:m.start()].strip():
+            doc = last_comment
+        elif block_comment is not None:
+            doc = block_comment
+        else:
+            doc = ("see", prev)
         decls[name] = (decl, doc)
-        last_comment = None
+        last_comment, block_comment, prev = None, None, name
     return opening, decls
 
 
@@ -247,10 +257,12 @@ def page(srcdir, version, entry, seen_headers):
         decl, doc = decls[f]
         out.append(".TP")
         out.append("\\fB%s\\fP()" % esc(f))
-        if doc:
+        if isinstance(doc, tuple):
+            out.append("Described with \\fB%s\\fP() above." % esc(doc[1]))
+        elif doc:
             out.append(line(" ".join(l.strip() for l in comment_lines(doc))))
         else:
-            out.append("See the description of the function before it.")
+            out.append("See <urt/%s>." % header)
     out += [".SH RETURN VALUE",
             "Functions returning \\fBint\\fP return 0 (or a count, where said) on success and a negative",
             "\\fIerrno\\fP value on failure, as listed above for each function; they never set",
