@@ -64,6 +64,26 @@ PAGES = [
      "the last error message of this thread; the clock", []),
 ]
 
+# The types each page shows (DATA TYPES), copied from its header with their comments.
+TYPES = {
+    "urt_runtime_create": ["enum urt_shutdown"],
+    "urt_runtime_features": ["struct urt_features"],
+    "urt_task_submit": ["enum urt_task_result", "urt_task_fn", "urt_task_cancel_fn", "struct urt_task"],
+    "urt_job_create": ["urt_job_done_fn", "urt_job_ready_fn", "struct urt_job_options"],
+    "urt_tx_begin": ["struct urt_tx_hooks", "struct urt_tx_options", "enum urt_tx_state"],
+    "urt_tx_commit": ["enum urt_commit_response", "urt_commit_fn"],
+    "urt_cond_add": ["urt_cond_check_fn", "urt_cond_body_fn", "urt_cond_cancel_fn", "struct urt_cond",
+                     "struct urt_watcher_stats"],
+    "urt_admission_stats": ["struct urt_admission_stats", "struct urt_watchdog_report", "urt_watchdog_fn"],
+    "urt_log_commit": ["urt_log_commit_fn", "urt_durable_fn", "struct urt_log_stats"],
+    "urt_durability_source": ["struct urt_durability_source"],
+    "urt_log_recover": ["struct urt_log_record", "struct urt_log_channel_info", "struct urt_log_cut",
+                        "struct urt_log_recover_ops", "struct urt_log_recovery"],
+    "urt_config_init": ["enum urt_placement", "enum urt_log_sync", "enum urt_ring_feature", "struct urt_config"],
+    "urt_stats_snapshot": ["enum urt_latency_kind", "struct urt_latency", "struct urt_worker_stats",
+                           "struct urt_stats"],
+}
+
 SECTION = {"urt-wal": 1, "urt-trace": 1, "urt-load": 1}
 
 
@@ -102,6 +122,18 @@ def parse_header(path):
         decls[name] = (decl, doc)
         last_comment, block_comment, prev = None, None, name
     return opening, decls
+
+
+def type_text(src, name):
+    """The definition of a type in a header, verbatim: 'struct x' / 'enum x' up
+    to its closing '};', or the typedef line of a name."""
+    if name.startswith(("struct ", "enum ")):
+        m = re.search(r"^%s \{\n.*?^\};" % re.escape(name), src, re.S | re.M)
+    else:
+        m = re.search(r"^typedef [^;]*\b%s\b[^;]*;" % re.escape(name), src, re.M)
+    if not m:
+        raise SystemExit("mkman: type %s not found" % name)
+    return m.group(0)
 
 
 def header_decls(srcdir):
@@ -247,7 +279,16 @@ def page(srcdir, version, entry, seen_headers):
     for f in funcs:
         out.append(".PP")
         out += synopsis(decls[f][0])
-    out += [".fi", ".SH DESCRIPTION"]
+    out += [".fi"]
+    if TYPES.get(pname):
+        src = open(os.path.join(srcdir, "include", "urt", header)).read()
+        out += [".SH DATA TYPES", "From \\fI<urt/%s>\\fP:" % header, ".PP", ".EX"]
+        for i, t in enumerate(TYPES[pname]):
+            if i:
+                out.append("")
+            out += [line(ln) if ln else "" for ln in type_text(src, t).split("\n")]
+        out.append(".EE")
+    out += [".SH DESCRIPTION"]
     if header not in seen_headers:
         seen_headers.add(header)
         out += prose(comment_lines(opening), skip_first_title=True)
