@@ -12,6 +12,9 @@ PKGS=(
   libbpf-dev bpftool clang llvm systemtap-sdt-dev bpftrace   # probes and BPF
   libclang-rt-14-dev                             # sanitizer runtimes for clang builds / fuzzing
   fuse3 libfuse3-dev btrfs-progs xfsprogs e2fsprogs   # power-loss tests (plfs, loop-mounted images)
+  man-db groff-base                              # man pages and their test (man/check_man.py)
+  debhelper dpkg-dev lintian                     # Debian packages (scripts/ci-package.sh)
+  gnuplot-nox                                    # charts (bench/plot)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -4,6 +4,7 @@
  * latency) every interval.
  *
  *   urt-trace -p PID [interval_s [count]]   (default: every 1 s until Ctrl-C)
+ *   urt-trace --help | --version            (bad usage: one line on stderr, exit 2)
  *
  * The maps stay pinned under /sys/fs/bpf/urt/PID/ while it runs (so
  * `bpftool map dump pinned /sys/fs/bpf/urt/PID/queue_lat` works alongside);
@@ -11,7 +12,10 @@
  * detach and unpin. Each interval prints what happened in that interval.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +36,29 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: urt-trace -p PID [interval_s [count]] [-v]\n"
+            "       urt-trace --help | --version\n"
             "  Prints per-worker log2 histograms of queue latency (submit -> start), run time and\n"
             "  wake latency of a process running liburt, every interval (default 1 s), count times\n"
             "  (default: until Ctrl-C). Maps are pinned under %s/PID/ while it runs.\n"
-            "  -v  show libbpf's messages\n",
+            "  -p, --pid PID   the process to trace (it must have liburt loaded)\n"
+            "  -v, --verbose   show libbpf's messages\n"
+            "  -V, --version   print the version\n"
+            "  -h, --help      this text\n"
+            "Exit: 0 ok, 1 attaching failed, 2 bad usage.\n",
             TRACER_PIN_ROOT);
+}
+
+/* Bad usage: one line on stderr saying why, exit status 2. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("urt-trace: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (try --help)\n", stderr);
+    va_end(ap);
+    return 2;
 }
 
 struct snapshot {
@@ -110,27 +132,50 @@ int main(int argc, char **argv)
     pid_t pid = 0;
     double interval = 1.0;
     long count = -1;
+    static const struct option longopts[] = {
+        {"pid", required_argument, NULL, 'p'},   {"verbose", no_argument, NULL, 'v'},
+        {"version", no_argument, NULL, 'V'},     {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     int opt;
-    while ((opt = getopt(argc, argv, "p:vh")) != -1) {
+    char *end;
+    while ((opt = getopt_long(argc, argv, ":p:vVh", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'p': pid = (pid_t)strtol(optarg, NULL, 10); break;
+        case 'p': {
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || v <= 0 || v > INT32_MAX)
+                return usage_error("-p %s: expected a process id", optarg);
+            pid = (pid_t)v;
+            break;
+        }
         case 'v': tracer_set_verbose(true); break;
+        case 'V': printf("urt-trace %s\n", URT_TOOLS_VERSION); return 0;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case ':': return usage_error("option %s needs an argument", argv[optind - 1]);
+        default:
+            if (optopt)
+                return usage_error("unknown option -%c", optopt);
+            return usage_error("unknown option %s", argv[optind - 1]);
         }
     }
-    if (optind < argc && (interval = strtod(argv[optind++], NULL)) <= 0) {
-        fprintf(stderr, "urt-trace: interval must be > 0\n");
-        return 2;
+    if (optind < argc) {
+        const char *a = argv[optind++];
+        interval = strtod(a, &end);
+        if (end == a || *end || !(interval > 0))
+            return usage_error("interval '%s': expected a number of seconds > 0", a);
     }
-    if (optind < argc && (count = strtol(argv[optind++], NULL, 10)) <= 0) {
-        fprintf(stderr, "urt-trace: count must be > 0\n");
-        return 2;
+    if (optind < argc) {
+        const char *a = argv[optind++];
+        errno = 0;
+        count = strtol(a, &end, 10);
+        if (errno || end == a || *end || count <= 0)
+            return usage_error("count '%s': expected a whole number > 0", a);
     }
-    if (pid <= 0 || optind < argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (pid <= 0)
+        return usage_error("-p PID is required");
 
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);

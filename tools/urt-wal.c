@@ -20,10 +20,12 @@
  * it can look at the directory of a running process (then the newest
  * records may show as a torn tail: they are being written). Errors (missing
  * directory, a directory that is not a urt log, a locked one for `recover`)
- * are printed with their reason; exit status 2.
+ * are printed with their reason; exit status 2. Bad usage prints one line
+ * saying why and exits 2; --help and --version answer on stdout.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +46,22 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: urt-wal list|verify|cuts|recover DIR\n"
                "       urt-wal dump DIR [--all] [--hex N]\n"
+               "       urt-wal --help | --version\n"
                "Inspects a urt write-ahead log directory (see urt/log.h). All but 'recover' are read-only.\n"
-               "Exit: 0 ok, 1 verify/cuts/recover found something to cut, 2 error.\n");
+               "Exit: 0 ok, 1 verify/cuts/recover found something to cut, 2 error or bad usage.\n");
+}
+
+/* Bad usage: one line on stderr saying why, exit status 2. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("urt-wal: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (try --help)\n", stderr);
+    va_end(ap);
+    return EXIT_ERR;
 }
 
 static void on_channel(void *arg, const struct urt_log_channel_info *c)
@@ -94,22 +110,34 @@ int main(int argc, char **argv)
         usage(stdout);
         return EXIT_OK;
     }
-    if (argc < 3) {
-        usage(stderr);
-        return EXIT_ERR;
+    if (argc >= 2 && (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))) {
+        printf("urt-wal %s\n", URT_VERSION_STRING);
+        return EXIT_OK;
     }
-    const char *cmd = argv[1], *dir = argv[2];
+    if (argc < 2)
+        return usage_error("missing command (list, verify, cuts, dump or recover)");
+    const char *cmd = argv[1];
+    if (cmd[0] == '-')
+        return usage_error("unknown option %s", cmd);
+    if (strcmp(cmd, "list") && strcmp(cmd, "verify") && strcmp(cmd, "cuts") && strcmp(cmd, "dump") &&
+        strcmp(cmd, "recover"))
+        return usage_error("unknown command '%s'", cmd);
+    if (argc < 3)
+        return usage_error("%s: missing the log directory", cmd);
+    const char *dir = argv[2];
     struct ctx x = {.hex = 16};
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--all") && !strcmp(cmd, "dump"))
             x.all = true;
-        else if (!strcmp(argv[i], "--hex") && i + 1 < argc && !strcmp(cmd, "dump"))
-            x.hex = (unsigned)strtoul(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "urt-wal: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
-            return EXIT_ERR;
-        }
+        else if (!strcmp(argv[i], "--hex") && i + 1 < argc && !strcmp(cmd, "dump")) {
+            char *end;
+            const char *a = argv[++i];
+            unsigned long v = strtoul(a, &end, 10);
+            if (end == a || *end || v > 1u << 20)
+                return usage_error("--hex %s: expected a number of bytes (0..1048576)", a);
+            x.hex = (unsigned)v;
+        } else
+            return usage_error("%s: unexpected argument '%s'", cmd, argv[i]);
     }
     struct urt_log_recovery out;
     int rc;
@@ -152,7 +180,5 @@ int main(int argc, char **argv)
         printf("# %" PRIu64 " records; durable marker %" PRIu64 "\n", out.replayed, out.durable_marker);
         return EXIT_OK;
     }
-    fprintf(stderr, "urt-wal: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return EXIT_ERR;
+    return usage_error("unknown command '%s'", cmd); /* not reached: checked above */
 }
