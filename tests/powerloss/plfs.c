@@ -1263,7 +1263,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "plfs: internal error: %ld allocations not freed\n", live);
         return 1;
     }
-    if (rc < 0) {
+    /* An unmount while requests were pending aborts the connection: the
+     * loop then ends with ECONNABORTED (or ENODEV); that is the power cut
+     * asked for, not a failure. */
+    if (rc < 0 && rc != -ECONNABORTED && rc != -ENODEV) {
         fprintf(stderr, "plfs: session loop failed: %s\n", strerror(-rc));
         return 1;
     }

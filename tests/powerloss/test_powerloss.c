@@ -41,8 +41,8 @@
  * L lost, P other problems" (stdout, and criterion's info log), then asserts
  * L = P = 0 for the asserted modes with the first problem described.
  * Failures of the machinery (mkfs, mount, a writer that exits by itself)
- * fail at once. Cycles per file system: URT_POWERLOSS_CYCLES, default 60
- * (10 in the sanitizer builds). Needs root, loop devices, the mkfs tools and
+ * fail at once. Cycles per file system: URT_POWERLOSS_CYCLES, default 40
+ * (6 in the sanitizer builds). Needs root, loop devices, the mkfs tools and
  * /dev/fuse: otherwise each test is skipped with the reason. Mounts and loop
  * devices are released in the fixture's teardown, also after a failure.
  */
@@ -88,7 +88,7 @@ struct pl_run {
 static uint64_t pl_cycles(void)
 {
     const char *env = getenv("URT_POWERLOSS_CYCLES");
-    return env && *env ? strtoull(env, NULL, 10) : (uint64_t)SCALE(60, 10);
+    return env && *env ? strtoull(env, NULL, 10) : (uint64_t)SCALE(40, 6);
 }
 
 static void pl_child_opts(struct pl_run *run, uint64_t cycle, const char *dir, struct crash_child_opts *o,

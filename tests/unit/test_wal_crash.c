@@ -23,7 +23,7 @@
  * recovers what the previous one left), so ids are unique across cycles (the
  * cycle is in their high bits).
  *
- * CRASH_CYCLES: 200 in the plain build, 40 in the sanitizer builds; the
+ * CRASH_CYCLES: 200 in the plain build, 25 in the sanitizer builds; the
  * stress suite includes this file with more (tests/stress/test_wal_crash_long.c).
  * URT_CRASH_CYCLES in the environment overrides the count. Preallocated
  * channels keep their zero-filled space, so a run holds up to cycles x 6
@@ -38,7 +38,7 @@
 #include "crash/crash_check.h"
 
 #ifndef CRASH_CYCLES
-#define CRASH_CYCLES SCALE(200, 40)
+#define CRASH_CYCLES SCALE(200, 25)
 #endif
 #ifndef CRASH_PREALLOC_KB
 #define CRASH_PREALLOC_KB 4096 /* the default; every fourth cycle (0 and 64 in the others) */
