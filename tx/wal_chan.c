@@ -563,10 +563,13 @@ static void request_flush(struct chan *ch)
 
 /* ---- appending ------------------------------------------------------------------------ */
 
-static void append_one(struct chan *ch, struct wal_buf *x, uint64_t e, uint64_t tx_id, const void *rec, uint32_t len)
+static void append_one(struct chan *ch, struct wal_buf *x, uint64_t e, uint64_t tx_id, const void *rec, uint32_t len,
+                       bool last)
 {
     uint8_t *d = x->data + x->len;
     wal_rec_encode_header(d, WAL_REC_COMMIT, e, tx_id, ++ch->lsn, len);
+    if (last)
+        wal_rec_set_flags(d, WAL_REC_F_END); /* recovery replays a commit only with its last record */
     if (len)
         memcpy(d + WAL_HDR_SIZE, rec, len);
     wal_rec_seal(d, len);
@@ -587,20 +590,23 @@ static size_t commit_bytes(const struct urt_commit *c)
 static void append_records(struct chan *ch, struct wal_buf *x, const struct urt_commit *c, uint64_t e)
 {
     if (c->priv.len != WAL_TX_RECORDS) {
-        append_one(ch, x, e, c->priv.tx_id, c->priv.rec, c->priv.len);
+        append_one(ch, x, e, c->priv.tx_id, c->priv.rec, c->priv.len, true);
         return;
     }
     const urt_tx *tx = tx_of_log_commit(c);
     size_t cursor = 0;
-    uint32_t len;
-    const void *rec;
-    bool any = false;
-    while ((rec = tx_record_next(tx, &cursor, &len))) {
-        append_one(ch, x, e, c->priv.tx_id, rec, len);
-        any = true;
+    uint32_t len, next_len = 0;
+    const void *rec = tx_record_next(tx, &cursor, &len);
+    if (!rec) {
+        append_one(ch, x, e, c->priv.tx_id, NULL, 0, true); /* a commit without records still has a marker */
+        return;
     }
-    if (!any)
-        append_one(ch, x, e, c->priv.tx_id, NULL, 0); /* a commit without records still has a marker */
+    while (rec) {
+        const void *next = tx_record_next(tx, &cursor, &next_len);
+        append_one(ch, x, e, c->priv.tx_id, rec, len, next == NULL);
+        rec = next;
+        len = next_len;
+    }
 }
 
 /* A1/A2 (O1): announce pending records, then read the epoch they belong to. */

@@ -49,6 +49,11 @@ void wal_rec_encode_header(void *dst, uint16_t type, uint64_t epoch, uint64_t tx
     memcpy(d + 24, &lsn, 8);
 }
 
+void wal_rec_set_flags(void *dst, uint16_t flags)
+{
+    memcpy((uint8_t *)dst + 6, &flags, 2);
+}
+
 void wal_rec_seal(void *dst, uint32_t len)
 {
     uint8_t *d = dst;
@@ -62,6 +67,8 @@ void wal_rec_encode(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, ui
                     uint32_t len)
 {
     wal_rec_encode_header(dst, type, epoch, tx_id, lsn, len);
+    if (type == WAL_REC_COMMIT)
+        wal_rec_set_flags(dst, WAL_REC_F_END);
     if (len)
         memcpy((uint8_t *)dst + WAL_HDR_SIZE, payload, len);
     wal_rec_seal(dst, len);
@@ -85,8 +92,8 @@ static const char *check_rec(const uint8_t *buf, size_t n, uint64_t off, struct 
     uint16_t type = rd16(p + 4);
     if (type == 0 || type > WAL_REC_TYPE_MAX)
         return "bad record type";
-    if (rd16(p + 6) != 0)
-        return "bad reserved field";
+    if (rd16(p + 6) & ~WAL_REC_F_END)
+        return "bad flags field";
     if (len > WAL_MAX_PAYLOAD)
         return "length too large";
     if (wal_rec_size(len) > n - off)
@@ -99,6 +106,7 @@ static const char *check_rec(const uint8_t *buf, size_t n, uint64_t off, struct 
     r->off = off;
     r->len = len;
     r->type = type;
+    r->flags = rd16(p + 6);
     r->epoch = rd64(p + 8);
     r->tx_id = rd64(p + 16);
     r->lsn = rd64(p + 24);

@@ -17,7 +17,8 @@
  *   off  size
  *   0    4    length    payload bytes (<= WAL_MAX_PAYLOAD)
  *   4    2    type      WAL_REC_* (0 never appears in a record: see terminator)
- *   6    2    reserved  0
+ *   6    2    flags     WAL_REC_F_END on the last record of a commit (version >= 2),
+ *                       other bits 0
  *   8    8    epoch     the epoch (durability marker) the record belongs to
  *   16   8    tx id     the transaction (0 for the header record)
  *   24   8    lsn       channel sequence number, strictly increasing in a file
@@ -58,7 +59,7 @@
  *   - a zero header FOLLOWED by a valid record that continues the prefix
  *     (WAL_SCAN_END_CORRUPT, "zeroed bytes in the middle of the log");
  *   - a length beyond the data or WAL_MAX_PAYLOAD, a type 0 with non-zero
- *     fields, a bad reserved field, a crc mismatch, a header record not
+ *     fields, unknown flag bits, a crc mismatch, a header record not
  *     first or a first record that is not a header, an lsn not above the
  *     previous one, an epoch below the previous one (WAL_SCAN_END_CORRUPT,
  *     with a reason); the valid prefix ends at the last good record.
@@ -101,7 +102,8 @@
 /* The checkpoint file "checkpoint": u64 marker, u32 magic, u32 crc32c of [0, 12). */
 #define WAL_CHECKPOINT_MAGIC 0x54504b43u /* "CKPT" */
 #define WAL_CHECKPOINT_SIZE 16u
-#define WAL_VERSION 1u
+#define WAL_VERSION 2u       /* 2: commit records carry WAL_REC_F_END on their last one */
+#define WAL_REC_F_END 0x1u   /* the last record of its commit (a commit's records are contiguous) */
 
 struct wal_header_payload {
     char magic[8];
@@ -119,18 +121,21 @@ static inline size_t wal_rec_size(size_t payload)
 uint32_t wal_crc32c(const void *p, size_t n);
 uint32_t wal_crc32c_update(uint32_t crc, const void *p, size_t n); /* raw register, start 0xFFFFFFFF */
 
-/* Encodes a record at dst (wal_rec_size(len) bytes; padding zeroed). */
+/* Encodes a record at dst (wal_rec_size(len) bytes; padding zeroed); a
+ * commit record encoded whole is a one-record commit (WAL_REC_F_END). */
 void wal_rec_encode(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, uint64_t lsn, const void *payload,
                     uint32_t len);
 /* Encodes only the header; the payload is copied by the caller to dst+32,
  * then wal_rec_seal() writes the crc and padding. */
 void wal_rec_encode_header(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, uint64_t lsn, uint32_t len);
 void wal_rec_seal(void *dst, uint32_t len);
+/* Sets the flags of an encoded header (before wal_rec_seal). */
+void wal_rec_set_flags(void *dst, uint16_t flags);
 
 struct wal_rec {
     uint64_t off;      /* offset in the file */
     uint32_t len;
-    uint16_t type;
+    uint16_t type, flags;
     uint64_t epoch, tx_id, lsn;
     const uint8_t *payload;
 };

@@ -81,6 +81,7 @@ static bool all_zero_bytes(const uint8_t *p, size_t n)
 struct rrec {
     uint64_t off, epoch, tx_id, lsn;
     uint32_t len;
+    uint16_t flags;
 };
 
 struct rchan {
@@ -300,7 +301,7 @@ static int collect(void *arg, const struct wal_rec *r)
         c->recs = p;
         c->cap = cap;
     }
-    c->recs[c->n++] = (struct rrec){r->off, r->epoch, r->tx_id, r->lsn, r->len};
+    c->recs[c->n++] = (struct rrec){r->off, r->epoch, r->tx_id, r->lsn, r->len, r->flags};
     return 0;
 }
 
@@ -556,6 +557,23 @@ static const struct rchan *first_middle(const struct recovery *r)
     return NULL;
 }
 
+/* Format 2: a commit's last record carries WAL_REC_F_END. Records after the
+ * last such record belong to a commit whose end is missing (a torn write,
+ * or damage at the tail): never replayed, cut. */
+static void cut_incomplete_commit(struct rchan *c)
+{
+    if (!c->scan.header_ok || c->scan.header.version < 2 || c->n == 0)
+        return;
+    size_t k = c->n;
+    while (k > 0 && !(c->recs[k - 1].flags & WAL_REC_F_END))
+        k--;
+    if (k == c->n || c->recs[k].off >= c->cut_off)
+        return;
+    c->cut_off = c->recs[k].off;
+    snprintf(c->cut_reason, sizeof(c->cut_reason), "incomplete commit at the end (tx %" PRIu64 ": its last record is missing)%s",
+             c->recs[k].tx_id, c->scan.end == WAL_SCAN_END_CORRUPT ? "; then damage" : "");
+}
+
 static void plan_cut(struct recovery *r, struct rchan *c)
 {
     uint64_t limit = r->res.replay_marker, d = r->res.durable_marker;
@@ -588,6 +606,7 @@ static void plan_cut(struct recovery *r, struct rchan *c)
         }
         break;
     }
+    cut_incomplete_commit(c);
 }
 
 static void report_channel(const struct rchan *c, const struct urt_log_recover_ops *ops, void *arg)
