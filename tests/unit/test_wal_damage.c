@@ -548,8 +548,8 @@ static void damage_seeds(enum damage_kind kind)
     }
     char summary[300];
     snprintf(summary, sizeof(summary),
-             "wal_damage %s: %d seeds: %d in the middle, %d at a tail, %d touching no record; %d tail cuts "
-             "through a transaction replayed in part (undetectable)",
+             "wal_damage %s: %d seeds: %d in the middle, %d at a tail, %d touching no record; %d "
+             "transactions replayed in part",
              damage_names[kind], t.runs, t.middle, t.tail, t.none, t.split_partial);
     printf("%s\n", summary);
     fflush(stdout);
