@@ -43,4 +43,6 @@ echo "== installed man pages and tools"
 man -w urt_spawn urt urt-wal >/dev/null
 urt-wal --version
 urt-load --version >/dev/null
+echo "== remove them again (later CI steps test the tree, not the packages)"
+$SUDO apt-get remove -y -qq liburt0 liburt-dev urt-tools >/dev/null
 echo "ci-package: ok (packages in $OUT)"
