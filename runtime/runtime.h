@@ -36,7 +36,12 @@ struct urt_runtime {
     struct ring_caps caps;
     char *log_dir_copy;
     struct wal *wal;    /* write-ahead log (tx/wal.h), NULL without log_dir */
-    struct durability *_Atomic dur; /* an engine's durability source (tx/durability.h), or NULL */
+    /* An engine's durability source (tx/durability.h), or NULL. Set once by
+     * urt_durability_source (under dur_lock, a seq_cst store after the object
+     * is built); read with plain (seq_cst) _Atomic loads from any thread: a
+     * reader that sees the pointer sees the object (store release, load
+     * acquire). Cleared only after the workers stopped. */
+    struct durability *_Atomic dur;
     pthread_mutex_t dur_lock; /* registering dur */
 };
 

@@ -4,8 +4,9 @@
  * One mechanism, several users (docs/design.md, "The I/O path"): job
  * deadlines (timeout SQEs), the write-ahead log (write linked with fdatasync),
  * and, once C20 is built, tasks that do file or socket I/O. A user embeds
- * struct sched_io, asks for an SQE with sched_io_prep() on the worker it runs on,
- * fills the SQE (io_uring_prep_*), and gets done(io, w, res, cqe_flags) called
+ * struct sched_io, takes an SQE on the worker it runs on (sched_io_reserve,
+ * sched_io_sqe), fills it (io_uring_prep_*), tags it (sched_io_bind; rule
+ * 6), and gets done(io, w, res, cqe_flags) called
  * on the same worker, from its loop, when the CQE arrives.
  *
  * Rules:

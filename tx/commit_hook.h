@@ -67,9 +67,10 @@ size_t tx_record_count(const urt_tx *tx);
 size_t tx_record_bytes(const urt_tx *tx);
 
 /* The commit the log uses for this transaction (embedded in it: no
- * allocation per commit), from log->commit until tx_commit_complete; and
- * back from it to the transaction. */
-struct urt_commit *tx_log_commit(urt_tx *tx);
+ * allocation per commit), from log->commit until tx_commit_complete: made
+ * ready (tx id, response; its callback calls tx_commit_complete) for the log
+ * to fill its own fields and submit. And back from it to the transaction. */
+struct urt_commit *tx_log_commit(urt_tx *tx, enum urt_commit_response response);
 urt_tx *tx_of_log_commit(const struct urt_commit *c);
 
 #endif

@@ -78,6 +78,9 @@ int durability_commit(struct durability *d, struct urt_commit *c)
     return 0;
 }
 
+/* persisted only grows (CAS max, seq_cst: the O2 store that delivery's
+ * announce() reads before it takes cb_lock); a notify that does not raise it
+ * releases nothing (an earlier or concurrent notify covers its commits). */
 void durability_notify(struct durability *d, uint64_t marker)
 {
     uint64_t cur = atomic_load_explicit(&d->dl.persisted, memory_order_relaxed);
@@ -105,22 +108,11 @@ void durability_stats(const struct durability *d, struct urt_log_stats *out)
 
 /* ---- transactions (tx/commit_hook.h) -------------------------------------------------- */
 
-static void txc_done(struct urt_commit *c, int status, void *arg)
-{
-    (void)arg;
-    tx_commit_complete(tx_of_log_commit(c), status); /* the user's callback, here */
-}
-
 /* log->commit: the transaction's embedded commit asks the engine for its marker. */
 static int dur_tx_commit(struct tx_log *log, urt_tx *tx, enum urt_commit_response response)
 {
     struct durability *d = (struct durability *)((char *)log - offsetof(struct durability, txlog));
-    struct urt_commit *c = tx_log_commit(tx);
-    memset(&c->priv, 0, sizeof(c->priv));
-    c->priv.tx_id = urt_tx_id(tx);
-    c->priv.response = (uint32_t)response;
-    c->priv.cb = txc_done;
-    return durability_commit(d, c);
+    return durability_commit(d, tx_log_commit(tx, response));
 }
 
 struct tx_log *durability_tx_log(struct durability *d)

@@ -515,9 +515,21 @@ size_t tx_record_bytes(const urt_tx *tx)
     return tx->rec_bytes;
 }
 
-struct urt_commit *tx_log_commit(urt_tx *tx)
+/* The log's answer: the user's callback runs here (tx_commit_complete). */
+static void log_commit_done(struct urt_commit *c, int status, void *arg)
 {
-    return &tx->log_commit;
+    (void)arg;
+    tx_commit_complete(tx_of_log_commit(c), status);
+}
+
+struct urt_commit *tx_log_commit(urt_tx *tx, enum urt_commit_response response)
+{
+    struct urt_commit *c = &tx->log_commit;
+    memset(&c->priv, 0, sizeof(c->priv));
+    c->priv.tx_id = tx->id;
+    c->priv.response = (uint32_t)response;
+    c->priv.cb = log_commit_done;
+    return c;
 }
 
 urt_tx *tx_of_log_commit(const struct urt_commit *c)

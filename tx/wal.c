@@ -158,12 +158,6 @@ int wal_commit(struct wal *wal, struct urt_commit *c)
 
 /* ---- transactions (tx/commit_hook.h) -------------------------------------------------- */
 
-static void txc_done(struct urt_commit *c, int status, void *arg)
-{
-    (void)arg;
-    tx_commit_complete(tx_of_log_commit(c), status); /* the user's callback, here */
-}
-
 /* log->commit: the transaction ended (pre-commit ran); its records go to the
  * channel of the committing worker, or of any worker when the committing
  * thread is not one (the commit hops there first). The commit is the one
@@ -171,12 +165,8 @@ static void txc_done(struct urt_commit *c, int status, void *arg)
 static int wal_tx_commit(struct tx_log *log, urt_tx *tx, enum urt_commit_response response)
 {
     struct wal *wal = (struct wal *)((char *)log - offsetof(struct wal, txlog));
-    struct urt_commit *c = tx_log_commit(tx);
-    memset(&c->priv, 0, sizeof(c->priv));
-    c->priv.len = WAL_TX_RECORDS;
-    c->priv.tx_id = urt_tx_id(tx);
-    c->priv.response = (uint32_t)response;
-    c->priv.cb = txc_done;
+    struct urt_commit *c = tx_log_commit(tx, response);
+    c->priv.len = WAL_TX_RECORDS; /* the records are read from the transaction */
     return wal_commit(wal, c);
 }
 

@@ -710,22 +710,27 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
 
 /* ---- creating a channel file --------------------------------------------------------- */
 
-/* Block 0: the header record, then zeros (written now, with the preallocation). */
-static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t start_epoch)
+void wal_header_block(uint8_t *block, uint64_t gen, uint32_t worker, uint64_t start_epoch, uint64_t lsn)
 {
-    ch->seg_max_epoch = start_epoch;
     struct wal_header_payload h;
     memset(&h, 0, sizeof(h));
     memcpy(h.magic, WAL_MAGIC, 8);
     h.version = WAL_VERSION;
-    h.worker = ch->index;
-    h.gen = wal->gen;
+    h.worker = worker;
+    h.gen = gen;
     h.start_epoch = start_epoch;
+    memset(block, 0, WAL_ALIGN);
+    wal_rec_encode(block, WAL_REC_HEADER, start_epoch, 0, lsn, &h, sizeof(h));
+}
+
+/* Block 0: the header record, then zeros (written now, with the preallocation). */
+static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t start_epoch)
+{
+    ch->seg_max_epoch = start_epoch;
     struct wal_buf *x = &ch->bufs[0];
-    memset(x->data, 0, WAL_ALIGN);
-    wal_rec_encode(x->data, WAL_REC_HEADER, start_epoch, 0, ++ch->lsn, &h, sizeof(h));
+    wal_header_block(x->data, wal->gen, ch->index, start_epoch, ++ch->lsn);
     x->base = 0;
-    x->len = x->start = wal_rec_size(sizeof(h));
+    x->len = x->start = wal_rec_size(sizeof(struct wal_header_payload));
     buf_reset_batch(x);
     buf_reset_batch(&ch->bufs[1]);
     ch->gather = x;

@@ -202,6 +202,8 @@ static inline void chan_bind(struct chan *ch, struct io_uring_sqe *sqe, struct c
 
 /* ---- wal_chan.c ---------------------------------------------------------------------- */
 int wal_buf_reserve(struct wal_buf *b, size_t need);
+/* Block 0 of a channel file (WAL_ALIGN bytes): its header record, then zeros. */
+void wal_header_block(uint8_t *block, uint64_t gen, uint32_t worker, uint64_t start_epoch, uint64_t lsn);
 void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task);
 void chan_flush_now(struct chan *ch);
 void chan_flush_complete(struct chan *ch);

@@ -29,7 +29,10 @@
  *
  * Threading: rollover runs on the channel's worker; the closed-segment list
  * is shared (seg_lock); checkpoints are serialized (ckpt_lock) and run on
- * the caller's thread.
+ * the caller's thread. wal->checkpoint is written only under ckpt_lock;
+ * urt_log_stats reads it relaxed (a snapshot). The durable marker is read
+ * with acquire: it only bounds the argument (a marker the epoch file already
+ * holds), nothing else is read through it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -97,15 +100,7 @@ static int open_segment(struct chan *ch, const char *name, uint64_t hdr_lsn, uin
     if (fd < 0)
         return -errno;
     wal_sync_nocow(&wal->sync, fd);
-    struct wal_header_payload h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.magic, WAL_MAGIC, 8);
-    h.version = WAL_VERSION;
-    h.worker = ch->index;
-    h.gen = wal->gen;
-    h.start_epoch = start_epoch;
-    memset(block, 0, WAL_ALIGN);
-    wal_rec_encode(block, WAL_REC_HEADER, start_epoch, 0, hdr_lsn, &h, sizeof(h));
+    wal_header_block(block, wal->gen, ch->index, start_epoch, hdr_lsn);
     int rc = wal_write_all(fd, block, WAL_ALIGN, 0);
     if (!rc && fdatasync(fd))
         rc = -errno;
@@ -221,7 +216,7 @@ int wal_checkpoint(struct wal *wal, uint64_t marker, char *err, size_t errlen)
         if ((rc = write_checkpoint_file(wal, marker)))
             snprintf(err, errlen, "urt_log_checkpoint: cannot write the checkpoint file: %s", strerror(-rc));
         else
-            atomic_store_explicit(&wal->checkpoint, marker, memory_order_release);
+            atomic_store_explicit(&wal->checkpoint, marker, memory_order_relaxed); /* ckpt_lock held */
     }
     int deleted = 0;
     struct closed_seg *v = NULL;
