@@ -81,14 +81,20 @@ static inline void sleeper_init(struct sleeper *sl)
 
 /* ---- waker side --------------------------------------------------------------------------- */
 
-/* W3 + W4, after the caller's seq_cst W1: true when the caller won the right
- * (and the duty) to send the one wake message; false when the sleeper is
- * awake or a message is already in flight. */
-static inline bool sleeper_claim_wake(struct sleeper *sl)
+enum sleeper_claim {
+    SLEEPER_AWAKE = 0,   /* W3 saw it running: the next S1-S3 covers the work */
+    SLEEPER_IN_FLIGHT,   /* asleep, a message is on its way already */
+    SLEEPER_SEND,        /* asleep, and the caller must send the one message */
+};
+
+/* W3 + W4, after the caller's seq_cst W1. */
+static inline enum sleeper_claim sleeper_claim_wake(struct sleeper *sl)
 {
     if (atomic_load_explicit(&sl->state, memory_order_seq_cst) != SLEEPER_SLEEPING) /* W3 */
-        return false;
-    return atomic_exchange_explicit(&sl->wake_pending, 1, memory_order_seq_cst) == 0; /* W4 */
+        return SLEEPER_AWAKE;
+    if (atomic_exchange_explicit(&sl->wake_pending, 1, memory_order_seq_cst)) /* W4 */
+        return SLEEPER_IN_FLIGHT;
+    return SLEEPER_SEND;
 }
 
 /* The claimed message could not be sent (or did not arrive): nothing is in

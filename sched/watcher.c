@@ -176,7 +176,7 @@ static inline uint64_t now_ns(void)
 
 static void watcher_notify(struct watcher *w)
 {
-    if (!sleeper_claim_wake(&w->sl)) /* W3 + W4, after the caller's W1 */
+    if (sleeper_claim_wake(&w->sl) != SLEEPER_SEND) /* W3 + W4, after the caller's W1 */
         return;
     if (ring_send_wake_foreign(w->ring_fd, 0, w->s->caps.ringless_msg) < 0)
         sleeper_send_failed(&w->sl); /* nothing in flight */

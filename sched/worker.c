@@ -93,8 +93,9 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
 bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
 {
     /* W3 + W4 (sched/sleeper.h), after the caller's seq_cst push (W1). */
-    if (!sleeper_claim_wake(&w->sl))
-        return sleeper_sleeping(&w->sl); /* true: a message is in flight already */
+    enum sleeper_claim c = sleeper_claim_wake(&w->sl);
+    if (c != SLEEPER_SEND)
+        return c == SLEEPER_IN_FLIGHT;
     return send_wake(s, w, self == w ? NULL : self);
 }
 
