@@ -16,6 +16,9 @@
  *    reports a test's result before the forked test process exits, so
  *    LSan's report at exit would not fail anything; rt_destroy_clean() calls
  *    it, tests that destroy otherwise call it at their end;
+ *  - test_tmpdir(prefix) / test_remove_dir(dir): a fresh directory under
+ *    TMPDIR (malloc'd path) and its removal (files, then the directory, then
+ *    the path) — the log suites' scratch directories;
  *  - SCALE(full, sanitized): stress sizes; the sanitizer builds pass
  *    -DURT_TEST_SANITIZED (tests/meson.build) and run smaller sizes, the plain
  *    build the full ones.
@@ -27,13 +30,16 @@
 #define URT_TESTS_HELPERS_H
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <urt/urt.h>
 
@@ -165,6 +171,32 @@ static inline uint64_t rng_next(uint64_t *s)
     x ^= x >> 27;
     *s = x;
     return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* A fresh directory $TMPDIR/<prefix>.XXXXXX (default /tmp); free with test_remove_dir(). */
+static inline char *test_tmpdir(const char *prefix)
+{
+    const char *base = getenv("TMPDIR");
+    char *p = malloc(4096);
+    cr_assert_not_null(p);
+    snprintf(p, 4096, "%s/%s.XXXXXX", base && *base ? base : "/tmp", prefix);
+    cr_assert_not_null(mkdtemp(p), "mkdtemp %s", p);
+    return p;
+}
+
+/* Removes a flat directory made by test_tmpdir() and frees its path. */
+static inline void test_remove_dir(char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                unlinkat(dirfd(d), e->d_name, 0);
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
 }
 
 #endif

@@ -132,6 +132,39 @@ static void check_on_worker(urt_runtime *rt, const char *what, int (*call)(void 
 
 /* ---- urt/task.h --------------------------------------------------------------------------------- */
 
+/* URT_SUBMIT_LOCAL is refused from a thread that is not a worker (below);
+ * from a worker it is accepted and the task runs, once. */
+static _Atomic int local_rc = 1, local_runs;
+static enum urt_task_result count_run(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    atomic_fetch_add(&local_runs, 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result submit_local(struct urt_task *t, void *arg)
+{
+    static struct urt_task inner;
+    urt_task_init(&inner, count_run, NULL);
+    atomic_store(&local_rc, urt_task_submit(arg, &inner, URT_SUBMIT_LOCAL));
+    (void)t;
+    return URT_TASK_DONE;
+}
+
+Test(errors, local_submission_from_a_worker_runs, .timeout = 30)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_task t;
+    urt_task_init(&t, submit_local, rt);
+    cr_assert_eq(urt_task_submit(rt, &t, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&local_runs) == 1, 5000), "the local task did not run");
+    cr_assert_eq(atomic_load(&local_rc), 0, "URT_SUBMIT_LOCAL from a worker: %d", atomic_load(&local_rc));
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&local_runs), 1);
+}
+
 Test(errors, task_submission, .timeout = 30)
 {
     urt_runtime *rt = make_rt(1, 0);

@@ -45,26 +45,10 @@ static bool payload_ok(const void *p, uint32_t len, uint64_t id)
 
 static char *make_dir(void)
 {
-    const char *base = getenv("TMPDIR");
-    char *p = malloc(4096);
-    snprintf(p, 4096, "%s/urt-wal-test.XXXXXX", base && *base ? base : "/tmp");
-    cr_assert_not_null(mkdtemp(p));
-    return p;
+    return test_tmpdir("urt-wal-test");
 }
 
-static void remove_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                unlinkat(dirfd(d), e->d_name, 0);
-        closedir(d);
-    }
-    rmdir(dir);
-    free(dir);
-}
+#define remove_dir test_remove_dir
 
 static void copy_dir(const char *from, const char *to)
 {

@@ -19,25 +19,10 @@
 
 static char *make_dir(void)
 {
-    char *p = malloc(256);
-    snprintf(p, 256, "/tmp/urt-ckpt-test.XXXXXX");
-    cr_assert_not_null(mkdtemp(p));
-    return p;
+    return test_tmpdir("urt-ckpt-test");
 }
 
-static void remove_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                unlinkat(dirfd(d), e->d_name, 0);
-        closedir(d);
-    }
-    rmdir(dir);
-    free(dir);
-}
+#define remove_dir test_remove_dir
 
 /* Channel files in dir, and their total size. */
 static unsigned count_channels(const char *dir, uint64_t *bytes)
