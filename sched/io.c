@@ -1,5 +1,7 @@
 /*
- * sched/io.c — per-worker I/O and timers (rules in io.h).
+ * sched/io.c — per-worker I/O (rules in io.h), and the worker's side of the
+ * timer facility (sched/timer.h: sched_timer_arm puts a timer in the
+ * worker's queue).
  *
  * No memory ordering of its own: everything happens on the owning worker's
  * thread (prep, submit, reap, done). io_inflight is owner-only.
@@ -9,6 +11,8 @@
 #include <assert.h>
 #include <errno.h>
 #include <stddef.h>
+
+#include "base/clock.h"
 
 static void io_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
 {
@@ -51,25 +55,35 @@ int sched_io_flush(struct worker *w)
     return ring_submit(&w->ring);
 }
 
+static void io_timer_fired(sched_timer *t, int32_t res)
+{
+    struct sched_io *io = (struct sched_io *)((char *)t - offsetof(struct sched_io, tm));
+    io->done(io, io->w, res, 0);
+}
+
+int sched_timer_arm_at(struct worker *w, struct sched_io *io, uint64_t due_ns, sched_io_done_fn *done)
+{
+    assert(sched_self() == w);
+    if (sched_timer_queued(&io->tm))
+        return -EBUSY;
+    io->done = done;
+    io->w = w;
+    int err = timerq_add(&w->timers, &io->tm, due_ns, io_timer_fired);
+    if (err == 0)
+        timerq_sync(&w->timers);
+    return err;
+}
+
 int sched_timer_arm(struct worker *w, struct sched_io *io, uint64_t ns, sched_io_done_fn *done)
 {
-    if (sched_io_reserve(w, 1))
-        return -EBUSY;
-    io->ts.tv_sec = (long long)(ns / 1000000000ull);
-    io->ts.tv_nsec = (long long)(ns % 1000000000ull);
-    struct io_uring_sqe *sqe = sched_io_sqe(w);
-    io_uring_prep_timeout(sqe, &io->ts, 0, 0);
-    sched_io_bind(w, sqe, io, done, false);
-    return 0;
+    return sched_timer_arm_at(w, io, urt_clock_ns() + ns, done);
 }
 
 int sched_timer_cancel(struct worker *w, struct sched_io *io)
 {
     assert(sched_self() == w);
-    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
-    if (!sqe)
-        return -EBUSY;
-    io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)&io->op, 0);
-    io_uring_sqe_set_data64(sqe, 0); /* the remove's own CQE is ignored */
+    if (!timerq_cancel(&w->timers, &io->tm))
+        return -EALREADY;
+    timerq_sync(&w->timers);
     return 0;
 }

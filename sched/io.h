@@ -30,6 +30,7 @@
 #define URT_SCHED_IO_H
 
 #include "sched/sched.h"
+#include "sched/timer.h"
 
 struct sched_io;
 typedef void sched_io_done_fn(struct sched_io *io, struct worker *w, int32_t res, uint32_t cqe_flags);
@@ -38,7 +39,10 @@ struct sched_io {
     struct ring_op op;              /* first: its address is the SQE's user_data */
     sched_io_done_fn *done;
     struct worker *w;
-    struct __kernel_timespec ts;    /* timers: read by the kernel at submission */
+    union {
+        struct __kernel_timespec ts; /* I/O that takes a timespec (read by the kernel at submission) */
+        sched_timer tm;       /* sched_timer_arm(): the worker's timer queue (sched/timer.h) */
+    };
 };
 
 /* Worker only: makes room for n SQEs that must go into the SQ together (a
@@ -57,10 +61,15 @@ void sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *
 /* Worker only: submits what is prepared. Returns the count or -errno. */
 int sched_io_flush(struct worker *w);
 
-/* Worker only: done runs after ns nanoseconds (res = -ETIME), or earlier
- * with res = -ECANCELED after sched_timer_cancel(). 0 or -EBUSY. */
+/* Timers: the worker's one timer queue (sched/timer.h), not an SQE each.
+ * Worker only: done(io, w, -ETIME, 0) runs on w from its loop ns nanoseconds
+ * from now (sched_timer_arm) or once urt_clock_ns() >= due_ns
+ * (sched_timer_arm_at). 0, -EBUSY (io is armed already) or -ENOMEM. */
 int sched_timer_arm(struct worker *w, struct sched_io *io, uint64_t ns, sched_io_done_fn *done);
-/* Worker only: cancels a timer armed on this worker. 0 or -EBUSY. */
+int sched_timer_arm_at(struct worker *w, struct sched_io *io, uint64_t due_ns, sched_io_done_fn *done);
+/* Worker only: cancels a timer armed on this worker: done(io, w,
+ * -ECANCELED, 0) runs before it returns. 0, or -EALREADY when io is not
+ * armed (its done ran already). */
 int sched_timer_cancel(struct worker *w, struct sched_io *io);
 
 /* The worker the calling thread runs on (any runtime), or NULL. */

@@ -25,9 +25,9 @@
  * worker checks the status before fn (job_task_skip) and calls the cancel
  * callback instead.
  *
- * Deadline: armed as a timeout SQE on one worker's ring (sched_timer_arm):
- * directly when the job is created on a worker, else by the embedded
- * arm_task handed to a worker. Its completion (-ETIME) cancels the job with
+ * Deadline: a timer in one worker's timer queue (sched_timer_arm_at,
+ * sched/timer.h): directly when the job is created on a worker, else by the embedded
+ * arm_task handed to a worker. Its expiry (-ETIME) cancels the job with
  * -ETIME. The teardown disarms it: directly on that worker, else with the
  * embedded disarm_task sent to it. The arm task and the teardown meet by a
  * Dekker pair (J4): arm stores timer_worker then loads ended; teardown stores
@@ -133,16 +133,11 @@ static void deadline_arm_here(struct worker *w, struct urt_job *j)
         job_unref(j);
         return;
     }
-    uint64_t now = urt_now_ns();
-    uint64_t rem = j->deadline_abs_ns > now ? j->deadline_abs_ns - now : 1;
-    for (int tries = 0; tries < 3; tries++) {
-        if (sched_timer_arm(w, &j->deadline_io, rem, on_deadline) == 0) {
-            j->timer_armed = true;
-            return;
-        }
-        sched_io_flush(w); /* the SQ is full: submit what is there, retry */
+    if (sched_timer_arm_at(w, &j->deadline_io, j->deadline_abs_ns, on_deadline) == 0) {
+        j->timer_armed = true;
+        return;
     }
-    job_unref(j); /* the ring refuses timers: the deadline is not enforced */
+    job_unref(j); /* no memory for the timer: the deadline is not enforced */
 }
 
 static enum urt_task_result arm_task_fn(struct urt_task *t, void *arg)
@@ -223,7 +218,7 @@ static void teardown_run(struct worker *w, struct urt_job *j)
     if (j->opt.ready && w && !j->opt.ready((urt_job *)j, j->opt.ready_arg)) {
         if (sched_timer_arm(w, &j->ready_io, j->opt.ready_interval_ns, on_ready_timer) == 0)
             return;
-        sched_local_push(w, &j->teardown_task); /* SQ full: re-check as a task */
+        sched_local_push(w, &j->teardown_task); /* no memory for the timer: re-check as a task */
         return;
     }
     int32_t st = JOB_OPEN;

@@ -37,6 +37,7 @@
 #include "sched/inbox.h"
 #include "sched/sleeper.h"
 #include "sched/taskpool.h"
+#include "sched/timer.h"
 #include "sched/watchdog.h"
 #include "uring/ring.h"
 
@@ -119,6 +120,7 @@ struct worker {
     uint32_t fed;           /* tasks taken from the inbox or stolen since the worker last woke */
     uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
+    struct timerq timers;   /* the worker's timers (sched/timer.h; its one timeout SQE counts in io_inflight) */
     struct worker_counters stats;
     struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
     struct urt_job *running_job; /* job of the task whose fn runs now, or NULL (sched/job.c: who may

@@ -6,16 +6,16 @@
  * (single issuer), woken exactly like a worker: by a MSG_RING wake message or
  * by a CQE of its own ring. Its loop:
  *
- *   take new tasks (MPSC add queue -> min-heap on due time, due = now: the
- *   first check runs at once)
+ *   take new tasks (MPSC add queue -> a timer each in the watcher's timer
+ *   queue, sched/timer.h, due = now: the first check runs at once)
  *   -> drop cancelled tasks (only when a cancel was requested)
  *   -> retry hand-overs that the pending-task limit postponed
- *   -> run every due check: passed -> hand the body to a worker (urgent
- *      placement, through the normal submit path); failed -> due += interval
- *   -> watchdog pass (if task_runtime_limit_us > 0 and due)
- *   -> arm ONE IORING_OP_TIMEOUT (absolute, CLOCK_MONOTONIC) for the nearest
- *      deadline; update it if the nearest deadline moved; remove it when
- *      there is nothing to wait for
+ *   -> run the due timers: checks (passed -> hand the body to a worker,
+ *      urgent placement, through the normal submit path; failed -> due +=
+ *      interval) and the watchdog's pass (task_runtime_limit_us > 0)
+ *   -> the timer queue moves its ONE IORING_OP_TIMEOUT (absolute,
+ *      CLOCK_MONOTONIC) to the nearest due time, or removes it when there is
+ *      nothing to wait for
  *   -> sleep in the ring until the timer or a wake message.
  * With nothing watched and the watchdog off, no timer is armed: the watcher
  * sleeps until a message, without periodic wake-ups (stats: sleeps, wakeups).
@@ -26,9 +26,10 @@
  *    one CAS decides, so the body and the cancel callback are exclusive;
  *    back to IDLE right before the body's first call or the cancel callback;
  *  - a WATCHING/CANCELLING cond is in exactly one place: the add queue, the
- *    heap or the ready list (passed, waiting for an admission slot);
- *  - heap[i]->priv.heap_index == i; the watcher thread alone touches the
- *    heap, the ready list, the timer and its ring;
+ *    timer queue or the ready list (passed, waiting for an admission slot);
+ *  - a watched cond waiting for its next check is a timer in the watcher's
+ *    timer queue (sched/timer.h); the watcher thread alone touches that
+ *    queue, the ready list and its ring;
  *  - cancel callbacks run after the walk that found them (never inside it).
  *
  * ---- Memory-ordering contract ---------------------------------------------
@@ -54,7 +55,7 @@
  * the latency counters are written by workers with relaxed RMWs. Readers use
  * relaxed loads.
  *
- * Load: checks are meant to be cheap; each costs a heap pop and push
+ * Load: checks are meant to be cheap; each costs a timer-queue pop and push
  * (O(log n)). A wake message per add only when the watcher sleeps.
  */
 #include "sched/watcher.h"
@@ -78,7 +79,7 @@
 #include "sched/sched.h"
 
 #include "base/error.h"
-#include "base/heap.h"
+#include "sched/timer.h"
 
 enum cond_state {
     C_IDLE = 0,
@@ -92,7 +93,7 @@ enum cond_state {
 
 struct watcher_counters {
     _Atomic uint64_t checks_run, checks_passed, bodies_scheduled, cancelled, admission_retries, sleeps, wakeups,
-        timer_fires, wake_messages;
+        wake_messages;
 };
 
 
@@ -116,15 +117,13 @@ struct watcher {
 
     /* --- owner (the watcher thread) only --- */
     alignas(64) struct ring ring;
-    struct bheap heap;                        /* conds by due time (base/heap.h) */
+    struct timerq timers;                     /* conds' checks, retry, watchdog (sched/timer.h) */
+    sched_timer retry_timer;                  /* passed conds wait for a slot / the add queue backs off */
+    sched_timer wd_timer;                     /* the watchdog's next pass */
     struct urt_cond *ready_head, *ready_tail; /* passed, waiting for an admission slot */
     struct urt_cond *doomed;                  /* to cancel after the current walk */
     uint64_t interval_ns;                     /* watcher_interval_us */
     bool add_backoff;                         /* the heap could not grow: retry later */
-    struct ring_op timer_op;
-    struct __kernel_timespec timer_ts;
-    bool timer_armed;                         /* its CQE has not been reaped yet */
-    uint64_t timer_due;                       /* what it is armed for (UINT64_MAX: removal sent) */
     struct watchdog *wd;                      /* the watchdog's passes run here (sched/watchdog.c) */
     struct watcher_counters stats;
 
@@ -199,17 +198,21 @@ static void reap(struct watcher *w)
     ring_reap(&w->ring, on_tag, w);
 }
 
-/* ---- heap (owner only; base/heap.h, keyed by due time) ------------------------------------ */
+/* ---- checks on the timer facility (owner only; sched/timer.h) ------------------------------- */
 
-static void cond_moved(void *p, uint32_t index)
+static void cond_due(sched_timer *t, int32_t res);
+
+static inline struct urt_cond *cond_of_timer(sched_timer *t)
 {
-    ((struct urt_cond *)p)->priv.heap_index = index;
+    return (struct urt_cond *)((char *)t - offsetof(struct urt_cond, priv.timer));
 }
 
-/* Room reserved by the caller (bheap_reserve): cannot fail. */
-static void heap_push(struct watcher *w, struct urt_cond *c)
+/* The cond's next check at due. Room reserved by the caller (timerq_reserve,
+ * or the slot of the cond just taken out): cannot fail. */
+static void schedule_check(struct watcher *w, struct urt_cond *c, uint64_t due)
 {
-    int rc = bheap_push(&w->heap, c->priv.due_ns, c);
+    int rc = timerq_add(&w->timers, &c->priv.timer, due, cond_due);
+    assert(rc == 0);
     (void)rc;
 }
 
@@ -254,17 +257,17 @@ static void sweep_cancelled(struct watcher *w)
 {
     ASSERT_WATCHER(w);
     struct urt_cond *found = NULL;
-    for (uint32_t i = 0; i < w->heap.n; i++) {
-        struct urt_cond *c = bheap_at(&w->heap, i);
-        if (is_cancelling(c)) {
-            cond_set_next(c, found);
-            found = c;
+    for (uint32_t i = 0; i < timerq_count(&w->timers); i++) {
+        sched_timer *t = timerq_at(&w->timers, i);
+        if (t->fn == cond_due && is_cancelling(cond_of_timer(t))) {
+            cond_set_next(cond_of_timer(t), found);
+            found = cond_of_timer(t);
         }
     }
     while (found) {
         struct urt_cond *c = found;
         found = cond_next(c);
-        bheap_remove(&w->heap, c->priv.heap_index);
+        timerq_remove(&w->timers, &c->priv.timer);
         doom(w, c);
     }
     /* The ready list is short (passed tasks waiting for a slot): rebuild it. */
@@ -294,7 +297,7 @@ static void take_adds(struct watcher *w, uint64_t now)
     ASSERT_WATCHER(w);
     w->add_backoff = false;
     for (;;) {
-        if (bheap_reserve(&w->heap, w->heap.n + 1) != 0) {
+        if (timerq_reserve(&w->timers, 1) != 0) {
             w->add_backoff = true; /* the rest stays queued; retried one interval later */
             break;
         }
@@ -306,8 +309,7 @@ static void take_adds(struct watcher *w, uint64_t now)
             doom(w, c);
             continue;
         }
-        c->priv.due_ns = now; /* first check at once */
-        heap_push(w, c);
+        schedule_check(w, c, now); /* first check at once */
     }
     run_doomed(w);
 }
@@ -376,93 +378,75 @@ static void retry_ready(struct watcher *w)
     run_doomed(w);
 }
 
-static void run_due(struct watcher *w, uint64_t now)
+/* A cond's check is due (-ETIME), from timerq_run. */
+static void cond_due(sched_timer *t, int32_t res)
 {
+    struct urt_cond *c = cond_of_timer(t);
+    struct watcher *w = c->priv.watcher;
     ASSERT_WATCHER(w);
-    while (w->heap.n && bheap_min_key(&w->heap) <= now) {
-        struct urt_cond *c = bheap_remove(&w->heap, 0);
-        if (is_cancelling(c)) {
-            doom(w, c);
-            continue;
-        }
-        WSTAT_INC(w, checks_run);
-        if (!c->check(c, c->arg)) {
-            /* Keep the cadence: next due one interval after this one. */
-            c->priv.due_ns += c->priv.interval_ns;
-            if (c->priv.due_ns <= now)
-                c->priv.due_ns = now + c->priv.interval_ns;
-            heap_push(w, c); /* its own slot: no allocation */
-            continue;
-        }
-        WSTAT_INC(w, checks_passed);
-        c->priv.passed_ns = now_ns();
-        if (w->ready_head || !hand_over(w, c))
-            ready_append(w, c); /* behind older passed tasks: FIFO */
+    assert(res == -ETIME); /* conds leave the queue by timerq_remove, never by a cancel */
+    (void)res;
+    if (is_cancelling(c)) {
+        doom(w, c);
+        return;
     }
-    run_doomed(w);
+    WSTAT_INC(w, checks_run);
+    uint64_t now = now_ns();
+    if (!c->check(c, c->arg)) {
+        /* Keep the cadence: next due one interval after this one. */
+        uint64_t due = t->due + c->priv.interval_ns;
+        schedule_check(w, c, due > now ? due : now + c->priv.interval_ns); /* its own slot: no allocation */
+        return;
+    }
+    WSTAT_INC(w, checks_passed);
+    c->priv.passed_ns = now_ns();
+    if (w->ready_head || !hand_over(w, c))
+        ready_append(w, c); /* behind older passed tasks: FIFO */
 }
 
-/* ---- timer ----------------------------------------------------------------------------------- */
+/* ---- the watcher's own timers ---------------------------------------------------------------- */
 
-static void timer_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
+/* Passed conds waiting for an admission slot, or adds postponed for lack of
+ * memory: the loop retries them (retry_ready, take_adds) when this fires. */
+static void retry_due(sched_timer *t, int32_t res)
 {
-    struct watcher *w = (struct watcher *)((char *)op - offsetof(struct watcher, timer_op));
-    (void)cqe_flags;
-    w->timer_armed = false;
+    (void)t;
+    (void)res;
+}
+
+static void wd_due(sched_timer *t, int32_t res)
+{
+    struct watcher *w = (struct watcher *)((char *)t - offsetof(struct watcher, wd_timer));
     if (res == -ETIME)
-        WSTAT_INC(w, timer_fires);
+        watchdog_pass(w->wd, now_ns());
 }
 
-static uint64_t next_deadline(struct watcher *w, uint64_t now)
+/* Puts t at due (UINT64_MAX: out of the queue). Keeps an earlier due. */
+static void own_timer_set(struct watcher *w, sched_timer *t, uint64_t due, sched_timer_fn *fn)
 {
-    uint64_t d = UINT64_MAX;
-    if (w->heap.n)
-        d = bheap_min_key(&w->heap);
-    if ((w->ready_head || w->add_backoff) && now + w->interval_ns < d)
-        d = now + w->interval_ns;
-    uint64_t wd_next = watchdog_next_pass(w->wd);
-    if (wd_next < d)
-        d = wd_next;
-    return d;
-}
-
-/* One timeout SQE at most: arm, move or remove it so it fires at due. An
- * update or removal that loses the race with the expiry fails; the expiry's
- * CQE then marks the timer unarmed and the next loop arms it again. */
-static void timer_set(struct watcher *w, uint64_t due)
-{
-    ASSERT_WATCHER(w);
     if (due == UINT64_MAX) {
-        if (!w->timer_armed || w->timer_due == UINT64_MAX)
-            return;
-        struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
-        if (!sqe)
-            return;
-        io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)&w->timer_op, 0);
-        io_uring_sqe_set_data64(sqe, 0);
-        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-        w->timer_due = UINT64_MAX;
-        ring_submit(&w->ring);
+        timerq_remove(&w->timers, t);
         return;
     }
-    if (w->timer_armed && w->timer_due == due)
+    if (sched_timer_queued(t)) {
+        if (t->due != due)
+            timerq_move(&w->timers, t, due);
         return;
-    w->timer_ts.tv_sec = (long long)(due / 1000000000ull);
-    w->timer_ts.tv_nsec = (long long)(due % 1000000000ull);
-    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
-    if (!sqe)
-        return;
-    if (w->timer_armed) {
-        io_uring_prep_timeout_update(sqe, &w->timer_ts, (uint64_t)(uintptr_t)&w->timer_op, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data64(sqe, 0);
-        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-    } else {
-        io_uring_prep_timeout(sqe, &w->timer_ts, 0, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data(sqe, &w->timer_op);
-        w->timer_armed = true;
     }
-    w->timer_due = due;
-    ring_submit(&w->ring);
+    if (timerq_add(&w->timers, t, due, fn) != 0 && fn == retry_due)
+        w->add_backoff = true; /* no memory now: the next loop tries again */
+}
+
+/* Before sleeping: the retry timer, the watchdog's timer, and the one SQE. */
+static void plan_timers(struct watcher *w, uint64_t now)
+{
+    bool retry = w->ready_head || w->add_backoff;
+    if (!retry)
+        own_timer_set(w, &w->retry_timer, UINT64_MAX, retry_due);
+    else if (!sched_timer_queued(&w->retry_timer))
+        own_timer_set(w, &w->retry_timer, now + w->interval_ns, retry_due);
+    own_timer_set(w, &w->wd_timer, watchdog_next_pass(w->wd), wd_due);
+    timerq_sync(&w->timers);
 }
 
 /* ---- the loop ----------------------------------------------------------------------------------- */
@@ -494,9 +478,12 @@ static void cancel_everything(struct watcher *w)
     struct urt_task *t;
     while ((t = inbox_pop(&w->adds)) != NULL)
         doom(w, cond_of_task(t));
-    for (uint32_t i = 0; i < w->heap.n; i++)
-        doom(w, bheap_at(&w->heap, i));
-    w->heap.n = 0;
+    while (timerq_count(&w->timers)) {
+        sched_timer *t = timerq_at(&w->timers, 0);
+        timerq_remove(&w->timers, t);
+        if (t->fn == cond_due)
+            doom(w, cond_of_timer(t));
+    }
     while (w->ready_head) {
         struct urt_cond *c = w->ready_head;
         w->ready_head = cond_next(c);
@@ -516,9 +503,9 @@ static void watcher_loop(struct watcher *w)
         if (atomic_load_explicit(&w->stop, memory_order_acquire))
             break;
         retry_ready(w);
-        run_due(w, now);
-        watchdog_pass(w->wd, now);
-        timer_set(w, next_deadline(w, now_ns()));
+        timerq_run(&w->timers, now); /* due checks (cond_due), the watchdog's pass (wd_due) */
+        run_doomed(w);
+        plan_timers(w, now_ns());
         watcher_sleep(w);
     }
 }
@@ -538,11 +525,14 @@ static void *watcher_main(void *arg)
     pthread_mutex_unlock(&w->start_lock);
     if (err)
         return NULL;
+    timerq_init(&w->timers, &w->ring, NULL);
     watcher_loop(w);
     cancel_everything(w);
-    timer_set(w, UINT64_MAX);
+    timerq_sync(&w->timers); /* removes the timeout */
+    ring_submit(&w->ring);
     ring_get_events(&w->ring);
     ring_reap(&w->ring, on_tag, w);
+    timerq_destroy(&w->timers);
     ring_exit(&w->ring);
     tls_watcher = NULL;
     return NULL;
@@ -555,7 +545,6 @@ static void watcher_dealloc(struct watcher *w)
     pthread_mutex_destroy(&w->start_lock);
     pthread_cond_destroy(&w->start_cond);
     watchdog_free(w->wd);
-    bheap_free(&w->heap);
     free(w);
 }
 
@@ -565,7 +554,6 @@ int watcher_start(struct sched *s)
     if (!w)
         return -ENOMEM;
     memset(w, 0, sizeof(*w));
-    w->heap.moved = cond_moved; /* cancel removes a cond from the middle */
     w->s = s;
     sleeper_init(&w->sl);
     atomic_init(&w->stop, 0);
@@ -576,7 +564,6 @@ int watcher_start(struct sched *s)
     inbox_init(&w->adds);
     w->ring_fd = -1;
     w->interval_ns = s->cfg->watcher_interval_us * 1000ull;
-    w->timer_op.complete = timer_complete;
     pthread_mutex_init(&w->start_lock, NULL);
     pthread_cond_init(&w->start_cond, NULL);
     w->wd = watchdog_create(s);
@@ -753,7 +740,6 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
     c->priv.watcher = w;
     c->priv.interval_ns = (c->interval_us ? c->interval_us : sched_of(rt)->cfg->watcher_interval_us) * 1000ull;
     c->priv.passed_ns = 0;
-    c->priv.due_ns = 0;
     struct urt_task *t = &c->priv.task;
     t->fn = body_task;
     t->arg = c;
@@ -812,7 +798,7 @@ URT_API int urt_watcher_stats(const urt_runtime *rt, struct urt_watcher_stats *o
     RD(admission_retries);
     RD(sleeps);
     RD(wakeups);
-    RD(timer_fires);
+    o->timer_fires = atomic_load_explicit(&w->timers.fires, memory_order_relaxed);
     RD(wake_messages);
 #undef RD
     o->watchdog_reports = watchdog_reports(w->wd);

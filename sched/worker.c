@@ -471,6 +471,8 @@ static void worker_loop(struct worker *w)
             continue;
         }
         reap(w);
+        if (__builtin_expect(w->timers.dirty, 0))
+            timerq_sync(&w->timers); /* the SQ was full when a timer moved (sched/timer.h rule 3) */
         w->idle_polls++;
         if (__builtin_expect(phase == PHASE_DRAINING, 0)) {
             /* Report an empty poll to the destroyer (not while I/O is in
@@ -512,8 +514,10 @@ static void *worker_main(void *arg)
 
     int err = ring_init(&w->ring, &s->caps, s->cfg->ring_entries,
                         s->cfg->ring_cq_entries ? s->cfg->ring_cq_entries : 4 * s->cfg->ring_entries);
-    if (err == 0)
+    if (err == 0) {
         w->ring_fd = w->ring.fd;
+        timerq_init(&w->timers, &w->ring, &w->io_inflight);
+    }
     pthread_mutex_lock(&s->start_lock);
     w->start_err = err;
     s->n_started++;
@@ -541,6 +545,7 @@ static void *worker_main(void *arg)
     /* No wake message may target the ring from now on (sched_notify sends
      * only to sleeping workers), so its fd number can be reused safely. */
     sleeper_exit(&w->sl);
+    timerq_destroy(&w->timers); /* what is still queued never fires (sched/job.c cancels its deadlines) */
     ring_exit(&w->ring);
     tls_worker = NULL;
     return NULL;

@@ -51,6 +51,16 @@ URT_API const char *urt_last_error(void);
  * clock as bpf_ktime_get_ns()). Any thread. */
 URT_API uint64_t urt_now_ns(void);
 
+/* Runtime-private: a timer of the runtime's timer facility, embedded in the
+ * public structs that need one (struct urt_cond). Do not touch its fields;
+ * a zeroed one is valid. */
+struct urt_timer_private {
+    uint64_t due;
+    void (*fn)(struct urt_timer_private *t, int32_t res);
+    uint32_t slot;
+    uint32_t reserved;
+};
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,8 +63,7 @@ typedef void urt_cond_cancel_fn(struct urt_cond *cond, void *arg);
 struct urt_cond_private {
     struct urt_task task;   /* the body's task; its link chains the watcher's queues */
     _Atomic uint32_t state; /* internal: idle, watching, cancelling, scheduled */
-    uint32_t heap_index;    /* watcher thread only */
-    uint64_t due_ns;        /* next check (watcher thread only) */
+    struct urt_timer_private timer; /* its next check (watcher thread only) */
     uint64_t interval_ns;   /* resolved at add */
     uint64_t passed_ns;     /* when the check passed (for the latency statistic) */
     void *watcher;          /* the watcher it was added to */

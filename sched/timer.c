@@ -1,0 +1,155 @@
+/*
+ * sched/timer.c — the one timer facility (rules and design in timer.h).
+ *
+ * No memory ordering: everything runs on the queue owner's thread.
+ */
+#include "sched/timer.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stddef.h>
+
+#include "base/clock.h"
+
+static void timer_moved(void *p, uint32_t index)
+{
+    ((sched_timer *)p)->slot = index + 1;
+}
+
+/* The timeout's CQE: -ETIME (expired), -ECANCELED (removed) or an error. */
+static void timeout_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
+{
+    struct timerq *q = (struct timerq *)((char *)op - offsetof(struct timerq, op));
+    (void)cqe_flags;
+    q->armed = false;
+    if (q->inflight)
+        (*q->inflight)--;
+    if (res == -ETIME)
+        atomic_store_explicit(&q->fires, atomic_load_explicit(&q->fires, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    if (q->running)
+        return; /* the running timerq_run syncs when it is done */
+    timerq_run(q, urt_clock_ns());
+    timerq_sync(q);
+}
+
+void timerq_init(struct timerq *q, struct ring *r, uint32_t *inflight)
+{
+    *q = (struct timerq){0};
+    atomic_init(&q->fires, 0);
+    q->heap.moved = timer_moved;
+    q->ring = r;
+    q->inflight = inflight;
+    q->op.complete = timeout_complete;
+    q->armed_due = UINT64_MAX;
+}
+
+void timerq_destroy(struct timerq *q)
+{
+    for (uint32_t i = 0; i < q->heap.n; i++)
+        ((sched_timer *)bheap_at(&q->heap, i))->slot = 0;
+    bheap_free(&q->heap);
+}
+
+int timerq_reserve(struct timerq *q, uint32_t n)
+{
+    return bheap_reserve(&q->heap, q->heap.n + n);
+}
+
+int timerq_add(struct timerq *q, sched_timer *t, uint64_t due, sched_timer_fn *fn)
+{
+    assert(!sched_timer_queued(t));
+    t->due = due;
+    t->fn = fn;
+    return bheap_push(&q->heap, due, t); /* sets t->slot through timer_moved */
+}
+
+void timerq_move(struct timerq *q, sched_timer *t, uint64_t due)
+{
+    assert(sched_timer_queued(t));
+    bheap_remove(&q->heap, t->slot - 1);
+    t->due = due;
+    int rc = bheap_push(&q->heap, due, t); /* the slot just freed: cannot fail */
+    assert(rc == 0);
+    (void)rc;
+}
+
+bool timerq_remove(struct timerq *q, sched_timer *t)
+{
+    if (!sched_timer_queued(t))
+        return false;
+    bheap_remove(&q->heap, t->slot - 1);
+    t->slot = 0;
+    return true;
+}
+
+bool timerq_cancel(struct timerq *q, sched_timer *t)
+{
+    if (!timerq_remove(q, t))
+        return false;
+    t->fn(t, -ECANCELED);
+    return true;
+}
+
+unsigned timerq_run(struct timerq *q, uint64_t now)
+{
+    unsigned n = 0;
+    bool outer = !q->running;
+    q->running = true;
+    while (q->heap.n && bheap_min_key(&q->heap) <= now) {
+        sched_timer *t = bheap_remove(&q->heap, 0);
+        t->slot = 0;
+        t->fn(t, -ETIME); /* may add timers, t included */
+        n++;
+    }
+    if (outer)
+        q->running = false;
+    return n;
+}
+
+/* ---- the one timeout SQE ---------------------------------------------------------- */
+
+static void sqe_remove(struct timerq *q, struct io_uring_sqe *sqe)
+{
+    io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)&q->op, 0);
+    io_uring_sqe_set_data64(sqe, 0); /* its own CQE (a failure only) is ignored */
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    q->armed_due = UINT64_MAX;
+}
+
+static void sqe_set(struct timerq *q, struct io_uring_sqe *sqe, uint64_t due)
+{
+    q->ts.tv_sec = (long long)(due / 1000000000ull);
+    q->ts.tv_nsec = (long long)(due % 1000000000ull);
+    if (q->armed) {
+        io_uring_prep_timeout_update(sqe, &q->ts, (uint64_t)(uintptr_t)&q->op, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data64(sqe, 0);
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    } else {
+        io_uring_prep_timeout(sqe, &q->ts, 0, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data(sqe, &q->op);
+        q->armed = true;
+        if (q->inflight)
+            (*q->inflight)++;
+    }
+    q->armed_due = due;
+}
+
+void timerq_sync(struct timerq *q)
+{
+    uint64_t due = timerq_next(q);
+    q->dirty = false;
+    if (due == UINT64_MAX && (!q->armed || q->armed_due == UINT64_MAX))
+        return; /* nothing to wait for, nothing armed (or its removal is on its way) */
+    if (due != UINT64_MAX && q->armed && q->armed_due == due)
+        return;
+    struct io_uring_sqe *sqe = ring_get_sqe(q->ring);
+    if (!sqe) {
+        q->dirty = true;
+        return;
+    }
+    if (due == UINT64_MAX)
+        sqe_remove(q, sqe);
+    else
+        sqe_set(q, sqe, due);
+}
