@@ -181,6 +181,8 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
 /* Stops the workers (drain or cancel, see urt/runtime.h), cancels what is left
  * and frees everything. Returns the number of tasks cancelled. */
 int sched_stop(struct sched *s, bool drain);
+/* A worker thread's body (sched/worker.c), started by sched_start (sched/start.c). */
+void *sched_worker_main(void *arg);
 
 /* Queues t (placement rules SPEC C5). */
 int sched_submit(struct sched *s, struct urt_task *t, unsigned flags);

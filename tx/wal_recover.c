@@ -68,6 +68,7 @@
 #include <unistd.h>
 
 #include "tx/wal.h"
+#include "tx/wal_dir.h"
 #include "tx/wal_format.h"
 
 static bool all_zero_bytes(const uint8_t *p, size_t n)
@@ -121,175 +122,6 @@ struct recovery {
     size_t errlen;
 };
 
-static int fail(char *err, size_t len, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t len, int rc, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
-/* ch-<gen:16 hex>-<worker:4 hex>.wal (segment 0) or ...-<seg:6 hex>.wal. */
-static bool parse_channel_name(const char *s, uint64_t *gen, uint32_t *worker, uint32_t *seg)
-{
-    unsigned long long g;
-    unsigned w, k = 0;
-    int used = 0;
-    size_t n = strlen(s);
-    if (n == 28 && sscanf(s, "ch-%16llx-%4x.wal%n", &g, &w, &used) == 2 && used == 28)
-        ;
-    else if (n == 35 && sscanf(s, "ch-%16llx-%4x-%6x.wal%n", &g, &w, &k, &used) == 3 && used == 35 && k > 0)
-        ;
-    else
-        return false;
-    for (const char *p = s + 3; *p != '.'; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
-            return false; /* lowercase hex only: one name per file */
-    *gen = g;
-    *worker = w;
-    *seg = k;
-    return true;
-}
-
-static bool known_name(const char *n)
-{
-    static const char *const fixed[] = {".",         "..",       "LOCK",         "epochs",        "epochs.tmp",
-                                        "cuts.log",  "sessions.log", "checkpoint", "checkpoint.tmp"};
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-        if (!strcmp(n, fixed[i]))
-            return true;
-    uint64_t g;
-    uint32_t w, k;
-    return parse_channel_name(n, &g, &w, &k);
-}
-
-static int check_dir(const char *dir, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(dir, &st))
-        return fail(err, errlen, -errno, "log directory %s: %s", dir,
-                    errno == ENOENT ? "does not exist" : strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return fail(err, errlen, -ENOTDIR, "log directory %s: not a directory", dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno));
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d))) {
-        if (known_name(e->d_name))
-            continue;
-        rc = fail(err, errlen, -EMEDIUMTYPE, "log directory %s: not a urt log directory (it holds \"%s\")", dir,
-                  e->d_name);
-        break;
-    }
-    closedir(d);
-    return rc;
-}
-
-int wal_check_dir(const char *dir, char *err, size_t errlen)
-{
-    return check_dir(dir, err, errlen);
-}
-
-int wal_lock_dir(const char *dir, bool create, char *err, size_t errlen)
-{
-    if (!dir || !*dir)
-        return fail(err, errlen, -EINVAL, "log_dir: empty path");
-    if (create && mkdir(dir, 0755) && errno != EEXIST)
-        return fail(err, errlen, -errno, "log directory %s: cannot create it: %s", dir, strerror(errno));
-    int rc = check_dir(dir, err, errlen);
-    if (rc)
-        return rc;
-    char path[4096];
-    if (snprintf(path, sizeof(path), "%s/LOCK", dir) >= (int)sizeof(path))
-        return fail(err, errlen, -ENAMETOOLONG, "log directory %s: path too long", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return fail(err, errlen, -errno, "log directory %s: cannot open LOCK: %s", dir, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB)) {
-        int e = errno;
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return fail(err, errlen, -EBUSY, "log directory %s: in use by another runtime or process (LOCK held)",
-                        dir);
-        return fail(err, errlen, -e, "log directory %s: cannot lock: %s", dir, strerror(e));
-    }
-    return fd;
-}
-
-/* Opens name read-only and stats it: the fd (>= 0) or -errno (-ENOENT: absent). */
-static int open_stat(int dirfd, const char *name, struct stat *st)
-{
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (fstat(fd, st)) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    return fd;
-}
-
-static int read_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
-{
-    *out = NULL;
-    *size = 0;
-    struct stat st;
-    int fd = open_stat(dirfd, name, &st);
-    if (fd < 0)
-        return fd == -ENOENT ? 0 : fd;
-    size_t n = (size_t)st.st_size;
-    uint8_t *b = malloc(n ? n : 1);
-    if (!b) {
-        close(fd);
-        return -ENOMEM;
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, b + got, n - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    *out = b;
-    *size = got;
-    return 0;
-}
-
-/* A channel file mapped read-only (a log can be far larger than memory we
- * want to copy it into). Every read of the mapping happens before any cut
- * (step 7 before step 8): a truncated mapped page would fault (SIGBUS). */
-static int map_whole(int dirfd, const char *name, uint8_t **out, size_t *size)
-{
-    *out = NULL;
-    *size = 0;
-    struct stat st;
-    int fd = open_stat(dirfd, name, &st);
-    if (fd < 0)
-        return fd == -ENOENT ? 0 : fd;
-    if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        *out = p;
-        *size = (size_t)st.st_size;
-    }
-    close(fd);
-    return 0;
-}
-
 static int collect(void *arg, const struct wal_rec *r)
 {
     struct rchan *c = arg;
@@ -329,7 +161,7 @@ static int add_channel(struct recovery *r, const char *name, uint64_t g, uint32_
     }
     struct rchan *c = &r->ch[r->n++];
     memset(c, 0, sizeof(*c));
-    size_t len = strnlen(name, sizeof(c->name) - 1); /* 28 or 35: parse_channel_name checked it */
+    size_t len = strnlen(name, sizeof(c->name) - 1); /* 28 or 35: wal_parse_channel_name checked it */
     memcpy(c->name, name, len);
     c->name[len] = 0;
     c->gen = g;
@@ -348,14 +180,14 @@ static int list_channels(struct recovery *r)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return fail(r->err, r->errlen, -e, "log directory %s: %s", r->dir, strerror(e));
+        return wal_fail(r->err, r->errlen, -e, "log directory %s: %s", r->dir, strerror(e));
     }
     int rc = 0;
     struct dirent *e;
     while (!rc && (e = readdir(d))) {
         uint64_t g;
         uint32_t w, k;
-        if (parse_channel_name(e->d_name, &g, &w, &k))
+        if (wal_parse_channel_name(e->d_name, &g, &w, &k))
             rc = add_channel(r, e->d_name, g, w, k);
     }
     closedir(d);
@@ -368,11 +200,11 @@ static int scan_channels(struct recovery *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct rchan *c = &r->ch[i];
-        int rc = map_whole(r->dirfd, c->name, &c->data, &c->size);
+        int rc = wal_map_whole(r->dirfd, c->name, &c->data, &c->size);
         if (rc)
-            return fail(r->err, r->errlen, rc, "log directory %s: cannot map %s: %s", r->dir, c->name, strerror(-rc));
+            return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot map %s: %s", r->dir, c->name, strerror(-rc));
         if ((rc = wal_scan(c->data, c->size, collect, c, &c->scan)))
-            return fail(r->err, r->errlen, rc, "log directory %s: cannot scan %s: %s", r->dir, c->name,
+            return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot scan %s: %s", r->dir, c->name,
                         strerror(-rc));
         if (c->scan.header_ok && c->scan.header.start_epoch > r->res.max_epoch)
             r->res.max_epoch = c->scan.header.start_epoch;
@@ -436,9 +268,9 @@ static int read_checkpoint(struct recovery *r)
 {
     uint8_t *b;
     size_t n;
-    int rc = read_whole(r->dirfd, "checkpoint", &b, &n);
+    int rc = wal_read_whole(r->dirfd, "checkpoint", &b, &n);
     if (rc || !b)
-        return rc ? fail(r->err, r->errlen, rc, "log directory %s: cannot read the checkpoint file: %s", r->dir,
+        return rc ? wal_fail(r->err, r->errlen, rc, "log directory %s: cannot read the checkpoint file: %s", r->dir,
                          strerror(-rc))
                   : 0;
     uint32_t magic, crc;
@@ -448,7 +280,7 @@ static int read_checkpoint(struct recovery *r)
     }
     if (n != WAL_CHECKPOINT_SIZE || magic != WAL_CHECKPOINT_MAGIC || crc != wal_crc32c(b, 12)) {
         free(b);
-        return fail(r->err, r->errlen, -EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
+        return wal_fail(r->err, r->errlen, -EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
     }
     memcpy(&r->res.checkpoint, b, 8);
     free(b);
@@ -461,9 +293,9 @@ static int read_slots(struct recovery *r)
 {
     uint8_t *b;
     size_t n;
-    int rc = read_whole(r->dirfd, "epochs", &b, &n);
+    int rc = wal_read_whole(r->dirfd, "epochs", &b, &n);
     if (rc)
-        return fail(r->err, r->errlen, rc, "log directory %s: cannot read the epoch file: %s", r->dir, strerror(-rc));
+        return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot read the epoch file: %s", r->dir, strerror(-rc));
     if (!b) {
         r->epochs_canonical = r->n == 0; /* a new directory: nothing to make durable */
         return 0;
@@ -728,7 +560,7 @@ static int sync_name(struct recovery *r, const char *name)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return fail(r->err, r->errlen, -e, "log directory %s: cannot sync %s: %s", r->dir, name, strerror(e));
+        return wal_fail(r->err, r->errlen, -e, "log directory %s: cannot sync %s: %s", r->dir, name, strerror(e));
     }
     close(fd);
     return 0;
@@ -788,7 +620,7 @@ static int rewrite_epochs(struct recovery *r)
     if (!rc && fsync(r->dirfd))
         rc = -errno;
     if (rc)
-        return fail(r->err, r->errlen, rc, "log directory %s: cannot rewrite the epoch file: %s", r->dir,
+        return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot rewrite the epoch file: %s", r->dir,
                     strerror(-rc));
     r->res.epoch_slot_next = s.marker ? 1 : 0;
     return 0;
@@ -805,7 +637,7 @@ static int apply_cuts(struct recovery *r)
             int e = errno;
             if (fd >= 0)
                 close(fd);
-            return fail(r->err, r->errlen, -e, "log directory %s: cannot cut %s: %s", r->dir, c->name, strerror(e));
+            return wal_fail(r->err, r->errlen, -e, "log directory %s: cannot cut %s: %s", r->dir, c->name, strerror(e));
         }
         close(fd);
         note_cut(r, c);
@@ -821,10 +653,10 @@ static int delete_checkpointed(struct recovery *r)
         return 0;
     for (size_t i = 0; i < r->n; i++)
         if (r->ch[i].drop && unlinkat(r->dirfd, r->ch[i].name, 0) && errno != ENOENT)
-            return fail(r->err, r->errlen, -errno, "log directory %s: cannot delete %s: %s", r->dir, r->ch[i].name,
+            return wal_fail(r->err, r->errlen, -errno, "log directory %s: cannot delete %s: %s", r->dir, r->ch[i].name,
                         strerror(errno));
     if (fsync(r->dirfd))
-        return fail(r->err, r->errlen, -errno, "log directory %s: cannot sync it: %s", r->dir, strerror(errno));
+        return wal_fail(r->err, r->errlen, -errno, "log directory %s: cannot sync it: %s", r->dir, strerror(errno));
     return 0;
 }
 
@@ -862,7 +694,7 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
 {
     struct recovery r = {.dir = dir, .flags = flags, .err = err, .errlen = errlen, .limit = UINT64_MAX};
     r.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = r.dirfd < 0 ? fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno)) : 0;
+    int rc = r.dirfd < 0 ? wal_fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno)) : 0;
     if (!rc)
         rc = list_channels(&r);
     if (!rc)

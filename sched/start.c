@@ -1,0 +1,314 @@
+/*
+ * sched/start.c — starting and stopping the scheduler: the workers' memory
+ * (on their NUMA node), their threads and rings, the drain, the leftovers.
+ *
+ * Start: allocate every worker, launch the threads (sched_worker_main in
+ * worker.c), wait until each reported its ring, then release them all at
+ * once (to run, or to stop when one failed). Stop: drain (below) or not, then
+ * PHASE_STOPPING, join the workers and the watcher, cancel what is left.
+ *
+ * ---- Drain ----------------------------------------------------------------
+ * destroy(DRAIN) refuses foreign submissions, then repeats: snapshot the sum
+ * of tasks_run, wait until every worker has reported two idle polls
+ * (idle_sweeps), snapshot again; equal sums mean no task ran in between, so
+ * no task could have been submitted (only running tasks submit now) and every
+ * queue that each worker found empty is still empty.
+ *
+ * ---- Memory ordering --------------------------------------------------------
+ * start_lock/start_cond order the workers' start reports (start_err, ring)
+ * before the starter reads them, and the starter's phase store before the
+ * workers read it. phase is stored seq_cst by the stopper; foreign_inflight
+ * (seq_cst) is the fence with foreign submitters (sched/submit.c); tasks_run
+ * and idle_sweeps are read with acquire (the workers store release).
+ */
+#include "sched/sched.h"
+#include "sched/lane.h"
+#include "sched/watcher.h"
+
+#include <errno.h>
+#include <numa.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct worker *worker_alloc(int mem_node)
+{
+    struct worker *w;
+    if (mem_node >= 0 && numa_available() >= 0)
+        w = numa_alloc_onnode(sizeof(*w), mem_node);
+    else
+        w = aligned_alloc(64, (sizeof(*w) + 63) & ~(size_t)63);
+    if (w)
+        memset(w, 0, sizeof(*w));
+    return w;
+}
+
+static void worker_free(struct worker *w)
+{
+    if (!w)
+        return;
+    deque_destroy(&w->deque);
+    if (w->place.mem_node >= 0 && numa_available() >= 0)
+        numa_free(w, sizeof(*w));
+    else
+        free(w);
+}
+
+static void free_workers(struct sched *s)
+{
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        worker_free(s->workers[i]);
+    free(s->workers);
+    s->workers = NULL;
+}
+
+static void sched_init_fields(struct sched *s, const struct urt_config *cfg, const struct ring_caps *caps)
+{
+    static _Atomic uint64_t next_id = 1;
+    s->cfg = cfg;
+    s->caps = *caps;
+    s->n_workers = cfg->workers;
+    s->id = atomic_fetch_add(&next_id, 1);
+    s->suspend_timeout_ns = cfg->worker_suspend_timeout_us * 1000ull;
+    atomic_init(&s->n_sleeping, 0);
+    atomic_init(&s->surplus_waking, 0);
+    atomic_init(&s->rr, 0);
+    atomic_init(&s->phase, PHASE_RUNNING);
+    atomic_init(&s->foreign_inflight, 0);
+    atomic_init(&s->foreign_wakes, 0);
+    atomic_init(&s->foreign_wake_failures, 0);
+    pthread_mutex_init(&s->start_lock, NULL);
+    pthread_cond_init(&s->start_cond, NULL);
+    s->n_started = 0;
+}
+
+static void worker_init_fields(struct sched *s, struct worker *w, uint32_t i, const struct worker_placement *place)
+{
+    w->s = s;
+    w->index = i;
+    w->place = *place;
+    w->last_victim = i;
+    w->inbox_countdown = s->cfg->inbox_check_interval;
+    w->ring_fd = -1;
+    sleeper_init(&w->sl);
+    atomic_init(&w->last_cpu, -1);
+    atomic_init(&w->idle_sweeps, 0);
+    inbox_init(&w->inbox);
+    inbox_init(&w->sticky);
+}
+
+/* Every worker's memory, on its node: 0 or -ENOMEM (nothing left allocated). */
+static int alloc_workers(struct sched *s, const struct worker_placement *place)
+{
+    s->workers = calloc(s->n_workers, sizeof(*s->workers));
+    if (!s->workers)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        struct worker *w = worker_alloc(place[i].mem_node);
+        if (!w || deque_init(&w->deque, s->cfg->deque_capacity) != 0) {
+            worker_free(w);
+            free_workers(s);
+            return -ENOMEM;
+        }
+        s->workers[i] = w;
+        worker_init_fields(s, w, i, &place[i]);
+    }
+    return 0;
+}
+
+/* Launches the threads, waits for each one's ring, releases them together.
+ * On failure the launched threads are joined (they stop) and the error is
+ * returned, with the failing worker's index in *failed_worker. */
+static int launch_workers(struct sched *s, int *failed_worker)
+{
+    int err = 0;
+    uint32_t launched = 0;
+    for (; launched < s->n_workers; launched++) {
+        struct worker *w = s->workers[launched];
+        if ((err = -pthread_create(&w->thread, NULL, sched_worker_main, w)))
+            break;
+    }
+    pthread_mutex_lock(&s->start_lock);
+    while (s->n_started < launched)
+        pthread_cond_wait(&s->start_cond, &s->start_lock);
+    for (uint32_t i = 0; i < launched && !err; i++) {
+        if (s->workers[i]->start_err) {
+            err = s->workers[i]->start_err;
+            *failed_worker = (int)i;
+        }
+    }
+    if (err)
+        atomic_store_explicit(&s->phase, PHASE_STOPPING, memory_order_release);
+    s->n_started = s->n_workers + 1; /* releases the workers (to run or to stop) */
+    pthread_cond_broadcast(&s->start_cond);
+    pthread_mutex_unlock(&s->start_lock);
+    if (err)
+        for (uint32_t i = 0; i < launched; i++)
+            pthread_join(s->workers[i]->thread, NULL);
+    return err;
+}
+
+int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring_caps *caps,
+                const struct worker_placement *place, int *failed_worker)
+{
+    *failed_worker = -1;
+    sched_init_fields(s, cfg, caps);
+    int err = taskpool_init(&s->pool);
+    if (err)
+        goto fail_sync;
+    /* Threads that are not workers wake workers through rings of their own;
+     * one that cannot get its ring (no free fd) sends through this one. Best
+     * effort: without it, such a wake would wait for the suspend timeout. */
+    if (!caps->ringless_msg)
+        ring_shared_init(&s->wake_fallback);
+    if ((err = alloc_workers(s, place)))
+        goto fail_pool;
+    if ((err = launch_workers(s, failed_worker)))
+        goto fail_workers;
+    return 0;
+
+fail_workers:
+    free_workers(s);
+fail_pool:
+    ring_shared_exit(&s->wake_fallback);
+    taskpool_destroy(&s->pool);
+fail_sync:
+    pthread_cond_destroy(&s->start_cond);
+    pthread_mutex_destroy(&s->start_lock);
+    return err;
+}
+
+static void wake_all(struct sched *s)
+{
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        sched_notify(s, s->workers[i], NULL);
+}
+
+static uint64_t sum_tasks_run(struct sched *s)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        sum += atomic_load_explicit(&s->workers[i]->stats.tasks_run, memory_order_acquire);
+    return sum;
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void wait_foreign_submitters(struct sched *s)
+{
+    while (atomic_load_explicit(&s->foreign_inflight, memory_order_seq_cst) != 0)
+        sched_yield();
+}
+
+static void drain(struct sched *s)
+{
+    uint64_t seen_small[64];
+    uint64_t *seen = s->n_workers <= 64 ? seen_small : calloc(s->n_workers, sizeof(*seen));
+    while (!seen) { /* no memory: wait for some rather than skip the drain */
+        sleep_us(1000);
+        seen = calloc(s->n_workers, sizeof(*seen));
+    }
+    for (;;) {
+        wake_all(s);
+        uint64_t before = sum_tasks_run(s);
+        for (uint32_t i = 0; i < s->n_workers; i++)
+            seen[i] = atomic_load_explicit(&s->workers[i]->idle_sweeps, memory_order_acquire);
+        for (uint32_t i = 0; i < s->n_workers; i++) {
+            while (atomic_load_explicit(&s->workers[i]->idle_sweeps, memory_order_acquire) < seen[i] + 2) {
+                sched_notify(s, s->workers[i], NULL);
+                sleep_us(50);
+            }
+        }
+        if (sum_tasks_run(s) == before)
+            break;
+    }
+    if (seen != seen_small)
+        free(seen);
+}
+
+/* After the workers are gone: cancel whatever is left in w's queues. */
+static int cancel_leftovers(struct sched *s, struct worker *w)
+{
+    int n = 0;
+    struct urt_task *t;
+    while ((t = deque_take(&w->deque)) != NULL) {
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    while ((t = w->yield_head) != NULL) {
+        w->yield_head = atomic_load_explicit(&t->priv.next, memory_order_relaxed);
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    w->yield_tail = NULL;
+    while ((t = inbox_pop(&w->inbox)) != NULL) {
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    while ((t = inbox_pop(&w->sticky)) != NULL) {
+        if (t->priv.flags & TASK_LANE_RUNNER) {
+            n += lane_cancel_runner(s, t); /* the lane's queued tasks */
+            continue;
+        }
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    return n;
+}
+
+int sched_stop(struct sched *s, bool drain_first)
+{
+    if (drain_first) {
+        atomic_store_explicit(&s->phase, PHASE_DRAINING, memory_order_seq_cst);
+        wait_foreign_submitters(s);
+        drain(s);
+    }
+    atomic_store_explicit(&s->phase, PHASE_STOPPING, memory_order_seq_cst);
+    wait_foreign_submitters(s);
+    wake_all(s);
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+        /* A worker may be suspended with a wake already pending; keep poking. */
+        while (pthread_tryjoin_np(s->workers[i]->thread, NULL) == EBUSY) {
+            sleeper_send_failed(&s->workers[i]->sl); /* re-arm: a lost message must not block the join */
+            sched_notify(s, s->workers[i], NULL);
+            sleep_us(200);
+        }
+    }
+    watcher_stop(s); /* joins the watcher thread before the workers and the pool go (sched/watcher.c) */
+    int cancelled = 0;
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        cancelled += cancel_leftovers(s, s->workers[i]);
+    free_workers(s);
+    ring_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
+    pthread_cond_destroy(&s->start_cond);
+    pthread_mutex_destroy(&s->start_lock);
+    taskpool_destroy(&s->pool);
+    return cancelled;
+}
+
+void sched_read_stats(const struct sched *s, uint32_t i, struct urt_worker_stats *o)
+{
+    const struct worker *w = s->workers[i];
+    memset(o, 0, sizeof(*o));
+#define RD(f) o->f = atomic_load_explicit(&w->stats.f, memory_order_relaxed)
+    RD(tasks_run);
+    RD(tasks_stolen);
+    RD(steal_attempts);
+    RD(suspends);
+    RD(wakes_sent);
+    RD(wakes_received);
+    RD(inbox_drains);
+    RD(sticky_runs);
+    RD(yields);
+    RD(tasks_cancelled);
+    RD(wake_failures);
+#undef RD
+    o->io_submitted = atomic_load_explicit(&w->ring.submitted, memory_order_relaxed);
+    o->node = w->place.node;
+    o->cpu = w->place.cpu;
+    o->sleeping = sleeper_sleeping(&w->sl);
+}
