@@ -23,7 +23,7 @@ YIELD_IT=${YIELD_IT:-300}
 ninja -C build-bench-out bench/obs-bench tools/urt-load >/dev/null
 ninja -C build-bench-in >/dev/null
 HAVE_TRACE=0
-if [[ $(id -u) -eq 0 && -x build-bench-in/tools/urt-trace ]] && mountpoint -q /sys/fs/bpf; then HAVE_TRACE=1; fi
+if [[ $(id -u) -eq 0 && -x build-bench-in/bpf/urt-trace ]] && mountpoint -q /sys/fs/bpf; then HAVE_TRACE=1; fi
 
 load() { # mode workload -> ns per unit, from urt-load's rate line
   local mode=$1 wl=$2 bin=build-bench-in/tools/urt-load out
@@ -43,7 +43,7 @@ run() { # mode workload iterations -> ns per unit
       build-bench-in/bench/obs-bench "$wl" "$it" --wait-trace >/tmp/obs-bench.$$ 2>/dev/null &
       local bp=$!
       sleep 0.2
-      build-bench-in/tools/urt-trace -p "$bp" 1 >/dev/null 2>&1 &
+      build-bench-in/bpf/urt-trace -p "$bp" 1 >/dev/null 2>&1 &
       local tp=$!
       wait "$bp"
       kill -INT "$tp" 2>/dev/null || true

@@ -1,7 +1,7 @@
 /*
  * bpf/loader.h — loads urt's BPF programs into the kernel, attaches them to
  * one process's USDT probes and pins their maps under /sys/fs/bpf/urt/<pid>/
- * (internal library of tools/urt-trace and the BPF test suite).
+ * (internal library of urt-trace, bpf/urt-trace.c, and the BPF test suite).
  *
  * Lifecycle (numbered rules):
  *  1. tracer_attach() checks the environment (root, bpffs, uprobes, the pid

@@ -12,7 +12,7 @@
  *    with the same totals;
  *  - detaching removes the pins and lowers the semaphores (the child's
  *    probe-fired counter stops moving);
- *  - tools/urt-trace prints per-worker histograms and removes its pins both
+ *  - urt-trace (bpf/urt-trace.c) prints per-worker histograms and removes its pins both
  *    when its count runs out and on Ctrl-C (SIGINT).
  */
 #include <criterion/criterion.h>

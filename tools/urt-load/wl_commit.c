@@ -277,23 +277,21 @@ static int configure(struct urt_config *cfg)
     return 0;
 }
 
-static int run(urt_runtime *rt, const char *name)
+/* How many clients: the name's _c<N>, else CLIENTS (bare name), else 16. */
+static unsigned client_count(const char *name)
 {
-    struct commit_run *r = &RUN;
-    r->rt = rt;
-    r->name = name;
-    r->response = strncmp(name, "commit_stored", 13) == 0 ? URT_COMMIT_STORED : URT_COMMIT_AVAILABLE;
     const char *c = strstr(name, "_c");
     uint64_t env_clients = env_u64("CLIENTS", 0);
-    if (c) {
-        r->n = (unsigned)strtoul(c + 2, NULL, 10);
-        if (env_clients && env_clients != r->n && !strchr(getenv("CLIENTS"), ' '))
-            measure_note(name, "CLIENTS=%llu ignored: the workload name says %u", (unsigned long long)env_clients,
-                         r->n);
-    } else {
-        r->n = env_clients && env_clients <= COMMIT_MAX_CLIENTS ? (unsigned)env_clients : 16; /* bare name */
-    }
-    uint64_t duration_ms = env_u64("DURATION_MS", 2000);
+    if (!c)
+        return env_clients && env_clients <= COMMIT_MAX_CLIENTS ? (unsigned)env_clients : 16;
+    unsigned n = (unsigned)strtoul(c + 2, NULL, 10);
+    if (env_clients && env_clients != n && !strchr(getenv("CLIENTS"), ' '))
+        measure_note(name, "CLIENTS=%llu ignored: the workload name says %u", (unsigned long long)env_clients, n);
+    return n;
+}
+
+static int clients_create(struct commit_run *r)
+{
     r->clients = calloc(r->n, sizeof(*r->clients));
     if (!r->clients)
         return 1;
@@ -305,50 +303,45 @@ static int run(urt_runtime *rt, const char *name)
         urt_task_init(&cl->start, client_start, cl);
     }
     measure_done_reset(&r->done, r->n);
-    uint64_t t_s = measure_now_ns();
-    r->t0 = t_s + COMMIT_WARMUP_MS * 1000000ull;
-    r->t1 = r->t0 + duration_ms * 1000000ull;
-    uint64_t cpu0 = 0;
-    for (unsigned i = 0; i < r->n; i++) {
-        int rc = urt_task_submit(rt, &r->clients[i].start, 0);
-        if (rc) {
-            fprintf(stderr, "# ERROR %s %s: urt_task_submit: %s\n", MEASURE_PEER, name, strerror(-rc));
-            return 1;
-        }
-    }
-    struct urt_log_stats s0, s1;
-    sleep_until(r->t0);
-    urt_log_stats(rt, &s0);
-    cpu0 = measure_cpu_ns();
-    sleep_until(r->t1);
-    urt_log_stats(rt, &s1);
-    uint64_t cpu1 = measure_cpu_ns();
-    measure_event_wait(&r->done.event);
-    if (atomic_load_explicit(&r->done.failed, memory_order_relaxed))
-        return 1;
+    return 0;
+}
 
-    size_t total = 0;
+/* Every client's latencies in one sorted array (*total of them); NULL: no memory. */
+static uint64_t *merged_latencies(const struct commit_run *r, size_t *total)
+{
+    *total = 0;
     for (unsigned i = 0; i < r->n; i++)
-        total += r->clients[i].n_lat;
-    uint64_t *all = malloc((total ? total : 1) * sizeof(*all));
+        *total += r->clients[i].n_lat;
+    uint64_t *all = malloc((*total ? *total : 1) * sizeof(*all));
     if (!all)
-        return 1;
+        return NULL;
     size_t k = 0;
     for (unsigned i = 0; i < r->n; i++) {
         memcpy(all + k, r->clients[i].lat, r->clients[i].n_lat * sizeof(*all));
         k += r->clients[i].n_lat;
     }
-    qsort(all, total, sizeof(*all), cmp_u64);
-    double secs = (double)duration_ms / 1000.0;
-    uint64_t syncs = s1.fsyncs - s0.fsyncs;
+    qsort(all, *total, sizeof(*all), cmp_u64);
+    return all;
+}
+
+struct window {
+    struct urt_log_stats s0, s1;
+    uint64_t cpu0, cpu1;
+    double secs;
+};
+
+static void report(const struct commit_run *r, const uint64_t *all, size_t total, const struct window *win)
+{
+    const char *name = r->name;
+    uint64_t syncs = win->s1.fsyncs - win->s0.fsyncs;
     bool stored = r->response == URT_COMMIT_STORED;
-    printf("%s %s commits_per_s %.0f commits/s\n", MEASURE_PEER, name, (double)total / secs);
+    printf("%s %s commits_per_s %.0f commits/s\n", MEASURE_PEER, name, (double)total / win->secs);
     if (total) {
         printf("%s %s p50_us %.2f us\n", MEASURE_PEER, name, measure_percentile(all, total, 500) / 1e3);
         printf("%s %s p99_us %.2f us\n", MEASURE_PEER, name, measure_percentile(all, total, 990) / 1e3);
         printf("%s %s p999_us %.2f us\n", MEASURE_PEER, name, measure_percentile(all, total, 999) / 1e3);
     }
-    printf("%s %s fsyncs_per_s %.0f fsyncs/s\n", MEASURE_PEER, name, stored ? (double)syncs / secs : 0.0);
+    printf("%s %s fsyncs_per_s %.0f fsyncs/s\n", MEASURE_PEER, name, stored ? (double)syncs / win->secs : 0.0);
     if (stored)
         printf("%s %s commits_per_sync %.2f commits\n", MEASURE_PEER, name,
                syncs ? (double)total / (double)syncs : 0.0);
@@ -356,10 +349,47 @@ static int run(urt_runtime *rt, const char *name)
     measure_note(name,
                  "%u client tasks on the workers; window: %zu commits, %llu log fdatasyncs, %llu epoch-file "
                  "writes (each fdatasync'd), %llu log writes, %.1f KiB/sync, cpu_pct %.1f; log_dir %s",
-                 r->n, total, (unsigned long long)syncs, (unsigned long long)(s1.epoch_writes - s0.epoch_writes),
-                 (unsigned long long)(s1.flushes - s0.flushes),
-                 syncs ? (double)(s1.bytes - s0.bytes) / 1024.0 / (double)syncs : 0.0,
-                 100.0 * (double)(cpu1 - cpu0) / (double)(r->t1 - r->t0), DIR_PATH);
+                 r->n, total, (unsigned long long)syncs,
+                 (unsigned long long)(win->s1.epoch_writes - win->s0.epoch_writes),
+                 (unsigned long long)(win->s1.flushes - win->s0.flushes),
+                 syncs ? (double)(win->s1.bytes - win->s0.bytes) / 1024.0 / (double)syncs : 0.0,
+                 100.0 * (double)(win->cpu1 - win->cpu0) / (double)(r->t1 - r->t0), DIR_PATH);
+}
+
+static int run(urt_runtime *rt, const char *name)
+{
+    struct commit_run *r = &RUN;
+    r->rt = rt;
+    r->name = name;
+    r->response = strncmp(name, "commit_stored", 13) == 0 ? URT_COMMIT_STORED : URT_COMMIT_AVAILABLE;
+    r->n = client_count(name);
+    uint64_t duration_ms = env_u64("DURATION_MS", 2000);
+    if (clients_create(r))
+        return 1;
+    r->t0 = measure_now_ns() + COMMIT_WARMUP_MS * 1000000ull;
+    r->t1 = r->t0 + duration_ms * 1000000ull;
+    for (unsigned i = 0; i < r->n; i++) {
+        int rc = urt_task_submit(rt, &r->clients[i].start, 0);
+        if (rc) {
+            fprintf(stderr, "# ERROR %s %s: urt_task_submit: %s\n", MEASURE_PEER, name, strerror(-rc));
+            return 1;
+        }
+    }
+    struct window win = {.secs = (double)duration_ms / 1000.0};
+    sleep_until(r->t0);
+    urt_log_stats(rt, &win.s0);
+    win.cpu0 = measure_cpu_ns();
+    sleep_until(r->t1);
+    urt_log_stats(rt, &win.s1);
+    win.cpu1 = measure_cpu_ns();
+    measure_event_wait(&r->done.event);
+    if (atomic_load_explicit(&r->done.failed, memory_order_relaxed))
+        return 1;
+    size_t total;
+    uint64_t *all = merged_latencies(r, &total);
+    if (!all)
+        return 1;
+    report(r, all, total, &win);
     free(all);
     for (unsigned i = 0; i < r->n; i++)
         free(r->clients[i].lat);

@@ -1,5 +1,5 @@
 /*
- * tools/urt-trace — attaches urt's BPF programs to a running process and
+ * bpf/urt-trace.c — urt-trace: attaches urt's BPF programs to a running process and
  * prints runqlat-style per-worker histograms (queue latency, run time, wake
  * latency) every interval.
  *
@@ -127,11 +127,15 @@ static void sleep_interval(double seconds)
         ;
 }
 
-int main(int argc, char **argv)
+struct args {
+    pid_t pid;
+    double interval; /* seconds */
+    long count;      /* -1: until Ctrl-C */
+};
+
+/* Options and operands into a. Returns -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, struct args *a)
 {
-    pid_t pid = 0;
-    double interval = 1.0;
-    long count = -1;
     static const struct option longopts[] = {
         {"pid", required_argument, NULL, 'p'},   {"verbose", no_argument, NULL, 'v'},
         {"version", no_argument, NULL, 'V'},     {"help", no_argument, NULL, 'h'},
@@ -146,7 +150,7 @@ int main(int argc, char **argv)
             long v = strtol(optarg, &end, 10);
             if (errno || end == optarg || *end || v <= 0 || v > INT32_MAX)
                 return usage_error("-p %s: expected a process id", optarg);
-            pid = (pid_t)v;
+            a->pid = (pid_t)v;
             break;
         }
         case 'v': tracer_set_verbose(true); break;
@@ -159,48 +163,47 @@ int main(int argc, char **argv)
             return usage_error("unknown option %s", argv[optind - 1]);
         }
     }
+    return -1;
+}
+
+/* [interval [count]] after the options. Returns -1 to go on, else the exit status. */
+static int parse_operands(int argc, char **argv, struct args *a)
+{
+    char *end;
     if (optind < argc) {
-        const char *a = argv[optind++];
-        interval = strtod(a, &end);
-        if (end == a || *end || !(interval > 0))
-            return usage_error("interval '%s': expected a number of seconds > 0", a);
+        const char *s = argv[optind++];
+        a->interval = strtod(s, &end);
+        if (end == s || *end || !(a->interval > 0))
+            return usage_error("interval '%s': expected a number of seconds > 0", s);
     }
     if (optind < argc) {
-        const char *a = argv[optind++];
+        const char *s = argv[optind++];
         errno = 0;
-        count = strtol(a, &end, 10);
-        if (errno || end == a || *end || count <= 0)
-            return usage_error("count '%s': expected a whole number > 0", a);
+        a->count = strtol(s, &end, 10);
+        if (errno || end == s || *end || a->count <= 0)
+            return usage_error("count '%s': expected a whole number > 0", s);
     }
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
-    if (pid <= 0)
+    if (a->pid <= 0)
         return usage_error("-p PID is required");
+    return -1;
+}
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
-    char msg[1024];
-    struct tracer *t;
-    int err = tracer_attach(pid, &t, msg, sizeof(msg));
-    if (err) {
-        fprintf(stderr, "urt-trace: %s\n", msg);
-        return 1;
-    }
-    printf("Tracing urt in pid %d (%s); maps pinned in %s. Ctrl-C to end.\n", (int)pid, tracer_library(t),
-           tracer_pin_dir(t));
-    fflush(stdout);
-
+/* Prints one interval's report every a->interval seconds until Ctrl-C, the
+ * count, or the traced process's exit. 0 or 1 (out of memory). */
+static int trace_loop(struct tracer *t, const struct args *a)
+{
     struct snapshot *now = calloc(1, sizeof(*now)), *prev = calloc(1, sizeof(*prev));
     if (!now || !prev) {
         fprintf(stderr, "urt-trace: out of memory\n");
-        tracer_detach(t);
+        free(now);
+        free(prev);
         return 1;
     }
-    int rc = 0;
+    long count = a->count;
     while (!stop && count != 0) {
-        sleep_interval(interval);
+        sleep_interval(a->interval);
         read_all(t, now);
         print_interval(now, prev);
         struct snapshot *x = prev;
@@ -208,13 +211,40 @@ int main(int argc, char **argv)
         now = x;
         if (count > 0)
             count--;
-        if (kill(pid, 0) != 0 && errno == ESRCH) {
-            printf("pid %d exited\n", (int)pid);
+        if (kill(a->pid, 0) != 0 && errno == ESRCH) {
+            printf("pid %d exited\n", (int)a->pid);
             break;
         }
     }
-    tracer_detach(t);
     free(now);
     free(prev);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a = {.pid = 0, .interval = 1.0, .count = -1};
+    int rc = parse_options(argc, argv, &a);
+    if (rc < 0)
+        rc = parse_operands(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    char msg[1024];
+    struct tracer *t;
+    int err = tracer_attach(a.pid, &t, msg, sizeof(msg));
+    if (err) {
+        fprintf(stderr, "urt-trace: %s\n", msg);
+        return 1;
+    }
+    printf("Tracing urt in pid %d (%s); maps pinned in %s. Ctrl-C to end.\n", (int)a.pid, tracer_library(t),
+           tracer_pin_dir(t));
+    fflush(stdout);
+    rc = trace_loop(t, &a);
+    tracer_detach(t);
     return rc;
 }
