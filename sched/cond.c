@@ -9,6 +9,7 @@
  */
 #include "sched/watcher.h"
 #include "sched/watcher_int.h"
+#include "sched/job.h"
 
 #include <errno.h>
 #include <string.h>
@@ -108,9 +109,8 @@ static int cond_add_check(const urt_runtime *rt, const struct urt_cond *c)
     if (c->interval_us > 3600000000ull)
         return urt__error(-EINVAL, "urt_cond_add: interval_us %llu is out of range (0..3600000000)",
                           (unsigned long long)c->interval_us);
-    if (c->job) /* job link: see urt/watcher.h (comes with the job API, SPEC C7) */
-        return urt__error(-ENOTSUP, "urt_cond_add: cond->job must be NULL (conditional tasks of a job are not "
-                                    "supported yet)");
+    if (c->job && c->job->s != sched_of(rt))
+        return urt__error(-EINVAL, "urt_cond_add: cond->job %p belongs to another runtime", (void *)c->job);
     return 0;
 }
 
@@ -127,6 +127,11 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
                                                  memory_order_relaxed)) {
         leave(w);
         return urt__error(-EBUSY, "urt_cond_add: cond %p is %s", (void *)c, cond_state_name(expected));
+    }
+    if (c->job && (err = job_cond_add(c->job, "urt_cond_add")) != 0) { /* rule 7 */
+        atomic_store_explicit(&c->priv.state, C_IDLE, memory_order_release);
+        leave(w);
+        return err;
     }
     c->priv.watcher = w;
     c->priv.interval_ns = (c->interval_us ? c->interval_us : sched_of(rt)->cfg->watcher_interval_us) * 1000ull;

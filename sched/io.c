@@ -82,6 +82,8 @@ int sched_timer_arm(struct worker *w, struct sched_io *io, uint64_t ns, sched_io
 int sched_timer_cancel(struct worker *w, struct sched_io *io)
 {
     assert(sched_self() == w);
+    if (sched_timer_queued(&io->tm) && io->w != w)
+        return -EXDEV; /* armed on another worker: only that worker may touch its queue */
     if (!timerq_cancel(&w->timers, &io->tm))
         return -EALREADY;
     timerq_sync(&w->timers);

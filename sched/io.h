@@ -68,8 +68,9 @@ int sched_io_flush(struct worker *w);
 int sched_timer_arm(struct worker *w, struct sched_io *io, uint64_t ns, sched_io_done_fn *done);
 int sched_timer_arm_at(struct worker *w, struct sched_io *io, uint64_t due_ns, sched_io_done_fn *done);
 /* Worker only: cancels a timer armed on this worker: done(io, w,
- * -ECANCELED, 0) runs before it returns. 0, or -EALREADY when io is not
- * armed (its done ran already). */
+ * -ECANCELED, 0) runs before it returns. 0, -EALREADY when io is not
+ * armed (its done ran already), or -EXDEV when it is armed on another
+ * worker (only the worker a timer is armed on may cancel it). */
 int sched_timer_cancel(struct worker *w, struct sched_io *io);
 
 /* The worker the calling thread runs on (any runtime), or NULL. */

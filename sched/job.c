@@ -59,7 +59,7 @@
  *       calling worker's running_job (owner only: set around each task's fn
  *       by run_task and the lane runner).
  *  (J2) refs: acq_rel decrement, the last one frees (standard refcount).
- *  (J3) status: release CAS by cancel / seal; acquire load before each task
+ *  (J3) status: CAS by cancel (seq_cst, for J7) / seal (acq_rel); acquire load before each task
  *       (job_task_skip) and in urt_job_cancelled, so a task that sees the
  *       cancel sees what the canceller wrote before it.
  *  (J4) timer_worker / ended: seq_cst stores and loads (Dekker, above).
@@ -67,6 +67,13 @@
  *       waiters (seq_cst); a waiter increments waiters (seq_cst) then loads
  *       ended (seq_cst) before FUTEX_WAIT, so no wake is lost; the futex
  *       itself rechecks the word.
+ *  (J7) conds / status (conditions of the job, urt/watcher.h rules 7-9): a
+ *       cond's add increments conds then loads status; a cancel CASes status
+ *       then loads conds (all seq_cst, Dekker): either the add sees the
+ *       cancel (-ECANCELED) or the cancel sees the cond and calls the
+ *       scheduler's job_conds_cancelled hook (the watcher sweeps now). Missing
+ *       it would only delay the cancel to the cond's next check, which looks
+ *       at the job's status too.
  *  timer_armed, deadline_io and ready_io belong to the worker they are on.
  */
 #include "sched/job.h"
@@ -105,10 +112,14 @@ static int job_cancel_reason(struct urt_job *j, int32_t reason)
 {
     int32_t open = JOB_OPEN;
     /* (J3) release: pairs with the acquire loads of job_is_cancelled. */
-    if (atomic_compare_exchange_strong_explicit(&j->status, &open, reason, memory_order_acq_rel,
-                                                memory_order_acquire))
-        return 0;
-    return -EALREADY;
+    if (!atomic_compare_exchange_strong_explicit(&j->status, &open, reason, memory_order_seq_cst,
+                                                 memory_order_acquire))
+        return -EALREADY;
+    /* (J7) after the status CAS: a cond added meanwhile either sees the
+     * cancel (job_cond_add) or is counted here. */
+    if (atomic_load_explicit(&j->conds, memory_order_seq_cst) && j->s->job_conds_cancelled)
+        j->s->job_conds_cancelled(j->s);
+    return 0;
 }
 
 /* ---- deadline --------------------------------------------------------------------- */
@@ -197,7 +208,9 @@ static void deadline_disarm(struct sched *s, struct worker *w, struct urt_job *j
         return;
     }
     job_ref(j);
-    sched_push_inbox(s, tw, &j->disarm_task);
+    /* The sticky queue: only tw runs it (an inbox task may move to tw's
+     * deque and be stolen), and the timer is in tw's queue. */
+    sched_push_sticky(s, tw, &j->disarm_task);
 }
 
 /* ---- teardown ------------------------------------------------------------------------ */
@@ -433,6 +446,36 @@ static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool 
         return urt__error(err, "%s: the runtime is being destroyed (job %p)", fn, (void *)job);
     }
     return 0;
+}
+
+int job_cond_add(struct urt_job *j, const char *fn)
+{
+    atomic_fetch_add_explicit(&j->conds, 1, memory_order_seq_cst); /* (J7) before the status check */
+    int err = atomic_load_explicit(&j->status, memory_order_seq_cst) < 0 /* (J7) */
+                  ? urt__error(-ECANCELED, "%s: job %p was cancelled", fn, (void *)j)
+                  : job_admit(j, fn);
+    if (err)
+        atomic_fetch_sub_explicit(&j->conds, 1, memory_order_relaxed);
+    return err;
+}
+
+void job_cond_unwatch(struct urt_job *j)
+{
+    atomic_fetch_sub_explicit(&j->conds, 1, memory_order_relaxed);
+}
+
+void job_cond_rewatch(struct urt_job *j)
+{
+    atomic_fetch_add_explicit(&j->conds, 1, memory_order_relaxed);
+}
+
+int job_cond_submit(struct urt_job *j, struct urt_task *t, unsigned flags)
+{
+    t->priv.job = j;
+    t->priv.submit_flags = flags;
+    if (j->serial)
+        return lane_submit(&j->lane, t, flags);
+    return sched_submit(j->s, t, flags);
 }
 
 URT_API int urt_job_submit(urt_job *job, struct urt_task *task, unsigned flags)

@@ -34,6 +34,7 @@ struct urt_job {
     _Atomic uint32_t waiters;            /* threads in urt_job_wait */
     _Atomic uint32_t refs;               /* see job.c "References" */
     _Atomic uint32_t closed;             /* urt_job_close was called */
+    _Atomic uint32_t conds;              /* watched conditions of the job (J7) */
     _Atomic(struct worker *) timer_worker; /* the worker the deadline is armed on */
     struct sched *s;
     struct urt_job_options opt;
@@ -53,6 +54,17 @@ static inline bool job_is_cancelled(const struct urt_job *j)
 }
 
 void job_task_finished(struct sched *s, struct worker *w, struct urt_job *job);
+
+/* Conditions of a job (urt/watcher.h rules 7-9; sched/cond.c, sched/watcher.c).
+ * job_cond_add: urt_job_submit's checks, then the cond counts as live work
+ * and as watched (conds). 0 or -errno with a message naming fn.
+ * job_cond_unwatch: the cond is no longer watched (its body was handed over,
+ * or it is being cancelled). job_cond_submit: its body as a task of the job
+ * (on the job's lane if serial), already counted. */
+int job_cond_add(struct urt_job *job, const char *fn);
+void job_cond_unwatch(struct urt_job *job);
+void job_cond_rewatch(struct urt_job *job); /* undoes an unwatch (the body could not be submitted) */
+int job_cond_submit(struct urt_job *job, struct urt_task *t, unsigned flags);
 /* A task of job was cancelled (its callback ran, it was released): the job
  * is cancelled (-ECANCELED, unless it already has a reason) and counted down. */
 void job_task_cancelled(struct sched *s, struct worker *w, struct urt_job *job);

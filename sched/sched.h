@@ -143,6 +143,9 @@ struct sched {
     struct admission *adm;   /* pending-task limit, NULL when off (sched/admission.c) */
     struct watcher *watcher; /* conditional tasks (sched/watcher.c) */
     struct watchdog *watchdog; /* its passes run on the watcher thread (sched/watchdog.c) */
+    /* Called (any thread) when a job with watched conditions is cancelled, so
+     * that the watcher cancels them now (set by sched/watcher.c; NULL: none). */
+    void (*job_conds_cancelled)(struct sched *s);
 
     alignas(64) _Atomic uint32_t n_sleeping; /* workers in SLEEPER_SLEEPING */
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */

@@ -77,6 +77,7 @@
 #include <urt/watcher.h>
 
 #include "sched/admission.h"
+#include "sched/job.h"
 #include "sched/sched.h"
 
 #include "base/error.h"
@@ -150,12 +151,17 @@ static void run_cancel(struct watcher *w, struct urt_cond *c)
 {
     urt_cond_cancel_fn *cb = c->cancel;
     void *arg = c->arg;
+    struct urt_job *job = c->job; /* read before the callback: it may free c */
     atomic_fetch_sub_explicit(&w->watching, 1, memory_order_relaxed);
     WSTAT_INC(w, cancelled);
+    if (job)
+        job_cond_unwatch(job);
     /* From here the cond is the caller's (rule 3); pairs with the next adder's CAS. */
     atomic_store_explicit(&c->priv.state, C_IDLE, memory_order_release);
     if (cb)
         cb(c, arg);
+    if (job)
+        job_task_finished(w->s, NULL, job); /* its teardown may run now (rule 9) */
 }
 
 /* After a walk: call the cancel callbacks of what it doomed. */
@@ -168,9 +174,20 @@ static void run_doomed(struct watcher *w)
     }
 }
 
-static inline bool is_cancelling(struct urt_cond *c)
+/* Cancelled by urt_cond_cancel, or its job was cancelled (rule 9): then the
+ * watcher takes it WATCHING -> CANCELLING itself, by the same CAS as a
+ * canceller, so the body and the cancel callback stay exclusive. */
+static bool is_cancelling(struct urt_cond *c)
 {
-    return atomic_load_explicit(&c->priv.state, memory_order_acquire) == C_CANCELLING;
+    uint32_t st = atomic_load_explicit(&c->priv.state, memory_order_acquire);
+    if (st == C_CANCELLING)
+        return true;
+    if (!c->job || !job_is_cancelled(c->job))
+        return false;
+    uint32_t expected = C_WATCHING;
+    return atomic_compare_exchange_strong_explicit(&c->priv.state, &expected, C_CANCELLING, memory_order_acq_rel,
+                                                   memory_order_acquire) ||
+           expected == C_CANCELLING;
 }
 
 /* A cancel was requested: find the cancelled tasks in the heap and the ready list. */
@@ -263,12 +280,20 @@ static bool hand_over(struct watcher *w, struct urt_cond *c)
     WSTAT_INC(w, bodies_scheduled);
     c->priv.task.priv.flags = admitted ? TASK_ADMITTED : 0;
     c->priv.task.priv.submit_flags = URT_SUBMIT_URGENT;
-    int err = sched_submit(s, &c->priv.task, URT_SUBMIT_URGENT);
+    int err;
+    if (c->job) {
+        job_cond_unwatch(c->job);
+        err = job_cond_submit(c->job, &c->priv.task, URT_SUBMIT_URGENT); /* a task of the job (rule 8) */
+    } else {
+        err = sched_submit(s, &c->priv.task, URT_SUBMIT_URGENT);
+    }
     if (__builtin_expect(err != 0, 0)) {
         /* The scheduler is shutting down: the body will not run. */
         if (admitted)
             admission_release(s->adm);
         atomic_fetch_add_explicit(&w->watching, 1, memory_order_relaxed);
+        if (c->job)
+            job_cond_rewatch(c->job); /* run_cancel unwatches it once more */
         doom(w, c);
     }
     return true;
@@ -469,6 +494,18 @@ static void watcher_dealloc(struct watcher *w)
     free(w);
 }
 
+/* A job with watched conds was cancelled (sched/job.c J7): sweep now. Any thread. */
+static void watcher_sweep_soon(struct sched *s)
+{
+    struct watcher *w = s->watcher;
+    atomic_fetch_add_explicit(&w->inflight, 1, memory_order_seq_cst); /* the shutdown fence of cond.c's enter() */
+    if (!atomic_load_explicit(&w->closed, memory_order_seq_cst)) {
+        atomic_fetch_add_explicit(&w->cancel_requests, 1, memory_order_seq_cst); /* W1 */
+        watcher_notify(w);
+    }
+    atomic_fetch_sub_explicit(&w->inflight, 1, memory_order_release);
+}
+
 int watcher_start(struct sched *s)
 {
     struct watcher *w = aligned_alloc(64, (sizeof(*w) + 63) & ~(size_t)63);
@@ -508,6 +545,7 @@ int watcher_start(struct sched *s)
         return err;
     }
     s->watcher = w;
+    s->job_conds_cancelled = watcher_sweep_soon;
     return 0;
 }
 
@@ -543,6 +581,7 @@ void watcher_free(struct sched *s)
 {
     if (!s->watcher)
         return;
+    s->job_conds_cancelled = NULL;
     watcher_dealloc(s->watcher);
     s->watcher = NULL;
 }

@@ -33,6 +33,19 @@
  *     cancel callback).
  *  6. A failed urt_cond_add() (-errno) leaves the cond with the caller;
  *     nothing is ever called.
+ *  7. With job set (urt/job.h), the cond is work of that job from
+ *     urt_cond_add() until its body returned URT_TASK_DONE or its cancel
+ *     callback ran: the job does not end (its teardown waits) meanwhile.
+ *     urt_cond_add() follows urt_job_submit()'s rules: -ECANCELED for a
+ *     cancelled job, -EINVAL for a job that ended, or that is closed and the
+ *     caller is not one of its tasks.
+ *  8. The body runs as a task of the job (urt_task_job() of the task it runs
+ *     in is the job; a serial job's body runs on the job's lane).
+ *  9. Cancelling the job (urt_job_cancel, or its deadline) cancels its watched
+ *     conds soon — on the watcher thread, without waiting for their next
+ *     check: their cancel callbacks run, their bodies never, and the job's
+ *     teardown runs once after them. urt_cond_cancel() of a job's cond does
+ *     not cancel the job.
  *
  * Admission (urt/limits.h): a body counts as a pending task from the moment
  * the watcher hands it to a worker until it completes. If the pending-task
@@ -75,8 +88,7 @@ struct urt_cond {
     urt_cond_cancel_fn *cancel; /* optional */
     void *arg;
     uint64_t interval_us;       /* 0: the runtime's watcher_interval_us */
-    struct urt_job *job;        /* reserved for the job the body belongs to: must be NULL
-                                   until the job API (SPEC C7) is linked in (-ENOTSUP) */
+    struct urt_job *job;        /* optional: the job the body belongs to (rules 7-9) */
     struct urt_cond_private priv;
 };
 
@@ -86,8 +98,8 @@ URT_API void urt_cond_init(struct urt_cond *cond, urt_cond_check_fn *check, urt_
 /* Starts watching cond. Returns 0, -EINVAL (NULL argument, no check or body,
  * interval_us above one hour), -EBUSY (cond is already watched, its body is
  * pending, or it was cancelled and its cancel callback has not run yet: rule
- * 2), -ESHUTDOWN (the runtime is being destroyed), -ENOTSUP (job is
- * set: conditional tasks of a job come with the job API). Wait-free apart
+ * 2), -ESHUTDOWN (the runtime is being destroyed), -ECANCELED (job set and
+ * cancelled), -EINVAL (job set and ended, or closed to this thread: rule 7). Wait-free apart
  * from waking the watcher when it sleeps. Any thread. */
 URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *cond);
 
