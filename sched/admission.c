@@ -183,14 +183,14 @@ static int take(struct sched *s, struct admission *a, unsigned flags, bool *bloc
     return take_blocking(a);
 }
 
-int admission_submit(struct sched *s, struct urt_task *t, unsigned flags)
+int admission_submit(struct sched *s, struct urt_task *t, unsigned flags, struct worker *target)
 {
     struct admission *a = s->adm;
     bool blocking = false;
     int err = take(s, a, flags, &blocking);
     if (!err) {
         t->priv.flags |= TASK_ADMITTED;
-        err = sched_submit(s, t, flags);
+        err = target ? sched_submit_to(s, target, t) : sched_submit(s, t, flags);
         if (__builtin_expect(err != 0, 0)) {
             t->priv.flags &= ~TASK_ADMITTED;
             admission_release(a);

@@ -38,6 +38,7 @@
 
 struct sched;
 struct admission;
+struct worker;
 
 /* Allocates the limiter if cfg->max_pending_tasks > 0 (s->adm stays NULL
  * otherwise). 0 or -ENOMEM. Creator thread. */
@@ -47,12 +48,13 @@ void admission_shutdown(struct sched *s);
 void admission_destroy(struct sched *s);
 
 /* Takes a slot for t (per flags and the caller's kind), submits t and marks
- * it TASK_ADMITTED. Returns sched_submit's result, -EAGAIN, or -ESHUTDOWN;
+ * it TASK_ADMITTED (to target when not NULL: sched_submit_to). Returns
+ * sched_submit's result, -EAGAIN, or -ESHUTDOWN;
  * on failure the slot is released and t is the caller's — except a pooled
  * task (urt_spawn), which goes back to the pool here: a submitter woken by
  * the shutdown must be done with the runtime when admission_shutdown()
  * returns. Any thread. */
-int admission_submit(struct sched *s, struct urt_task *t, unsigned flags);
+int admission_submit(struct sched *s, struct urt_task *t, unsigned flags, struct worker *target);
 
 /* Takes a slot without waiting and without queueing behind waiters (the
  * watcher's hand-over of a body: it must never block). */

@@ -432,7 +432,7 @@ static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool 
         err = lane_submit(&job->lane, task, flags); /* lanes are not under max_pending_tasks */
     } else if (__builtin_expect(s->adm != NULL, 0)) {
         bool pooled = task->priv.flags & TASK_POOLED;
-        err = admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
+        err = admission_submit(s, task, flags, NULL); /* max_pending_tasks (sched/admission.c) */
         *gone = err && pooled;
     } else {
         err = sched_submit(s, task, flags);

@@ -61,6 +61,7 @@
  * them later; with lane_balance (default true) the C5 choice is compared with
  * one round-robin candidate and the one owning fewer active lanes wins (the
  * "power of two choices"). lane_balance = false keeps the C5 choice strictly.
+ * A lane made by urt_lane_create_on (pinned >= 0) always goes to its worker.
  *
  * ---- Memory ordering (the contract, once) -----------------------------------
  *  (M1) A task's contents are published by the FIFO push (inbox.h I1) and
@@ -103,8 +104,10 @@
 
 /* ---- placement --------------------------------------------------------------- */
 
-static struct worker *lane_pick(struct sched *s, struct worker *self, unsigned flags)
+static struct worker *lane_pick(const struct urt_lane *l, struct sched *s, struct worker *self, unsigned flags)
 {
+    if (l->pinned >= 0)
+        return s->workers[l->pinned]; /* urt_lane_create_on */
     struct worker *w = NULL;
     if (flags & URT_SUBMIT_URGENT)
         w = sched_find_sleeping(s);
@@ -241,6 +244,7 @@ void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const s
     l->ctx = ctx;
     l->kind = kind;
     l->heap = false;
+    l->pinned = -1;
     atomic_init(&l->destroying, false);
 }
 
@@ -265,7 +269,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
     do {
         if (LANE_PENDING(old) == 0) {
             if (!target)
-                target = lane_pick(s, self, flags);
+                target = lane_pick(l, s, self, flags);
             next = (uint64_t)target->index << 32 | 1u;
         } else {
             next = old + 1;
@@ -313,17 +317,33 @@ int lane_cancel_runner(struct sched *s, struct urt_task *runner)
 
 /* ---- public API ----------------------------------------------------------------- */
 
+static int lane_create(const char *fn, urt_runtime *rt, int32_t pinned, urt_lane **out)
+{
+    struct urt_lane *l = aligned_alloc(64, (sizeof(*l) + 63) & ~(size_t)63);
+    if (!l)
+        return urt__error(-ENOMEM, "%s: out of memory", fn);
+    lane_init(l, sched_of(rt), LANE_PLAIN, NULL, NULL);
+    l->heap = true;
+    l->pinned = pinned;
+    *out = l;
+    return 0;
+}
+
 URT_API int urt_lane_create(urt_runtime *rt, urt_lane **out)
 {
     if (!rt || !out)
         return urt__error(-EINVAL, "urt_lane_create: %s is NULL", rt ? "out" : "rt");
-    struct urt_lane *l = aligned_alloc(64, (sizeof(*l) + 63) & ~(size_t)63);
-    if (!l)
-        return urt__error(-ENOMEM, "urt_lane_create: out of memory");
-    lane_init(l, sched_of(rt), LANE_PLAIN, NULL, NULL);
-    l->heap = true;
-    *out = l;
-    return 0;
+    return lane_create("urt_lane_create", rt, -1, out);
+}
+
+URT_API int urt_lane_create_on(urt_runtime *rt, uint32_t worker, urt_lane **out)
+{
+    if (!rt || !out)
+        return urt__error(-EINVAL, "urt_lane_create_on: %s is NULL", rt ? "out" : "rt");
+    uint32_t n = sched_of(rt)->n_workers;
+    if (worker >= n)
+        return urt__error(-EINVAL, "urt_lane_create_on: worker %u is out of range (0..%u)", worker, n - 1);
+    return lane_create("urt_lane_create_on", rt, (int32_t)worker, out);
 }
 
 /* The checks of urt_lane_submit / urt_lane_spawn: what names the task

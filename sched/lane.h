@@ -55,6 +55,7 @@ struct urt_lane {
     void *ctx;
     enum lane_kind kind;
     bool heap;                         /* allocated by urt_lane_create */
+    int32_t pinned;                    /* urt_lane_create_on's worker, or -1 (placement rules) */
     _Atomic bool destroying;           /* urt_lane_destroy started (lane.c M5) */
 };
 

@@ -187,8 +187,12 @@ int sched_stop(struct sched *s, bool drain);
 /* A worker thread's body (sched/worker.c), started by sched_start (sched/start.c). */
 void *sched_worker_main(void *arg);
 
-/* Queues t (placement rules SPEC C5). */
+/* Queues t (placement rules SPEC C5; URT_SUBMIT_LOCAL: pinned to the
+ * calling worker, as sched_submit_to). */
 int sched_submit(struct sched *s, struct urt_task *t, unsigned flags);
+/* Queues t on target's sticky queue: it runs there and nowhere else (sticky
+ * queues are never stolen). 0 or -ESHUTDOWN. Any thread. */
+int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t);
 
 /* Owner only: pushes t to w's own deque; wakes a suspended peer for surplus. */
 void sched_local_push(struct worker *w, struct urt_task *t);

@@ -107,9 +107,33 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
     return 0;
 }
 
+int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t)
+{
+    struct worker *self = sched_current(s);
+    if (self) {
+        probe_task_submit(t, (int)self->index);
+        if (target == self)
+            inbox_push(&self->sticky, t); /* we are awake */
+        else
+            sched_push_sticky(s, target, t);
+        return 0;
+    }
+    /* The shutdown fence of submit_foreign. */
+    atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
+        atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+        return -ESHUTDOWN;
+    }
+    sched_push_sticky(s, target, t);
+    atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+    return 0;
+}
+
 int sched_submit(struct sched *s, struct urt_task *t, unsigned flags)
 {
     struct worker *self = sched_current(s);
+    if (__builtin_expect(flags & URT_SUBMIT_LOCAL, 0) && self)
+        return sched_submit_to(s, self, t);
     probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
     if (!self)
         return submit_foreign(s, t, flags);
@@ -196,45 +220,109 @@ static int submit_error(const char *fn, int err)
     return err;
 }
 
+/* The affinity checks of urt_task_submit_to / urt_spawn_to (after check_submit). */
+static int check_target(const char *fn, const urt_runtime *rt, uint32_t worker, unsigned flags)
+{
+    const struct sched *s = sched_of(rt);
+    if (worker >= s->n_workers)
+        return urt__error(-EINVAL, "%s: worker %u is out of range (0..%u)", fn, worker, s->n_workers - 1);
+    if (flags & (URT_SUBMIT_URGENT | URT_SUBMIT_LOCAL))
+        return urt__error(-EINVAL, "%s: flags URT_SUBMIT_%s contradict a given worker", fn,
+                          flags & URT_SUBMIT_URGENT ? "URGENT" : "LOCAL");
+    return 0;
+}
+
+/* A caller's task (not pooled) to target (NULL: placement rules). */
+static int submit_task(const char *fn, struct sched *s, struct urt_task *task, unsigned flags, struct worker *target)
+{
+    int err;
+    task->priv.submit_flags = flags;
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
+    if (__builtin_expect(s->adm != NULL, 0))
+        err = admission_submit(s, task, flags, target); /* max_pending_tasks (sched/admission.c) */
+    else
+        err = target ? sched_submit_to(s, target, task) : sched_submit(s, task, flags);
+    return err ? submit_error(fn, err) : 0;
+}
+
+/* A pooled task (urt_spawn*) to target (NULL: placement rules). */
+static int spawn_task(const char *fn, struct sched *s, urt_task_fn *f, urt_task_cancel_fn *cancel, void *arg,
+                      unsigned flags, struct worker *target)
+{
+    struct urt_task *t = sched_spawn_task(s, f, cancel, arg, flags);
+    if (!t)
+        return urt__error(-ENOMEM, "%s: out of memory for a pooled task", fn);
+    int err;
+    if (__builtin_expect(s->adm != NULL, 0)) {
+        err = admission_submit(s, t, flags, target); /* max_pending_tasks; frees t on failure (sched/admission.c) */
+        return err ? submit_error(fn, err) : 0;
+    }
+    err = target ? sched_submit_to(s, target, t) : sched_submit(s, t, flags);
+    if (err) {
+        sched_task_free(s, t);
+        return submit_error(fn, err);
+    }
+    return 0;
+}
+
 URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags)
 {
     int err = check_submit("urt_task_submit", rt, task && task->fn, task ? "task->fn" : "task", flags);
-    if (err)
-        return err;
-    task->priv.submit_flags = flags;
-    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
+    return err ? err : submit_task("urt_task_submit", sched_of(rt), task, flags, NULL);
+}
+
+URT_API int urt_task_submit_to(urt_runtime *rt, struct urt_task *task, uint32_t worker, unsigned flags)
+{
+    int err = check_submit("urt_task_submit_to", rt, task && task->fn, task ? "task->fn" : "task", flags);
+    if (!err)
+        err = check_target("urt_task_submit_to", rt, worker, flags);
     struct sched *s = sched_of(rt);
-    if (__builtin_expect(s->adm != NULL, 0))
-        err = admission_submit(s, task, flags); /* max_pending_tasks (sched/admission.c) */
-    else
-        err = sched_submit(s, task, flags);
-    return err ? submit_error("urt_task_submit", err) : 0;
+    return err ? err : submit_task("urt_task_submit_to", s, task, flags, s->workers[worker]);
 }
 
 URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
     int err = check_submit("urt_spawn", rt, fn != NULL, "fn", flags);
-    if (err)
-        return err;
-    struct sched *s = sched_of(rt);
-    struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
-    if (!t)
-        return urt__error(-ENOMEM, "urt_spawn: out of memory for a pooled task");
-    if (__builtin_expect(s->adm != NULL, 0)) {
-        err = admission_submit(s, t, flags); /* max_pending_tasks; frees t on failure (sched/admission.c) */
-        return err ? submit_error("urt_spawn", err) : 0;
-    }
-    err = sched_submit(s, t, flags);
-    if (err) {
-        sched_task_free(s, t);
-        return submit_error("urt_spawn", err);
-    }
-    return 0;
+    return err ? err : spawn_task("urt_spawn", sched_of(rt), fn, cancel, arg, flags, NULL);
 }
 
 URT_API int urt_spawn(urt_runtime *rt, urt_task_fn *fn, void *arg, unsigned flags)
 {
     return urt_spawn_ex(rt, fn, NULL, arg, flags);
+}
+
+URT_API int urt_spawn_to(urt_runtime *rt, uint32_t worker, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
+                         unsigned flags)
+{
+    int err = check_submit("urt_spawn_to", rt, fn != NULL, "fn", flags);
+    if (!err)
+        err = check_target("urt_spawn_to", rt, worker, flags);
+    struct sched *s = sched_of(rt);
+    return err ? err : spawn_task("urt_spawn_to", s, fn, cancel, arg, flags, s->workers[worker]);
+}
+
+URT_API int urt_worker_node(const urt_runtime *rt, uint32_t worker)
+{
+    if (!rt)
+        return urt__error(-EINVAL, "urt_worker_node: rt is NULL");
+    const struct sched *s = sched_of(rt);
+    if (worker >= s->n_workers)
+        return urt__error(-EINVAL, "urt_worker_node: worker %u is out of range (0..%u)", worker, s->n_workers - 1);
+    return s->workers[worker]->place.node;
+}
+
+URT_API int urt_node_worker(urt_runtime *rt, int node)
+{
+    if (!rt)
+        return urt__error(-EINVAL, "urt_node_worker: rt is NULL");
+    struct sched *s = sched_of(rt);
+    uint32_t n = s->n_workers, start = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = (start + i) % n;
+        if (s->workers[k]->place.node == node)
+            return (int)k;
+    }
+    return urt__error(-EINVAL, "urt_node_worker: no worker is placed on NUMA node %d", node);
 }
 
 URT_API int urt_current_worker(const urt_runtime *rt)

@@ -41,6 +41,13 @@ typedef struct urt_lane urt_lane;
  * -ENOMEM. Any thread. */
 URT_API int urt_lane_create(urt_runtime *rt, urt_lane **out);
 
+/* Creates a lane pinned to worker `worker` (0..workers-1) for its lifetime:
+ * its tasks always run on that worker (a connection's or a partition's lane
+ * next to the data that worker owns; urt_task_submit_to in urt/task.h).
+ * URT_SUBMIT_URGENT does not move it. Returns as urt_lane_create, plus
+ * -EINVAL for a worker out of range. Any thread. */
+URT_API int urt_lane_create_on(urt_runtime *rt, uint32_t worker, urt_lane **out);
+
 /* Queues task on lane (flags as urt_task_submit: URT_SUBMIT_URGENT prefers a
  * suspended worker when the lane becomes active). One exchange and one
  * compare-and-swap, no lock, no allocation. Returns 0, -EINVAL (NULL lane,

@@ -62,8 +62,9 @@ struct urt_task {
 
 /* Submission flags. */
 #define URT_SUBMIT_URGENT 0x1u /* place on a suspended worker if there is one, and wake it */
-#define URT_SUBMIT_LOCAL 0x2u  /* worker only: this worker's own queue, whatever placement would
-                                  choose (-EINVAL from another thread, or with URT_SUBMIT_URGENT) */
+#define URT_SUBMIT_LOCAL 0x2u  /* worker only: run on this worker and nowhere else (as
+                                  urt_task_submit_to the calling worker; -EINVAL from another
+                                  thread, or with URT_SUBMIT_URGENT) */
 #define URT_SUBMIT_BLOCK 0x4u  /* with a pending-task limit: block instead of failing with -EAGAIN */
 #define URT_SUBMIT_FLAGS_ALL 0x7u
 
@@ -86,6 +87,25 @@ URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *c
 /* Index of the calling worker of rt (0..workers-1), or -1 when the calling
  * thread is not one of rt's workers. Any thread. */
 URT_API int urt_current_worker(const urt_runtime *rt);
+
+/* Affinity: for data owned per worker or per NUMA node.
+ *
+ * urt_task_submit_to / urt_spawn_to run the task on worker `worker`
+ * (0..workers-1) and nowhere else: it goes to that worker's sticky queue,
+ * which is never stolen, so tasks sent to one worker never run concurrently
+ * with each other and may share that worker's data without atomics. Same
+ * returns as urt_task_submit / urt_spawn_ex (admission included), plus
+ * -EINVAL for a worker out of range or with URT_SUBMIT_URGENT or
+ * URT_SUBMIT_LOCAL. Any thread. */
+URT_API int urt_task_submit_to(urt_runtime *rt, struct urt_task *task, uint32_t worker, unsigned flags);
+URT_API int urt_spawn_to(urt_runtime *rt, uint32_t worker, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
+                         unsigned flags);
+/* The NUMA node worker `worker` is placed on (-1: placement none), or
+ * -EINVAL (worker out of range). Any thread. */
+URT_API int urt_worker_node(const urt_runtime *rt, uint32_t worker);
+/* A worker placed on NUMA node `node` (round robin over that node's workers:
+ * pass it to urt_task_submit_to), or -EINVAL when none is. Any thread. */
+URT_API int urt_node_worker(urt_runtime *rt, int node);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@
  * protocol (measure.h) orders everything the external thread reads back.
  */
 #include <errno.h>
+#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -459,6 +460,66 @@ static int run_wake_latency_parked(urt_runtime *rt, const char *name)
     return wake_latency(c, WLP_WARMUP, WLP_SAMPLES, WLP_GAP_US);
 }
 
+/* ---- affinity_counters (urt's own: tasks sent to a worker, C5) ---------------- */
+
+/* One counter per worker, on its own cache line, bumped without atomics by
+ * the tasks sent to that worker only (urt_spawn_to): affinity is what makes
+ * the plain increment safe. */
+#define AFF_MAX_WORKERS 256
+static struct {
+    alignas(64) uint64_t n;
+} AFF[AFF_MAX_WORKERS];
+static uint64_t aff_sent;
+
+static enum urt_task_result aff_task(struct urt_task *t, void *arg)
+{
+    (void)t;
+    AFF[(uintptr_t)arg].n++;
+    measure_done_count(&CORE.done);
+    return URT_TASK_DONE;
+}
+
+static uint64_t it_affinity(void *ctx)
+{
+    struct core *c = ctx;
+    measure_done_reset(&c->done, SPAWN_N);
+    measure_done_start(&c->done);
+    for (int i = 0; i < SPAWN_N; i++) {
+        uintptr_t k = (uintptr_t)i % c->workers;
+        int err = urt_spawn_to(c->rt, (uint32_t)k, aff_task, NULL, (void *)k, 0);
+        if (err) {
+            fprintf(stderr, "# ERROR %s %s: urt_spawn_to %d: %s\n", MEASURE_PEER, c->name, i, strerror(-err));
+            return 0;
+        }
+        aff_sent++;
+    }
+    return wait_elapsed(c);
+}
+
+static int run_affinity_counters(urt_runtime *rt, const char *name)
+{
+    struct core *c = core_begin(rt, name);
+    if (c->workers > AFF_MAX_WORKERS) {
+        fprintf(stderr, "# ERROR %s %s: more than %d workers\n", MEASURE_PEER, name, AFF_MAX_WORKERS);
+        return 1;
+    }
+    measure_note(name, "the external thread sends %d tasks round robin to the %u workers with urt_spawn_to; "
+                       "each bumps its worker's counter without atomics",
+                 SPAWN_N, c->workers);
+    int rc = measure_throughput(name, "tasks_per_s", "tasks/s", SPAWN_N, it_affinity, c);
+    uint64_t sum = 0;
+    for (unsigned k = 0; k < c->workers; k++)
+        sum += AFF[k].n;
+    if (rc == 0 && sum != aff_sent) {
+        fprintf(stderr, "# ERROR %s %s: counters hold %llu increments, %llu tasks were sent\n", MEASURE_PEER, name,
+                (unsigned long long)sum, (unsigned long long)aff_sent);
+        return 1;
+    }
+    measure_note(name, "counters checked: %llu increments for %llu tasks sent", (unsigned long long)sum,
+                 (unsigned long long)aff_sent);
+    return rc;
+}
+
 #define LATENCY_METRICS {"p50_us", "p99_us", "p999_us", "cpu_pct", NULL}
 
 const struct workload WL_CORE[] = {
@@ -490,5 +551,9 @@ const struct workload WL_CORE[] = {
      .summary = "external submit -> task start, 2 ms gaps: parked workers (3.7)",
      .metrics = LATENCY_METRICS,
      .run = run_wake_latency_parked},
+    {.name = "affinity_counters",
+     .summary = "tasks sent to each worker bump its counter without atomics (urt only)",
+     .metrics = {"tasks_per_s", NULL},
+     .run = run_affinity_counters},
     {0},
 };
