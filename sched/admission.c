@@ -183,14 +183,14 @@ static int take(struct sched *s, struct admission *a, unsigned flags, bool *bloc
     return take_blocking(a);
 }
 
-int admission_submit(struct sched *s, struct urt_task *t, unsigned flags, struct worker *target)
+int admission_submit_via(struct sched *s, struct urt_task *t, unsigned flags, admission_place_fn *place, void *ctx)
 {
     struct admission *a = s->adm;
     bool blocking = false;
     int err = take(s, a, flags, &blocking);
     if (!err) {
         t->priv.flags |= TASK_ADMITTED;
-        err = target ? sched_submit_to(s, target, t) : sched_submit(s, t, flags);
+        err = place(ctx, t, flags);
         if (__builtin_expect(err != 0, 0)) {
             t->priv.flags &= ~TASK_ADMITTED;
             admission_release(a);
@@ -201,6 +201,23 @@ int admission_submit(struct sched *s, struct urt_task *t, unsigned flags, struct
     if (blocking) /* last touch of the runtime by this submitter */
         atomic_fetch_sub_explicit(&a->blockers, 1, memory_order_release);
     return err;
+}
+
+struct place_on {
+    struct sched *s;
+    struct worker *target;
+};
+
+static int place_sched(void *ctx, struct urt_task *t, unsigned flags)
+{
+    struct place_on *p = ctx;
+    return p->target ? sched_submit_to(p->s, p->target, t) : sched_submit(p->s, t, flags);
+}
+
+int admission_submit(struct sched *s, struct urt_task *t, unsigned flags, struct worker *target)
+{
+    struct place_on p = {s, target};
+    return admission_submit_via(s, t, flags, place_sched, &p);
 }
 
 void admission_shutdown(struct sched *s)

@@ -55,6 +55,10 @@ void admission_destroy(struct sched *s);
  * the shutdown must be done with the runtime when admission_shutdown()
  * returns. Any thread. */
 int admission_submit(struct sched *s, struct urt_task *t, unsigned flags, struct worker *target);
+/* The same with another way in: place(ctx, t, flags) queues t (a lane's,
+ * a transaction's or a serial job's lane_submit) and returns 0 or -errno. */
+typedef int admission_place_fn(void *ctx, struct urt_task *t, unsigned flags);
+int admission_submit_via(struct sched *s, struct urt_task *t, unsigned flags, admission_place_fn *place, void *ctx);
 
 /* Takes a slot without waiting and without queueing behind waiters (the
  * watcher's hand-over of a body: it must never block). */

@@ -429,7 +429,7 @@ static int job_submit(urt_job *job, struct urt_task *task, unsigned flags, bool 
     task->priv.submit_flags = flags;
     task->priv.flags &= ~TASK_ADMITTED;
     if (job->serial) {
-        err = lane_submit(&job->lane, task, flags); /* lanes are not under max_pending_tasks */
+        err = lane_submit_counted(&job->lane, task, flags, gone); /* max_pending_tasks counts it */
     } else if (__builtin_expect(s->adm != NULL, 0)) {
         bool pooled = task->priv.flags & TASK_POOLED;
         err = admission_submit(s, task, flags, NULL); /* max_pending_tasks (sched/admission.c) */

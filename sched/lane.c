@@ -86,6 +86,7 @@
  * runner does one fetch_sub and one sticky push per batch.
  */
 #include "sched/lane.h"
+#include "sched/admission.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -291,6 +292,30 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
     return 0;
 }
 
+static int place_lane(void *ctx, struct urt_task *t, unsigned flags)
+{
+    return lane_submit(ctx, t, flags);
+}
+
+int lane_submit_counted(struct urt_lane *l, struct urt_task *t, unsigned flags, bool *gone)
+{
+    *gone = false;
+    if (__builtin_expect(l->s->adm == NULL, 1))
+        return lane_submit(l, t, flags);
+    bool pooled = t->priv.flags & TASK_POOLED;
+    int err = admission_submit_via(l->s, t, flags, place_lane, l); /* sched/admission.c */
+    *gone = err && pooled;
+    return err;
+}
+
+/* The message of a refused lane submission. */
+int lane_submit_error(const char *fn, int err)
+{
+    if (err == -EAGAIN)
+        return urt__error(err, "%s: max_pending_tasks reached", fn);
+    return urt__error(err, "%s: the runtime is being destroyed", fn);
+}
+
 int lane_cancel_runner(struct sched *s, struct urt_task *runner)
 {
     struct urt_lane *l = runner->arg;
@@ -367,11 +392,11 @@ URT_API int urt_lane_submit(urt_lane *lane, struct urt_task *task, unsigned flag
     if (err)
         return err;
     task->priv.submit_flags = flags;
-    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED); /* lanes are not under max_pending_tasks */
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
     task->priv.job = NULL;
-    if (lane_submit(lane, task, flags))
-        return urt__error(-ESHUTDOWN, "urt_lane_submit: the runtime is being destroyed");
-    return 0;
+    bool gone;
+    err = lane_submit_counted(lane, task, flags, &gone);
+    return err ? lane_submit_error("urt_lane_submit", err) : 0;
 }
 
 URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
@@ -383,11 +408,11 @@ URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *
     struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)
         return urt__error(-ENOMEM, "urt_lane_spawn: out of memory for a pooled task");
-    if (lane_submit(lane, t, flags)) {
+    bool gone;
+    err = lane_submit_counted(lane, t, flags, &gone);
+    if (err && !gone)
         sched_task_free(s, t);
-        return urt__error(-ESHUTDOWN, "urt_lane_spawn: the runtime is being destroyed");
-    }
-    return 0;
+    return err ? lane_submit_error("urt_lane_spawn", err) : 0;
 }
 
 URT_API uint32_t urt_lane_pending(const urt_lane *lane)

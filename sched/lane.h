@@ -68,6 +68,13 @@ void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const s
 /* Queues t on l (t->priv.lane := l). Returns 0 or -ESHUTDOWN (from a thread
  * that is not a worker, once destroy started). Any thread. */
 int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags);
+/* lane_submit under the admission limit (max_pending_tasks; URT_SUBMIT_BLOCK
+ * blocks a thread that is not a worker): 0, -EAGAIN or -ESHUTDOWN. A pooled
+ * task that is refused went back to the pool (*gone = true). Any thread. */
+int lane_submit_counted(struct urt_lane *l, struct urt_task *t, unsigned flags, bool *gone);
+/* Records the message of a refused submission (-EAGAIN or -ESHUTDOWN) for
+ * public function fn and returns err. */
+int lane_submit_error(const char *fn, int err);
 
 /* After the workers stopped: cancels the runner's lane (every queued task's
  * cancel callback runs). Returns the number of tasks cancelled. */

@@ -286,9 +286,9 @@ URT_API int urt_tx_submit(urt_tx *tx, struct urt_task *task, unsigned flags)
     task->priv.job = NULL;
     task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
     task->priv.submit_flags = flags;
-    if (lane_submit(&tx->lane, task, flags))
-        return urt__error(-ESHUTDOWN, "urt_tx_submit: the runtime is being destroyed");
-    return 0;
+    bool gone;
+    err = lane_submit_counted(&tx->lane, task, flags, &gone); /* max_pending_tasks counts it */
+    return err ? lane_submit_error("urt_tx_submit", err) : 0;
 }
 
 URT_API int urt_tx_spawn(urt_tx *tx, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
@@ -305,11 +305,11 @@ URT_API int urt_tx_spawn(urt_tx *tx, urt_task_fn *fn, urt_task_cancel_fn *cancel
     t->priv.job = NULL;
     t->priv.flags = TASK_POOLED;
     t->priv.submit_flags = flags;
-    if (lane_submit(&tx->lane, t, flags)) {
+    bool gone;
+    err = lane_submit_counted(&tx->lane, t, flags, &gone); /* max_pending_tasks counts it */
+    if (err && !gone)
         sched_task_free(tx->s, t);
-        return urt__error(-ESHUTDOWN, "urt_tx_spawn: the runtime is being destroyed");
-    }
-    return 0;
+    return err ? lane_submit_error("urt_tx_spawn", err) : 0;
 }
 
 /* Rule 2: 0 (aborted now, going to abort, or already aborting) or -EALREADY

@@ -3,8 +3,18 @@
  *
  * Admission. With max_pending_tasks = N > 0 (configuration), at most N tasks
  * are pending runtime-wide: a task is pending from its successful submission
- * (urt_task_submit, urt_spawn*, a conditional task's body when the watcher
- * hands it over) until its function returns URT_TASK_DONE or it is cancelled.
+ * until its function returns URT_TASK_DONE or it is cancelled. Every way a
+ * task comes in counts: urt_task_submit, urt_spawn*, urt_task_submit_to,
+ * urt_spawn_to, urt_lane_submit/spawn, urt_tx_submit/spawn,
+ * urt_job_submit/spawn (serial jobs included), and a conditional task's body
+ * when the watcher hands it over (it never blocks: at the limit it keeps the
+ * passed task and retries every interval). Exempt, with the reason: the
+ * runtime's own tasks (lane runners, job teardown and deadline tasks, the
+ * log's flush and notification tasks: each serves tasks or commits already
+ * admitted, and refusing one would strand them), and log commits
+ * (urt_log_commit, urt_tx_commit): a commit is the end of work that was
+ * admitted, its memory is the caller's, and the log bounds its own backlog by
+ * group commit.
  * A yield is not a completion. At the limit a submission fails with -EAGAIN,
  * or, with URT_SUBMIT_BLOCK, waits until a slot frees up. Blocked submitters
  * get slots in the order they blocked (first come, first served: a slot freed
