@@ -141,7 +141,7 @@ URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode)
         return urt__error(-EINVAL, "urt_runtime_destroy: mode %d is not URT_SHUTDOWN_DRAIN or _CANCEL", (int)mode);
     if (sched_current(&rt->sched))
         return urt__error(-EDEADLK, "urt_runtime_destroy: called from one of the runtime's own workers");
-    if (watcher_current(&rt->sched))
+    if (sched_service_thread(&rt->sched))
         return urt__error(-EDEADLK, "urt_runtime_destroy: called from the runtime's watcher thread");
     admission_shutdown(&rt->sched); /* blocked submitters return -ESHUTDOWN */
     watcher_close(&rt->sched);      /* watched tasks get their cancel callback (joined in sched_stop) */

@@ -35,7 +35,6 @@
 #include <string.h>
 
 #include "sched/sched.h"
-#include "sched/watcher.h"
 
 #include "base/error.h"
 
@@ -172,7 +171,7 @@ static int take(struct sched *s, struct admission *a, unsigned flags, bool *bloc
     /* Fast path only when nobody waits: a newcomer never overtakes a waiter. */
     if (atomic_load_explicit(&a->n_waiters, memory_order_relaxed) == 0 && take_slot(a))
         return 0;
-    if (!(flags & URT_SUBMIT_BLOCK) || sched_current(s) != NULL || watcher_current(s)) {
+    if (!(flags & URT_SUBMIT_BLOCK) || sched_current(s) != NULL || sched_service_thread(s)) {
         atomic_fetch_add_explicit(&a->rejected, 1, memory_order_relaxed);
         return -EAGAIN;
     }

@@ -22,7 +22,7 @@
  * once; the teardown seals it JOB_OPEN -> JOB_SEALED_OK by the same CAS, so
  * either the cancel wins (callback sees the reason) or the teardown does
  * (cancel returns -EALREADY). A task of a cancelled job is not run: the
- * worker checks the status before fn (job_task_skip) and calls the cancel
+ * worker checks the status before fn (sched_run_skip) and calls the cancel
  * callback instead.
  *
  * Deadline: a timer in one worker's timer queue (sched_timer_arm_at,
@@ -60,7 +60,7 @@
  *       by run_task and the lane runner).
  *  (J2) refs: acq_rel decrement, the last one frees (standard refcount).
  *  (J3) status: CAS by cancel (seq_cst, for J7) / seal (acq_rel); acquire load before each task
- *       (job_task_skip) and in urt_job_cancelled, so a task that sees the
+ *       (sched_run_skip) and in urt_job_cancelled, so a task that sees the
  *       cancel sees what the canceller wrote before it.
  *  (J4) timer_worker / ended: seq_cst stores and loads (Dekker, above).
  *  (J5) ended / waiters: the teardown stores ended (seq_cst) then loads

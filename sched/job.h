@@ -2,12 +2,13 @@
  * sched/job.h — jobs (SPEC C7, C8), private part. Design, lifecycle and
  * memory ordering in sched/job.c; the public API is urt/job.h.
  *
- * The worker loop (run_task), the lane runner (lane.c) and cancellation
- * (sched_cancel_task) call into jobs at two points:
- *   job_task_skip(w, t)        before a job task's fn: true when the job was
- *                              cancelled (the task was cancelled and counted);
- *   job_task_finished(s, w, j) after the task's fn returned DONE (or its cancel
- *                              callback ran) and the task itself was released.
+ * The core's run path (sched/run.h) and cancellation (sched_cancel_task)
+ * call into jobs through the client table (sched/clients.c) at three points:
+ *   job_is_cancelled(j)         before a job task's fn: the task is cancelled
+ *                               and counted instead of run;
+ *   job_task_finished(s, w, j)  after the task's fn returned DONE and the task
+ *                               itself was released;
+ *   job_task_cancelled(s, w, j) after its cancel callback ran.
  */
 #ifndef URT_SCHED_JOB_H
 #define URT_SCHED_JOB_H
@@ -69,12 +70,5 @@ int job_cond_submit(struct urt_job *job, struct urt_task *t, unsigned flags);
  * is cancelled (-ECANCELED, unless it already has a reason) and counted down. */
 void job_task_cancelled(struct sched *s, struct worker *w, struct urt_job *job);
 
-static inline bool job_task_skip(struct worker *w, struct urt_task *t)
-{
-    if (__builtin_expect(!job_is_cancelled(t->priv.job), 1))
-        return false;
-    sched_cancel_task(w->s, w, t);
-    return true;
-}
 
 #endif

@@ -95,7 +95,6 @@
 
 #include <urt/lane.h>
 
-#include "sched/job.h"
 #include "sched/run.h"
 
 #include "base/error.h"

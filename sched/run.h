@@ -4,7 +4,7 @@
  *
  * Phases of one run:
  *   1. skip:   a task of a cancelled job gets its cancel callback instead
- *              (job_task_skip) and counts as done;
+ *              (sched_cancel_task) and counts as done;
  *   2. watch:  the watchdog watches this task (when task_runtime_limit_us is
  *              set); inside a lane runner the runner's own watch is closed
  *              first and reopened after, so each lane task is watched alone;
@@ -22,8 +22,6 @@
 #define URT_SCHED_RUN_H
 
 #include "bpf/probes.h"
-#include "sched/admission.h"
-#include "sched/job.h"
 #include "sched/sched.h"
 #include "sched/taskpool.h"
 #include "sched/watchdog.h"
@@ -37,7 +35,10 @@ struct run_result {
  * instead, it counts as done. */
 static inline bool sched_run_skip(struct worker *w, struct urt_task *t)
 {
-    return t->priv.job && job_task_skip(w, t);
+    if (!t->priv.job || !sched_clients.job_cancelled(t->priv.job))
+        return false;
+    sched_cancel_task(w->s, w, t);
+    return true;
 }
 
 /* Phases 2-3. outer: the task whose watchdog run is open around this one
@@ -74,11 +75,11 @@ static inline void sched_finish_task(struct worker *w, struct urt_task *t, uint3
 {
     struct sched *s = w->s;
     if (__builtin_expect(flags & TASK_ADMITTED, 0))
-        admission_release(s->adm);
+        sched_clients.release(s);
     if (flags & TASK_POOLED)
         taskpool_free(&s->pool, &w->cache, t);
     if (job)
-        job_task_finished(s, w, job);
+        sched_clients.job_task_finished(s, w, job);
 }
 
 #endif

@@ -79,6 +79,30 @@ struct worker_placement {
 struct sched;
 struct worker;
 
+/* The core's clients (sched/admission.c, job.c, lane.c, watcher.c). The
+ * core — worker.c, start.c, submit.c, run.h, io.c, timer.c and the queues —
+ * includes none of their headers and calls them only through this table,
+ * which sched/clients.c fills (scripts/check_layers.py checks the includes). */
+struct urt_job;
+struct sched_client_ops {
+    /* admission: take a slot and queue t (to target when not NULL), or
+     * -EAGAIN / -ESHUTDOWN; give a slot back */
+    int (*admit)(struct sched *s, struct urt_task *t, unsigned flags, struct worker *target);
+    void (*release)(struct sched *s);
+    /* jobs: is the task's job cancelled; a task of job finished / was cancelled */
+    bool (*job_cancelled)(const struct urt_job *job);
+    void (*job_task_finished)(struct sched *s, struct worker *w, struct urt_job *job);
+    void (*job_task_cancelled)(struct sched *s, struct worker *w, struct urt_job *job);
+    /* lanes: a lane runner left in a sticky queue at shutdown; returns the
+     * number of tasks it cancelled */
+    int (*cancel_lane_runner)(struct sched *s, struct urt_task *runner);
+    /* the watcher: joined before the workers' memory goes */
+    void (*stop_watcher)(struct sched *s);
+    /* urt_dump_state's lines about the watcher and the admission limit */
+    void (*dump_state)(struct sched *s, int fd);
+};
+extern const struct sched_client_ops sched_clients;
+
 /* Calls the layers above make into the worker loop. All optional; ctx is theirs. */
 struct sched_hooks {
     void *ctx;
@@ -174,6 +198,12 @@ static inline struct sched *sched_of(const urt_runtime *rt)
 /* The calling thread's worker if it is one of s's workers, else NULL. */
 
 struct worker *sched_current(const struct sched *s);
+/* A thread of s that is not a worker but runs the runtime's own work (the
+ * watcher): it marks itself (s) at its start and unmarks (NULL) at its end.
+ * sched_service_thread(s) is true on it: such a thread, like a worker, must
+ * never block in the runtime (admission) nor destroy it. */
+void sched_set_service_thread(const struct sched *s);
+bool sched_service_thread(const struct sched *s);
 
 /* Starts the workers (each creates its ring in its own thread). place has
  * n_workers entries. On failure nothing is left running and *failed_worker

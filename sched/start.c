@@ -22,8 +22,6 @@
  * and idle_sweeps are read with acquire (the workers store release).
  */
 #include "sched/sched.h"
-#include "sched/lane.h"
-#include "sched/watcher.h"
 
 #include <errno.h>
 #include <numa.h>
@@ -251,7 +249,7 @@ static int cancel_leftovers(struct sched *s, struct worker *w)
     }
     while ((t = inbox_pop(&w->sticky)) != NULL) {
         if (t->priv.flags & TASK_LANE_RUNNER) {
-            n += lane_cancel_runner(s, t); /* the lane's queued tasks */
+            n += sched_clients.cancel_lane_runner(s, t); /* the lane's queued tasks */
             continue;
         }
         sched_cancel_task(s, NULL, t);
@@ -278,7 +276,7 @@ int sched_stop(struct sched *s, bool drain_first)
             sleep_us(200);
         }
     }
-    watcher_stop(s); /* joins the watcher thread before the workers and the pool go (sched/watcher.c) */
+    sched_clients.stop_watcher(s); /* joins the watcher thread before the workers and the pool go */
     int cancelled = 0;
     for (uint32_t i = 0; i < s->n_workers; i++)
         cancelled += cancel_leftovers(s, s->workers[i]);

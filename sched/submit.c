@@ -22,7 +22,6 @@
 #include <urt/task.h>
 
 #include "sched/sched.h"
-#include "sched/admission.h"
 
 #include "base/error.h"
 
@@ -239,7 +238,7 @@ static int submit_task(const char *fn, struct sched *s, struct urt_task *task, u
     task->priv.submit_flags = flags;
     task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
     if (__builtin_expect(s->adm != NULL, 0))
-        err = admission_submit(s, task, flags, target); /* max_pending_tasks (sched/admission.c) */
+        err = sched_clients.admit(s, task, flags, target); /* max_pending_tasks (sched/admission.c) */
     else
         err = target ? sched_submit_to(s, target, task) : sched_submit(s, task, flags);
     return err ? submit_error(fn, err) : 0;
@@ -254,7 +253,7 @@ static int spawn_task(const char *fn, struct sched *s, urt_task_fn *f, urt_task_
         return urt__error(-ENOMEM, "%s: out of memory for a pooled task", fn);
     int err;
     if (__builtin_expect(s->adm != NULL, 0)) {
-        err = admission_submit(s, t, flags, target); /* max_pending_tasks; frees t on failure (sched/admission.c) */
+        err = sched_clients.admit(s, t, flags, target); /* max_pending_tasks; frees t on failure (sched/admission.c) */
         return err ? submit_error(fn, err) : 0;
     }
     err = target ? sched_submit_to(s, target, t) : sched_submit(s, t, flags);

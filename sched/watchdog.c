@@ -13,6 +13,7 @@
  * snapshot); the callback pointer is set and read under cb_lock.
  */
 #include "sched/watchdog.h"
+#include "sched/watchdog_pass.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -26,9 +27,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "sched/admission.h"
 #include "sched/sched.h"
-#include "sched/watcher.h"
 
 #define WATCHDOG_MIN_PERIOD_NS 100000ull
 
@@ -127,14 +126,7 @@ static void dump_state(struct sched *s, int fd)
                 inbox_maybe_nonempty_foreign(&wk->sticky) ? "non-empty" : "empty",
                 atomic_load_explicit(&wk->stats.tasks_run, memory_order_relaxed));
     }
-    if (s->watcher)
-        dprintf(fd, "urt state: watcher: %" PRIu64 " conditional tasks watched\n", watcher_watching(s));
-    if (s->adm) {
-        struct urt_admission_stats a;
-        admission_read_stats(s, &a);
-        dprintf(fd, "urt state: admission: %" PRIu64 " pending of %" PRIu64 ", %" PRIu64 " submitters waiting\n",
-                a.pending, a.limit, a.waiting);
-    }
+    sched_clients.dump_state(s, fd); /* the watcher's and the admission limit's lines */
 }
 
 static void watchdog_report(struct watchdog *wd, const struct urt_watchdog_report *r)

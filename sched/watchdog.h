@@ -1,6 +1,8 @@
 /*
  * sched/watchdog.h — what a worker publishes about its running task, for the
- * watchdog on the watcher thread (SPEC C10).
+ * watchdog on the watcher thread (SPEC C10). Part of the core (the run path
+ * writes the slot); the watchdog's passes, a client, are declared in
+ * sched/watchdog_pass.h.
  *
  * Each worker owns one struct watchdog_slot (embedded in struct worker). Only
  * when task_runtime_limit_us > 0 does run_task() call watchdog_begin() before
@@ -83,20 +85,5 @@ static inline bool watchdog_read(struct watchdog_slot *wd, uint64_t *seq, struct
     *seq = s1;
     return s1 == s2;
 }
-
-/* ---- the watchdog's passes (sched/watchdog.c; they run on the watcher thread) ---- */
-
-struct sched;
-struct watchdog;
-
-/* NULL on ENOMEM. Off (no passes) when task_runtime_limit_us is 0. */
-struct watchdog *watchdog_create(struct sched *s);
-void watchdog_free(struct watchdog *wd);
-/* When the next pass is due (UINT64_MAX: never). Watcher thread. */
-uint64_t watchdog_next_pass(const struct watchdog *wd);
-/* A pass if one is due: every worker's running task; a run seen longer than
- * the limit is reported once (callback; watchdog_abort: dump and abort). */
-void watchdog_pass(struct watchdog *wd, uint64_t now);
-uint64_t watchdog_reports(const struct watchdog *wd);
 
 #endif

@@ -61,6 +61,7 @@
 #include "sched/watcher.h"
 #include "sched/watcher_int.h"
 #include "sched/watchdog.h"
+#include "sched/watchdog_pass.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -84,11 +85,6 @@
 #include "sched/timer.h"
 
 static _Thread_local struct watcher *tls_watcher; /* set on the watcher thread */
-
-bool watcher_current(const struct sched *s)
-{
-    return tls_watcher != NULL && tls_watcher->s == s;
-}
 
 /* Debug builds: owner-only code runs on the watcher thread (STYLE 5). */
 #define ASSERT_WATCHER(w) assert(tls_watcher == (w))
@@ -462,6 +458,7 @@ static void *watcher_main(void *arg)
     struct sched *s = w->s;
     pthread_setname_np(pthread_self(), "urt-watcher");
     tls_watcher = w;
+    sched_set_service_thread(s); /* never blocks in the runtime (sched/sched.h) */
     int err = ring_init(&w->ring, &s->caps, 16, 64);
     pthread_mutex_lock(&w->start_lock);
     w->start_err = err;
@@ -481,6 +478,7 @@ static void *watcher_main(void *arg)
     timerq_destroy(&w->timers);
     ring_exit(&w->ring);
     tls_watcher = NULL;
+    sched_set_service_thread(NULL);
     return NULL;
 }
 

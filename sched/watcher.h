@@ -27,9 +27,6 @@ struct sched;
 
 int watcher_start(struct sched *s);
 void watcher_close(struct sched *s);
-/* True on s's watcher thread (in a check or a cancel callback): it must
- * not block (admission) nor destroy the runtime. */
-bool watcher_current(const struct sched *s);
 void watcher_stop(struct sched *s);
 void watcher_free(struct sched *s);
 

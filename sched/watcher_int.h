@@ -18,6 +18,7 @@
 #include "sched/sleeper.h"
 #include "sched/timer.h"
 #include "sched/watchdog.h"
+#include "sched/watchdog_pass.h"
 
 enum cond_state {
     C_IDLE = 0,

@@ -28,8 +28,6 @@
  * sched/start.c.
  */
 #include "sched/sched.h"
-#include "sched/admission.h"
-#include "sched/job.h"
 #include "sched/run.h"
 
 #include <assert.h>
@@ -45,6 +43,18 @@ static _Thread_local struct worker *tls_worker;
 struct worker *sched_self(void)
 {
     return tls_worker;
+}
+
+static _Thread_local const struct sched *tls_service;
+
+void sched_set_service_thread(const struct sched *s)
+{
+    tls_service = s;
+}
+
+bool sched_service_thread(const struct sched *s)
+{
+    return tls_service != NULL && tls_service == s;
 }
 
 struct worker *sched_current(const struct sched *s)
@@ -346,7 +356,7 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
     if (t->cancel)
         t->cancel(t, t->arg);
     if (flags & TASK_ADMITTED)
-        admission_release(s->adm);
+        sched_clients.release(s);
     if (self)
         STAT_INC(self, tasks_cancelled);
     if (flags & TASK_POOLED) {
@@ -358,7 +368,7 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
         }
     }
     if (job)
-        job_task_cancelled(s, self, job);
+        sched_clients.job_task_cancelled(s, self, job);
 }
 
 /* ---- completions -------------------------------------------------------------------- */

@@ -97,6 +97,8 @@ def check(root):
                         found.append((rel, n, r.group(1),
                                       f"re-declares runtime's private {r.group(1)}(): layer {layer}/ may not reach into runtime/"))
 
+    found += check_sched_core(root)
+
     for client in CLIENTS:
         for rel in sources(root, client):
             d = os.path.dirname(rel)
@@ -127,6 +129,66 @@ def check(root):
                 if m and (m.group(1) == '"' or top_dir(m.group(2)) in RANK):
                     found.append((rel, n, m.group(2),
                                   f"public headers may include only <urt/...> and system headers"))
+    return found
+
+
+# Inside sched/: the core and its clients (docs/design.md, "Inside sched/").
+# The core includes none of the clients' headers (it calls them through
+# struct sched_client_ops, filled by sched/clients.c), and the clients do not
+# include each other in a cycle. Files of a client module, by module:
+SCHED_CLIENTS = {
+    "admission": ["sched/admission.c", "sched/admission.h"],
+    "job": ["sched/job.c", "sched/job.h"],
+    "lane": ["sched/lane.c", "sched/lane.h"],
+    "watcher": ["sched/watcher.c", "sched/watcher.h", "sched/watcher_int.h", "sched/cond.c"],
+    "watchdog": ["sched/watchdog.c", "sched/watchdog_pass.h"],
+}
+SCHED_ROOT = "sched/clients.c"  # the one file that knows both sides
+
+
+def sched_includes(root, rel):
+    out = []
+    with open(os.path.join(root, rel), errors="replace") as fh:
+        for n, text in enumerate(fh, 1):
+            m = INCLUDE_RE.match(text)
+            if m and m.group(1) == '"' and m.group(2).startswith("sched/"):
+                out.append((n, m.group(2)))
+    return out
+
+
+def check_sched_core(root):
+    found = []
+    module_of = {f: mod for mod, files in SCHED_CLIENTS.items() for f in files}
+    client_headers = {f for f in module_of if f.endswith(".h")}
+    edges = {}
+    for rel in sources(root, "sched"):
+        if rel == SCHED_ROOT:
+            continue
+        mod = module_of.get(rel)
+        for n, target in sched_includes(root, rel):
+            if mod is None and target in client_headers:
+                found.append((rel, n, target, "the scheduler's core may not include a client's header "
+                                              "(call it through struct sched_client_ops)"))
+            tmod = module_of.get(target)
+            if mod and tmod and tmod != mod:
+                edges.setdefault(mod, {}).setdefault(tmod, (rel, n, target))
+    # a cycle among the clients: depth-first search over the module graph
+    state = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for t, where in sorted(edges.get(m, {}).items()):
+            if state.get(t) == 1:
+                cyc = path[path.index(t):] + [t] if t in path else [m, t]
+                found.append((where[0], where[1], where[2],
+                              "the scheduler's clients include each other in a cycle: " + " -> ".join(cyc)))
+            elif not state.get(t):
+                visit(t, path + [t])
+        state[m] = 2
+
+    for m in sorted(SCHED_CLIENTS):
+        if not state.get(m):
+            visit(m, [m])
     return found
 
 

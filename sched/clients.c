@@ -1,0 +1,49 @@
+/*
+ * sched/clients.c — the table through which the scheduler's core calls its
+ * clients (struct sched_client_ops, sched/sched.h): the admission limit,
+ * jobs, lanes and the watcher. This file is the one place that knows both
+ * sides; the core includes none of the clients' headers.
+ *
+ * No memory ordering of its own: each entry carries its function's contract.
+ */
+#include "sched/sched.h"
+#include "sched/admission.h"
+#include "sched/job.h"
+#include "sched/lane.h"
+#include "sched/watcher.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+static void dump_state(struct sched *s, int fd)
+{
+    if (s->watcher)
+        dprintf(fd, "urt state: watcher: %" PRIu64 " conditional tasks watched\n", watcher_watching(s));
+    if (s->adm) {
+        struct urt_admission_stats a;
+        admission_read_stats(s, &a);
+        dprintf(fd, "urt state: admission: %" PRIu64 " pending of %" PRIu64 ", %" PRIu64 " submitters waiting\n",
+                a.pending, a.limit, a.waiting);
+    }
+}
+
+static void release_slot(struct sched *s)
+{
+    admission_release(s->adm);
+}
+
+static bool job_cancelled(const struct urt_job *job)
+{
+    return job_is_cancelled(job);
+}
+
+const struct sched_client_ops sched_clients = {
+    .admit = admission_submit,
+    .release = release_slot,
+    .job_cancelled = job_cancelled,
+    .job_task_finished = job_task_finished,
+    .job_task_cancelled = job_task_cancelled,
+    .cancel_lane_runner = lane_cancel_runner,
+    .stop_watcher = watcher_stop,
+    .dump_state = dump_state,
+};
