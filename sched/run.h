@@ -55,9 +55,11 @@ static inline struct run_result sched_run_body(struct worker *w, struct urt_task
     }
     struct probe_run pr;
     bool timed = probe_task_start(w->index, t, &pr); /* one load when nobody consumes stamps */
-    w->running_job = job;
+    if (job)
+        w->running_job = job; /* NULL outside a job task's body */
     out.r = t->fn(t, t->arg); /* t may be freed from here on */
-    w->running_job = NULL;
+    if (job)
+        w->running_job = NULL;
     if (__builtin_expect(watched, 0)) {
         watchdog_end(&w->wd);
         if (outer)

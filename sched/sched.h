@@ -144,7 +144,6 @@ struct worker {
     uint32_t fed;           /* tasks taken from the inbox or stolen since the worker last woke */
     uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
-    struct timerq timers;   /* the worker's timers (sched/timer.h; its one timeout SQE counts in io_inflight) */
     struct worker_counters stats;
     struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
     struct urt_job *running_job; /* job of the task whose fn runs now, or NULL (sched/job.c: who may
@@ -152,6 +151,8 @@ struct worker {
     pthread_t thread;
     int start_err;
     struct probe_hists hists; /* latency histograms (owner writes; bpf/probes.h) */
+    struct timerq timers;     /* the worker's timers (sched/timer.h; its one timeout SQE counts in
+                                 io_inflight); cold: off the lines the task loop touches */
 };
 
 struct sched {
