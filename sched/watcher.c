@@ -468,7 +468,6 @@ static void *watcher_main(void *arg)
     pthread_mutex_unlock(&w->start_lock);
     if (err)
         return NULL;
-    timerq_init(&w->timers, &w->ring, NULL);
     watcher_loop(w);
     cancel_everything(w);
     timerq_sync(&w->timers); /* removes the timeout */
@@ -522,6 +521,8 @@ int watcher_start(struct sched *s)
     w->interval_ns = s->cfg->watcher_interval_us * 1000ull;
     pthread_mutex_init(&w->start_lock, NULL);
     pthread_cond_init(&w->start_cond, NULL);
+    /* Before the thread: urt_watcher_stats reads its fires counter from any thread. */
+    timerq_init(&w->timers, &w->ring, NULL);
     w->wd = watchdog_create(s);
     if (!w->wd) {
         watcher_dealloc(w);
