@@ -12,6 +12,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,6 +141,77 @@ Test(wal_checkpoint, rollover_checkpoint_and_recovery, .timeout = 120)
     struct urt_log_recovery again = recover_into(dir, &s, N);
     cr_assert_eq(again.durable_marker, out.durable_marker);
     cr_assert_eq(again.replayed, out.replayed);
+    free(s.ids);
+    remove_dir(dir);
+    leak_check();
+}
+
+/* The name of the channel file of worker 0 with the highest segment number
+ * ("ch-<gen>-0000.wal" for segment 0, "ch-<gen>-0000-<seg>.wal" after), into
+ * name; its segment number, or -1. */
+static int last_segment(const char *dir, char *name, size_t len)
+{
+    int best = -1;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        unsigned long long gen;
+        unsigned w, seg = 0;
+        int got = sscanf(e->d_name, "ch-%16llx-%4x-%6x.wal", &gen, &w, &seg); /* segment 0 has no suffix */
+        if (got >= 2 && w == 0 && (int)seg > best) {
+            best = (int)seg;
+            snprintf(name, len, "%.63s", e->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
+    return best;
+}
+
+/* A rollover that cannot create its next segment file (here: a foreign file
+ * already has the name; the same path as ENOSPC or EMFILE) keeps writing the
+ * old segment: no commit fails or is lost, the error is counted, and the
+ * next rollover after the obstacle is gone succeeds. */
+Test(wal_checkpoint, failed_rollover_keeps_the_old_segment, .timeout = 120)
+{
+    char *dir = make_dir();
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = dir;
+    cfg.log_segment_kb = 64;
+    cfg.log_prealloc_kb = 64;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    char cur[64], blocker[PATH_MAX];
+    cr_assert_eq(last_segment(dir, cur, sizeof(cur)), 0, "one segment at start");
+    /* the next segment's name, taken by a file that is not ours */
+    cur[strlen(cur) - strlen(".wal")] = 0;
+    snprintf(blocker, sizeof(blocker), "%s/%s-000001.wal", dir, cur);
+    int fd = open(blocker, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    enum { N = 400 };
+    uint64_t id = 0;
+    for (; id < N / 2; id++)
+        commit_stored(rt, id, 1000); /* 200 KB: three rollovers due, each refused */
+    struct urt_log_stats st;
+    cr_assert_eq(urt_log_stats(rt, &st), 0);
+    cr_assert_geq(st.io_errors, 1, "the refused rollover is counted");
+    char name[64];
+    cr_assert_eq(last_segment(dir, name, sizeof(name)), 1, "only the blocker bears segment 1");
+    struct stat sb;
+    cr_assert_eq(stat(blocker, &sb), 0);
+    cr_assert_eq(sb.st_size, 0, "the log wrote into a file it did not create");
+    cr_assert_eq(unlink(blocker), 0);
+    for (; id < N; id++)
+        commit_stored(rt, id, 1000); /* the next rollover goes through */
+    cr_assert_geq(last_segment(dir, name, sizeof(name)), 1, "no rollover after the obstacle went");
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    struct seen s;
+    struct urt_log_recovery out = recover_into(dir, &s, N);
+    (void)out;
+    cr_assert_eq(s.bad, 0);
+    for (uint64_t k = 0; k < N; k++)
+        cr_assert_eq(s.ids[k], 1, "commit %llu replayed %u times", (unsigned long long)k, s.ids[k]);
     free(s.ids);
     remove_dir(dir);
     leak_check();
