@@ -455,9 +455,14 @@ Test(errors, conds, .timeout = 30)
     c.interval_us = 3600000001ull;
     CHECK(urt_cond_add(rt, &c), "urt_cond_add", "interval_us", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
     c.interval_us = 0;
-    c.job = (struct urt_job *)&c;
+    urt_job *foreign_job;
+    cr_assert_eq(urt_job_create(other, NULL, &foreign_job), 0);
+    c.job = foreign_job; /* a job of another runtime */
     CHECK(urt_cond_add(rt, &c), "urt_cond_add", "job", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
     c.job = NULL;
+    cr_assert_eq(urt_job_close(foreign_job), 0);
+    cr_assert_eq(urt_job_wait(foreign_job, 5ull * 1000000000ull), 0);
+    urt_job_release(foreign_job);
     CHECK(urt_cond_cancel(NULL, &c), "urt_cond_cancel", "rt", -EINVAL, -EALREADY, -ESHUTDOWN);
     CHECK(urt_cond_cancel(rt, NULL), "urt_cond_cancel", "cond", -EINVAL, -EALREADY, -ESHUTDOWN);
     CHECK(urt_cond_cancel(rt, &c), "urt_cond_cancel", "not watched", -EINVAL, -EALREADY, -ESHUTDOWN);
