@@ -93,7 +93,8 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
     atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
         atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
-        return -ESHUTDOWN;
+        /* The message here, so that the public entry points tail-call sched_submit. */
+        return urt__error(-ESHUTDOWN, "task submission: the runtime is being destroyed");
     }
     struct worker *w = NULL;
     if (flags & URT_SUBMIT_URGENT)
@@ -237,10 +238,12 @@ static int submit_task(const char *fn, struct sched *s, struct urt_task *task, u
     int err;
     task->priv.submit_flags = flags;
     task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
-    if (__builtin_expect(s->adm != NULL, 0))
+    if (__builtin_expect(s->adm == NULL && target == NULL, 1))
+        return sched_submit(s, task, flags); /* a tail call: the hot path of every submission */
+    if (s->adm != NULL)
         err = sched_clients.admit(s, task, flags, target); /* max_pending_tasks (sched/admission.c) */
     else
-        err = target ? sched_submit_to(s, target, task) : sched_submit(s, task, flags);
+        err = sched_submit_to(s, target, task);
     return err ? submit_error(fn, err) : 0;
 }
 
