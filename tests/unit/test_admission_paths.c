@@ -173,14 +173,17 @@ Test(admission_paths, worker_never_blocks_on_a_lane, .timeout = 60)
     cfg.max_pending_tasks = 2;
     rt = rt_create_or_skip(&cfg);
     cr_assert_eq(urt_lane_create(rt, &lane), 0);
-    cr_assert_eq(urt_spawn(rt, try_from_worker, NULL, 0), 0); /* slot 1, runs and tries */
-    cr_assert_eq(urt_spawn(rt, parked, NULL, 0), 0);          /* slot 2 */
+    /* Each on its own worker: from one thread both would go to the same
+     * worker's inbox, and a parked task running first would keep the other
+     * from ever running (inbox tasks are not stolen). */
+    cr_assert_eq(urt_spawn_to(rt, 0, try_from_worker, NULL, NULL, 0), 0); /* slot 1, runs and tries */
+    cr_assert_eq(urt_spawn_to(rt, 1, parked, NULL, NULL, 0), 0);          /* slot 2 */
     /* try_from_worker may run before parked was admitted; retry until it saw the cap. */
     cr_assert(WAIT_UNTIL(atomic_load(&worker_rc) != 1, 5000));
     int rc = atomic_load(&worker_rc);
     while (rc == 0) {
         atomic_store(&worker_rc, 1);
-        cr_assert_eq(urt_spawn(rt, try_from_worker, NULL, URT_SUBMIT_BLOCK), 0);
+        cr_assert_eq(urt_spawn_to(rt, 0, try_from_worker, NULL, NULL, URT_SUBMIT_BLOCK), 0);
         cr_assert(WAIT_UNTIL(atomic_load(&worker_rc) != 1, 5000));
         rc = atomic_load(&worker_rc);
     }
