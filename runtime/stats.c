@@ -27,6 +27,7 @@ static void add(struct urt_worker_stats *t, const struct urt_worker_stats *w)
     t->io_submitted += w->io_submitted;
     t->tasks_cancelled += w->tasks_cancelled;
     t->wake_failures += w->wake_failures;
+    t->lanes_moved += w->lanes_moved;
 }
 
 static void summarize(const struct hist_sum *h, struct urt_latency *out)

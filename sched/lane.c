@@ -43,9 +43,18 @@
  *       counted - subtracted > 0. The task may be "in transit" (a producer
  *       between its exchange and its link): the runner then re-queues itself
  *       and retries.
- *  (V3) The owner is only chosen at 0 -> 1 and the runner runs only on the
- *       owner (sticky queues are never stolen), so a lane never migrates while
- *       it has pending tasks.
+ *  (V3) The owner is chosen at 0 -> 1 and the runner runs only on the owner
+ *       (sticky queues are never stolen): a lane moves only when its runner
+ *       itself hands it over between two batches (V5), never while one of
+ *       its tasks runs, so V1 and the order hold across the move.
+ *  (V5) Shedding: at the end of a batch, a lane with work left whose worker
+ *       owns two or more active lanes goes to a suspended peer that owns
+ *       fewer (lane_shed_target) instead of its own sticky queue's tail. A
+ *       busy worker cannot be robbed of lanes (sticky queues are not
+ *       stealable); this is how an idle one gets some, e.g. at the tail of
+ *       a fan-out where one worker ends its lanes first. Pinned lanes
+ *       (urt_lane_create_on) never move, nor does a lane whose head is a
+ *       yielded task (it resumes on the worker it yielded on).
  *  (V4) A runner pops at most `budget` tasks between two L4s, budget being a
  *       pending count it knows (the previous L4's result; 1 at activation,
  *       the task whose submission queued the runner): a task
@@ -54,7 +63,7 @@
  *       counted and L4 would take pending below zero. Only the runner
  *       decrements, so pending >= budget until its next L4.
  *
- * Placement at 0 -> 1 (C5, plus balance): from a worker, that worker; from
+ * Placement at 0 -> 1 (C5, plus balance, plus V5 later): from a worker, that worker; from
  * any other thread, its preferred worker (or round robin, per
  * use_preferred_worker_for_current_thread); URT_SUBMIT_URGENT prefers a
  * suspended worker. Because lanes cannot be stolen, a busy worker cannot shed
@@ -165,6 +174,41 @@ static inline uint32_t lane_settle(struct urt_lane *l, uint32_t finished)
     return LANE_PENDING(old) - finished;
 }
 
+/* (V5) The shed rule: a lane that goes on may move to a suspended peer
+ * between two batches when its worker owns at least two active lanes and the
+ * peer owns fewer than this worker would after the move. The counts are
+ * advisory (M3): a stale read costs balance, never correctness. */
+static struct worker *lane_shed_target(const struct urt_lane *l, struct worker *w)
+{
+    struct sched *s = w->s;
+    if (l->pinned >= 0 || l->current || atomic_load_explicit(&s->n_sleeping, memory_order_relaxed) == 0)
+        return NULL; /* pinned; a yielded task resumes where it yielded; nobody idle */
+    uint32_t mine = atomic_load_explicit(&w->lanes_active, memory_order_relaxed);
+    if (mine < 2)
+        return NULL;
+    struct worker *to = sched_find_sleeping(s);
+    if (!to || to == w || atomic_load_explicit(&to->lanes_active, memory_order_relaxed) + 1 >= mine)
+        return NULL;
+    return to;
+}
+
+/* pending > 0: the runner goes to the tail of a sticky queue — its own (we
+ * are awake: no wake; the queue's exchange orders it for has_work()), or a
+ * suspended peer's (V5; sched_push_sticky wakes it; the push's release and
+ * the peer's acquire pop order this batch before the next, M2). */
+static void lane_requeue(struct urt_lane *l, struct worker *w)
+{
+    struct worker *to = lane_shed_target(l, w);
+    if (__builtin_expect(to == NULL, 1)) {
+        inbox_push(&w->sticky, &l->runner);
+        return;
+    }
+    atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed); /* (M3) */
+    atomic_fetch_add_explicit(&to->lanes_active, 1, memory_order_relaxed);
+    STAT_INC(w, lanes_moved);
+    sched_push_sticky(w->s, to, &l->runner);
+}
+
 static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
 {
     struct urt_lane *l = arg;
@@ -211,9 +255,7 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
         STAT_ADD(w, tasks_run, ran - 1);
         STAT_ADD(w, sticky_runs, ran - 1);
     }
-    /* pending > 0: back to the tail of our own sticky queue (we are awake, no
-     * wake needed; the queue's exchange orders it for has_work()). */
-    inbox_push(&w->sticky, &l->runner);
+    lane_requeue(l, w);
     return URT_TASK_DONE;
 
 idle:

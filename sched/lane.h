@@ -43,7 +43,8 @@ enum lane_kind {
 
 struct urt_lane {
     /* submitters' line: one CAS per submission */
-    alignas(64) _Atomic uint64_t word; /* owner worker << 32 | pending */
+    alignas(64) _Atomic uint64_t word; /* owner chosen at activation << 32 | pending (lane.c L2; a shed
+                                          move, V5, does not rewrite it) */
     struct inbox q;                    /* the lane's FIFO (own cache lines) */
     /* the runner's (serialized by the placement word, see lane.c) */
     alignas(64) struct urt_task runner;
@@ -79,11 +80,5 @@ int lane_submit_error(const char *fn, int err);
 /* After the workers stopped: cancels the runner's lane (every queued task's
  * cancel callback runs). Returns the number of tasks cancelled. */
 int lane_cancel_runner(struct sched *s, struct urt_task *runner);
-
-/* Worker index of the lane's last owner (meaningful once a task was queued). */
-static inline uint32_t lane_owner(const struct urt_lane *l)
-{
-    return LANE_OWNER(atomic_load_explicit(&l->word, memory_order_relaxed));
-}
 
 #endif

@@ -58,7 +58,7 @@ enum sched_phase {
  * line). Readers use relaxed loads. */
 struct worker_counters {
     _Atomic uint64_t tasks_run, tasks_stolen, steal_attempts, suspends, wakes_sent, wakes_received,
-        inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures;
+        inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures, lanes_moved;
 };
 
 #define STAT_ADD(w, field, n)                                                                             \

@@ -304,6 +304,7 @@ void sched_read_stats(const struct sched *s, uint32_t i, struct urt_worker_stats
     RD(yields);
     RD(tasks_cancelled);
     RD(wake_failures);
+    RD(lanes_moved);
 #undef RD
     o->io_submitted = atomic_load_explicit(&w->ring.submitted, memory_order_relaxed);
     o->node = w->place.node;

@@ -8,7 +8,12 @@
  * place: the lane's next task runs only after it finished. The lane's owner
  * is chosen when the lane becomes active (its pending count goes from 0 to
  * 1) by the placement rules of urt_task_submit, balanced with
- * lane_balance (urt/config.h), and stays until the count is 0 again.
+ * lane_balance (urt/config.h), and stays until the count is 0 again, with
+ * one exception: between two batches of its tasks (never while one runs,
+ * never while its head task has yielded) a worker that owns two or more
+ * busy lanes hands one to a suspended peer that owns fewer, so an idle
+ * worker gets work that could not be stolen (counted in the statistics as
+ * lanes_moved). Lanes made by urt_lane_create_on never move.
  *
  * Lifecycle (numbered rules):
  *  1. urt_lane_create() allocates a lane (once per lane, not per task).

@@ -61,6 +61,8 @@ struct urt_worker_stats {
     uint64_t io_submitted;   /* SQEs it submitted (wakes, timers, I/O) */
     uint64_t tasks_cancelled;/* tasks it cancelled at shutdown */
     uint64_t wake_failures;  /* wake messages it could not send at once (each retried) */
+    uint64_t lanes_moved;    /* active lanes it handed to a suspended peer between two batches
+                                (urt/lane.h: a busy worker sheds lanes to an idle one) */
     int32_t node;            /* NUMA node it is placed on (-1: none) */
     int32_t cpu;             /* CPU it is bound to (-1: not bound to one CPU) */
     bool sleeping;           /* suspended right now */

@@ -14,10 +14,9 @@
  *    next number is a plain int touched only by the lane's own tasks, so a
  *    serialization failure is also a data race for TSan;
  *  - exactly once: per task a run counter (1 at the end) and a global count;
- *  - the lane never moves while it has pending tasks: every task records the
- *    worker it started on; a task must start on the worker its predecessor
- *    of the same lane finished on whenever the lane stayed busy in between
- *    (checked loosely: all yields of one task run on one worker).
+ *  - a yielded task resumes on the worker it yielded on (a lane whose head
+ *    yielded is never shed, sched/lane.c V5): every task records the worker
+ *    it started on and all its yields must run there.
  * Runs over a matrix: 2 and 4 workers, lane_balance on/off, a worker_try_count
  * of 10 (workers suspend and are woken all the time).
  */
@@ -326,4 +325,119 @@ Test(lanes, cancel_at_destroy, .timeout = 30)
     cr_assert_eq(atomic_load(&g_ran), 1, "only the running blocker may finish, %d ran", atomic_load(&g_ran));
     cr_assert_eq(urt_lane_pending(lane), 0);
     cr_assert_eq(urt_lane_destroy(lane), 0);
+}
+
+/* V5 (sched/lane.c): a worker that owns several busy lanes hands some to a
+ * suspended peer between batches; order and one-at-a-time hold across the
+ * move, and lanes made with urt_lane_create_on never move. All lanes are
+ * activated by a seeder task on worker 0 with lane_balance off, so without
+ * shedding every task would run on worker 0. */
+#define SHED_LANES 8
+#define SHED_TASKS SCALE(3000u, 600u)
+
+struct shed_task {
+    struct urt_task task;
+    uint32_t lane, seq;
+};
+
+struct shed_lane {
+    _Atomic int in_use;
+    uint32_t next;  /* touched only by the lane's tasks (TSan sees a broken serialization) */
+    uint32_t on[2]; /* tasks run on worker 0 / 1 (likewise) */
+};
+
+static urt_lane *g_shed_lanes[SHED_LANES];
+static struct shed_lane g_shed[SHED_LANES];
+static struct shed_task *g_shed_tasks;
+static _Atomic uint64_t g_shed_done, g_shed_errors;
+static struct urt_task g_seeder;
+
+static enum urt_task_result shed_fn(struct urt_task *t, void *arg)
+{
+    struct shed_task *st = arg;
+    struct shed_lane *l = &g_shed[st->lane];
+    (void)t;
+    if (atomic_exchange_explicit(&l->in_use, 1, memory_order_acquire) != 0 || l->next != st->seq)
+        atomic_fetch_add_explicit(&g_shed_errors, 1, memory_order_relaxed);
+    l->next = st->seq + 1;
+    int w = urt_current_worker(g_rt);
+    if (w == 0 || w == 1)
+        l->on[w]++;
+    uint64_t until = now_ns() + 2000; /* about 2 µs of work */
+    while (now_ns() < until)
+        ;
+    atomic_store_explicit(&l->in_use, 0, memory_order_release);
+    atomic_fetch_add_explicit(&g_shed_done, 1, memory_order_relaxed);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result seeder_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    for (uint32_t i = 0; i < SHED_TASKS; i++)
+        for (uint32_t l = 0; l < SHED_LANES; l++) {
+            struct shed_task *st = &g_shed_tasks[(size_t)l * SHED_TASKS + i];
+            st->lane = l;
+            st->seq = i;
+            urt_task_init(&st->task, shed_fn, st);
+            if (urt_lane_submit(g_shed_lanes[l], &st->task, 0))
+                atomic_fetch_add_explicit(&g_shed_errors, 1, memory_order_relaxed);
+        }
+    return URT_TASK_DONE;
+}
+
+/* Returns worker 0's lanes_moved; *on1: tasks that ran on worker 1. */
+static uint64_t run_shed(bool pinned, uint64_t *on1)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.lane_balance = false;
+    cfg.worker_try_count = 10; /* the idle worker suspends at once */
+    g_rt = rt_create_or_skip(&cfg);
+    memset(g_shed, 0, sizeof(g_shed));
+    atomic_store(&g_shed_done, 0);
+    atomic_store(&g_shed_errors, 0);
+    g_shed_tasks = calloc((size_t)SHED_LANES * SHED_TASKS, sizeof(*g_shed_tasks));
+    cr_assert_not_null(g_shed_tasks);
+    for (int l = 0; l < SHED_LANES; l++)
+        cr_assert_eq(pinned ? urt_lane_create_on(g_rt, 0, &g_shed_lanes[l]) : urt_lane_create(g_rt, &g_shed_lanes[l]),
+                     0);
+    urt_task_init(&g_seeder, seeder_fn, NULL);
+    cr_assert_eq(urt_task_submit_to(g_rt, &g_seeder, 0, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_shed_done) == (uint64_t)SHED_LANES * SHED_TASKS, 60000),
+              "only %lu of %u lane tasks ran", (unsigned long)atomic_load(&g_shed_done), SHED_LANES * SHED_TASKS);
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_not_null(st);
+    uint64_t moved = st->workers[0].lanes_moved;
+    cr_assert_eq(st->workers[1].lanes_moved + moved, st->total.lanes_moved);
+    urt_stats_free(st);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&g_shed_errors), 0, "%lu overlaps, order errors or refused submissions",
+                 (unsigned long)atomic_load(&g_shed_errors));
+    *on1 = 0;
+    for (int l = 0; l < SHED_LANES; l++) {
+        cr_assert_eq(g_shed[l].next, SHED_TASKS);
+        cr_assert_eq(g_shed[l].on[0] + g_shed[l].on[1], SHED_TASKS);
+        *on1 += g_shed[l].on[1];
+        cr_assert_eq(urt_lane_destroy(g_shed_lanes[l]), 0);
+    }
+    free(g_shed_tasks);
+    return moved;
+}
+
+Test(lanes, busy_worker_sheds_lanes_to_a_suspended_peer, .timeout = 120)
+{
+    uint64_t on1;
+    uint64_t moved = run_shed(false, &on1);
+    cr_assert_gt(moved, 0, "worker 0 owned %d busy lanes beside a suspended peer and moved none", SHED_LANES);
+    cr_assert_gt(on1, 0, "%lu lane moves, but no lane task ran on worker 1", (unsigned long)moved);
+}
+
+Test(lanes, pinned_lanes_never_move, .timeout = 120)
+{
+    uint64_t on1;
+    uint64_t moved = run_shed(true, &on1);
+    cr_assert_eq(moved, 0, "pinned lanes moved %lu times", (unsigned long)moved);
+    cr_assert_eq(on1, 0, "%lu tasks of lanes pinned to worker 0 ran on worker 1", (unsigned long)on1);
 }
