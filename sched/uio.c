@@ -254,6 +254,7 @@ static void cont_call(struct urt_io *io)
 static void deliver_next(struct worker *w, struct uio *u);
 
 static enum urt_task_result pump_run(struct urt_task *t, void *arg);
+static void pump_cancel(struct urt_task *t, void *arg);
 
 /* After a multishot continuation returned (F_MORE: the io is still ours):
  * the next queued completion goes out. Its queue is its worker's; a lane's
@@ -276,6 +277,7 @@ static void multi_after(struct urt_io *io, bool more)
         t->priv.lane = &t->priv.job->lane; /* a serial job's: kept through the hop */
     t->priv.job = NULL;
     t->fn = pump_run;
+    t->cancel = pump_cancel;
     sched_push_sticky(w->s, w, t);
 }
 
@@ -283,6 +285,7 @@ static enum urt_task_result pump_run(struct urt_task *t, void *arg)
 {
     struct urt_lane *l = t->priv.lane;
     t->fn = cont_run;
+    t->cancel = cont_cancel;
     if (l && l->kind == LANE_JOB) {
         t->priv.job = l->ctx;
         t->priv.lane = NULL;
@@ -299,6 +302,42 @@ static enum urt_task_result cont_run(struct urt_task *t, void *arg)
     cont_call(arg);
     multi_after(arg, more);
     return URT_TASK_DONE;
+}
+
+static void io_ended(struct urt_job *job, struct urt_lane *lane);
+
+/* Destroy cancelled a multishot delivery after the workers stopped: the
+ * completions still queued (the last one among them: a worker leaves only
+ * once every operation's last CQE arrived) are delivered here, on the
+ * destroying thread, in order; the last one ends the io's job count. */
+static void drain_off_worker(struct urt_io *io, struct urt_job *job, struct urt_lane *lane)
+{
+    struct uio *u = uio_of(io);
+    struct sched *s = u->sio.w->s; /* the workers' memory lives until the leftovers are cancelled */
+    tls_off_worker_shutdown = true;
+    while (u->more && u->more->n) {
+        struct uio_more *m = u->more;
+        struct uio_ent e = m->e[m->head];
+        m->head = (m->head + 1) % m->cap;
+        m->n--;
+        u->res = e.res;
+        u->cflags = e.cflags;
+        cont_call(io); /* the last one frees the queue */
+        if (!(e.cflags & IORING_CQE_F_MORE)) {
+            io_ended(job, lane);
+            if (job)
+                sched_clients.job_task_finished(s, NULL, job);
+            break;
+        }
+    }
+    tls_off_worker_shutdown = false;
+}
+
+static void pump_cancel(struct urt_task *t, void *arg)
+{
+    struct urt_lane *l = t->priv.lane;
+    struct urt_job *job = l && l->kind == LANE_JOB ? l->ctx : NULL;
+    drain_off_worker(arg, job, job ? NULL : l);
 }
 
 /* A counted lane (a transaction's) uncounts a continuation that did not run
@@ -325,9 +364,12 @@ static void cont_cancel(struct urt_task *t, void *arg)
         w->running_job = saved;
         multi_after(arg, more);
     } else {
+        struct urt_job *job = t->priv.job;
         tls_off_worker_shutdown = true;
-        cont_call(arg); /* destroy: the workers are gone, the rest of a multishot never comes */
+        cont_call(arg); /* destroy: the workers are gone */
         tls_off_worker_shutdown = false;
+        if (more)
+            drain_off_worker(arg, job, lane); /* the rest of a multishot, here */
     }
     lane_leave_counted(lane, tf);
 }

@@ -161,6 +161,8 @@ struct uio_worker {
     uint16_t *free_bgid;
     uint32_t n_free_bgid;
     struct urt_bufring *rings;
+    _Atomic uint32_t returns_queued; /* returns_task is queued (sched/uio_buf.c) */
+    struct urt_task returns_task;    /* gives back buffers other workers put */
 };
 
 /* The calling worker's state, created on first use (NULL: -ENOMEM). */

@@ -15,6 +15,19 @@
  * of corrupting the ring, and a put with receives waiting (the ring ran dry)
  * re-arms them.
  *
+ * A put from another worker (a lane's continuation may run on the lane's
+ * worker, not the ring's) cannot touch the ring: it claims the buffer
+ * (exchange of held[bid] 1 -> 0, so a double put is refused there too),
+ * queues its id on the ring's bounded MPSC queue of returns (rq: a slot
+ * taken by fetch_add on rtail, the id + 1 stored with release; never more
+ * than `count` returns are pending, one per buffer, so a slot is always free
+ * again when its turn comes) and posts the worker's returns task (at most
+ * once queued, like sched/uio.c's sweeps: the poster's exchange of
+ * returns_queued and the task's store of 0 + fence are seq_cst, so a queued
+ * task sees every return queued before the poster found it queued). The
+ * task, on the ring's worker, takes every consecutive filled slot (acquire),
+ * gives those buffers back and re-arms who waited.
+ *
  * File table. One sparse table of io_fixed_files slots per worker,
  * registered on first use. The lower half is urt_io_register_file's (a stack
  * of free slots); the upper half takes accepted connections with
@@ -50,7 +63,10 @@ struct urt_bufring {
     uint32_t users;                 /* receives using it */
     uint16_t *free;                 /* the pool's free ids */
     uint32_t n_free;
-    uint8_t *held;                  /* per buffer: the caller has it */
+    _Atomic uint8_t *held;          /* per buffer: the caller has it (cleared by the put's exchange) */
+    _Atomic uint32_t *rq;           /* returns from other workers: bid + 1, 0 = empty (count slots) */
+    _Atomic uint32_t rtail;         /* next slot a returning worker takes */
+    uint32_t rhead;                 /* next slot the ring's worker reads */
     struct uio *waiting;            /* receives waiting for a buffer (uio_more.next_wait) */
     struct urt_bufring *prev, *next; /* the worker's rings */
 };
@@ -89,7 +105,7 @@ int uio_bufring_take(struct urt_bufring *br, void **buf, uint32_t *size)
     if (br->n_free == 0)
         return -1;
     uint16_t bid = br->free[--br->n_free];
-    br->held[bid] = 1;
+    atomic_store_explicit(&br->held[bid], 1, memory_order_relaxed);
     *buf = br->bufs + (size_t)bid * br->size;
     *size = br->size;
     return bid;
@@ -97,7 +113,7 @@ int uio_bufring_take(struct urt_bufring *br, void **buf, uint32_t *size)
 
 static void give_back(struct urt_bufring *br, uint16_t bid)
 {
-    br->held[bid] = 0;
+    atomic_store_explicit(&br->held[bid], 0, memory_order_relaxed);
     if (br->ring) {
         io_uring_buf_ring_add(br->ring, br->bufs + (size_t)bid * br->size, br->size, bid,
                               io_uring_buf_ring_mask(br->count), 0);
@@ -115,7 +131,7 @@ void uio_bufring_return(struct urt_bufring *br, uint16_t bid)
 void uio_bufring_mark(struct urt_bufring *br, uint16_t bid)
 {
     if (bid < br->count)
-        br->held[bid] = 1;
+        atomic_store_explicit(&br->held[bid], 1, memory_order_relaxed);
 }
 
 void uio_bufring_wait(struct urt_bufring *br, struct uio *u)
@@ -189,15 +205,70 @@ static void bufring_free(struct worker *w, struct uio_worker *uw, struct urt_buf
     }
     free(br->bufs);
     free(br->free);
-    free(br->held);
+    free((void *)br->held);
+    free((void *)br->rq);
     free(br);
+}
+
+/* Re-arms the receives that waited for a buffer of br (on its worker). */
+static void resume_waiting(struct worker *w, struct urt_bufring *br)
+{
+    struct uio *u;
+    while ((u = br->waiting) != NULL) { /* the ring ran dry: re-arm who waited */
+        br->waiting = u->more->next_wait;
+        uio_multi_resume(w, u);
+    }
+}
+
+/* The returns task (on the rings' worker): what other workers put back. */
+static enum urt_task_result returns_run(struct urt_task *t, void *arg)
+{
+    struct worker *w = arg;
+    struct uio_worker *uw = w->uio;
+    (void)t;
+    atomic_store_explicit(&uw->returns_queued, 0, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* see the file's header */
+    for (struct urt_bufring *br = uw->rings; br; br = br->next) {
+        bool any = false;
+        uint32_t v;
+        while ((v = atomic_load_explicit(&br->rq[br->rhead % br->count], memory_order_acquire)) != 0) {
+            atomic_store_explicit(&br->rq[br->rhead % br->count], 0, memory_order_relaxed);
+            br->rhead++;
+            give_back(br, (uint16_t)(v - 1));
+            any = true;
+        }
+        if (any)
+            resume_waiting(w, br);
+    }
+    return URT_TASK_DONE;
+}
+
+static void returns_cancelled(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_store_explicit(&((struct uio_worker *)((struct worker *)arg)->uio)->returns_queued, 0,
+                          memory_order_relaxed);
+}
+
+/* A put from another worker: queued for the ring's worker. */
+static void put_remote(struct urt_bufring *br, uint16_t bid)
+{
+    uint32_t slot = atomic_fetch_add_explicit(&br->rtail, 1, memory_order_relaxed) % br->count;
+    atomic_store_explicit(&br->rq[slot], (uint32_t)bid + 1, memory_order_release);
+    struct worker *w = br->w;
+    struct uio_worker *uw = w->uio;
+    if (atomic_exchange_explicit(&uw->returns_queued, 1, memory_order_seq_cst))
+        return; /* queued, not yet run: it will see this return */
+    urt_task_init(&uw->returns_task, returns_run, w);
+    uw->returns_task.cancel = returns_cancelled;
+    sched_push_sticky(w->s, w, &uw->returns_task);
 }
 
 static int bufring_check(const char *fn, const struct urt_bufring *br, struct worker **w)
 {
+    *w = sched_self();
     if (!br)
         return urt__error(-EINVAL, "%s: br is NULL", fn);
-    *w = sched_self();
     if (*w != br->w)
         return urt__error(-EPERM, "%s: br belongs to worker %u; the calling thread is %s", fn, br->w->index,
                           *w ? "another worker" : "not a worker");
@@ -220,13 +291,15 @@ URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring
     if (br) {
         br->bufs = aligned_alloc(64, ((size_t)count * size + 63) & ~(size_t)63);
         br->free = malloc(count * sizeof(*br->free));
-        br->held = calloc(count, 1);
+        br->held = calloc(count, sizeof(*br->held));
+        br->rq = calloc(count, sizeof(*br->rq));
     }
-    if (!br || !br->bufs || !br->free || !br->held) {
+    if (!br || !br->bufs || !br->free || !br->held || !br->rq) {
         if (br) {
             free(br->bufs);
             free(br->free);
-            free(br->held);
+            free((void *)br->held);
+            free((void *)br->rq);
             free(br);
         }
         return urt__error(-ENOMEM, "urt_bufring_create: out of memory for %u buffers of %u bytes", count, size);
@@ -249,20 +322,25 @@ URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring
 
 URT_API void urt_bufring_put(struct urt_bufring *br, uint16_t bid)
 {
-    struct worker *w;
-    if (bufring_check("urt_bufring_put", br, &w))
+    struct worker *w = sched_self();
+    if (!br || !w || w->s != br->w->s) {
+        urt__error(-EPERM, "urt_bufring_put: %s", !br ? "br is NULL"
+                                                      : "the calling thread is not a worker of the ring's runtime");
         return;
-    if (bid >= br->count || !br->held[bid]) {
+    }
+    uint8_t one = 1;
+    if (bid >= br->count ||
+        !atomic_compare_exchange_strong_explicit(&br->held[bid], &one, 0, memory_order_relaxed, memory_order_relaxed)) {
         urt__error(-EINVAL, "urt_bufring_put: buffer %u is not one the caller holds (out of range, or put "
                             "already)", bid);
         return;
     }
-    give_back(br, bid);
-    struct uio *u;
-    while ((u = br->waiting) != NULL) { /* the ring ran dry: re-arm who waited */
-        br->waiting = u->more->next_wait;
-        uio_multi_resume(w, u);
+    if (w != br->w) {
+        put_remote(br, bid);
+        return;
     }
+    give_back(br, bid);
+    resume_waiting(w, br);
 }
 
 URT_API int urt_bufring_destroy(struct urt_bufring *br)

@@ -224,7 +224,7 @@ URT_API int urt_io_recv(struct urt_io *io, int fd, void *buf, size_t len, int ms
 /* Multishot receive into buffers of a buffer ring (URT_IO_MULTISHOT is
  * implied): each completion's data is in urt_io_buffer(); the continuation
  * gives the buffer back with urt_bufring_put() when done with it (now or
- * later, from a task on the ring's worker). A ring that runs dry (the
+ * later, from a task on any worker). A ring that runs dry (the
  * kernel's -ENOBUFS) is re-armed by the runtime once a buffer was returned;
  * no byte is dropped: the data waits in the socket. Worker only, on the
  * ring's worker (-EINVAL from another worker). The last call: 0 at end of
@@ -279,10 +279,12 @@ URT_API int urt_io_worker(const struct urt_io *io);
  * rings. 0, -EINVAL (NULL out, count or size out of range), -EPERM (not a
  * worker), -ENOMEM. A ring not destroyed is freed with the runtime. */
 URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring **out);
-/* Gives a buffer back for the kernel to fill again. Worker only, on the
- * ring's worker; a buffer the caller does not hold (out of range, or put
- * already) is refused with a message for urt_last_error() and changes
- * nothing. */
+/* Gives a buffer back for the kernel to fill again. From any worker of the
+ * ring's runtime (a lane's continuation may run on another worker than the
+ * ring's: the buffer is then handed to the ring's worker, which re-arms a
+ * receive that waited for it). A buffer the caller does not hold (out of
+ * range, or put already), or a thread that is not a worker, is refused with
+ * a message for urt_last_error() and changes nothing. */
 URT_API void urt_bufring_put(struct urt_bufring *br, uint16_t bid);
 /* Frees the ring (its buffers too: put back or not): 0, -EBUSY while a
  * receive uses it, -EINVAL (NULL), -EPERM (not its worker). */

@@ -10,7 +10,10 @@
  *   (after the run its socket is drained and the totals compared).
  *
  * Actors loop (each continuation submits the next operation) on 3 workers:
- * plain actors, and actors whose tasks belong to jobs that a chaos thread
+ * sleeps, receives, multishot receives into a buffer ring of their own
+ * (each completion's bytes checked, the buffer given back at once; the last
+ * call ends a submission); plain actors, and actors whose tasks belong to
+ * jobs that a chaos thread
  * cancels at random; a chaos thread and chaos tasks on every worker call
  * urt_io_cancel on random actors (their own worker's or another's); writer
  * threads feed the sockets in random bursts. The run ends with
@@ -28,6 +31,8 @@ struct actor {
     struct urt_io io;
     int idx;
     bool sock;          /* a receiving actor (else sleeps) */
+    bool multi;         /* receives with urt_io_recv_bufring (multishot) into its own ring */
+    struct urt_bufring *br;
     int fd, peer;       /* its socket pair (receiving actors) */
     urt_job *job;       /* NULL, or the job its tasks belong to */
     uint64_t rng;
@@ -50,7 +55,11 @@ static int actor_submit(struct actor *a)
     urt_io_init(&a->io, actor_cont, a);
     int err;
     atomic_store(&a->in_flight, 1);
-    if (a->sock) {
+    if (a->multi) {
+        if (!a->br && urt_bufring_create(4, 64, &a->br) != 0)
+            return atomic_store(&a->stopped, 1), atomic_store(&a->in_flight, 0), -ENOMEM;
+        err = urt_io_recv_bufring(&a->io, a->fd, a->br, 0);
+    } else if (a->sock) {
         if (rng_next(&a->rng) % 3 == 0)
             urt_io_set_timeout(&a->io, 200000 + rng_next(&a->rng) % 2000000);
         err = urt_io_recv(&a->io, a->fd, a->buf, 1 + rng_next(&a->rng) % sizeof(a->buf), 0);
@@ -66,21 +75,40 @@ static int actor_submit(struct actor *a)
     return 0;
 }
 
+static void check_bytes(struct actor *a, const char *b, int32_t n)
+{
+    for (int i = 0; i < n; i++)
+        if ((unsigned char)b[i] != a->expect++)
+            atomic_fetch_add(&a->bad, 1000); /* a byte lost or out of order */
+    atomic_fetch_add(&a->received, (uint64_t)n);
+}
+
 static void actor_cont(struct urt_io *io, int32_t res, void *arg)
 {
     struct actor *a = arg;
-    (void)io;
+    if (urt_io_flags(io) & URT_IO_F_MORE) { /* a multishot completion: the io stays in flight */
+        uint16_t bid;
+        const char *b = urt_io_buffer(io, &bid);
+        if (atomic_exchange(&a->inside, 1) || !atomic_load(&a->in_flight) || !a->multi || res <= 0 || !b)
+            atomic_fetch_add(&a->bad, 1);
+        if (b && res > 0) {
+            check_bytes(a, b, res);
+            urt_bufring_put(a->br, bid);
+        }
+        atomic_store(&a->inside, 0);
+        return;
+    }
     if (atomic_exchange(&a->inside, 1))
         atomic_fetch_add(&a->bad, 1); /* two continuations at once */
     if (!atomic_exchange(&a->in_flight, 0))
         atomic_fetch_add(&a->bad, 1); /* a continuation of nothing in flight */
     atomic_fetch_add(&a->continued, 1);
-    if (a->sock) {
+    if (a->multi) {
+        if (res != -ECANCELED)
+            atomic_fetch_add(&a->bad, 1); /* its last call: only a cancel ends it here */
+    } else if (a->sock) {
         if (res > 0) {
-            for (int i = 0; i < res; i++)
-                if ((unsigned char)a->buf[i] != a->expect++)
-                    atomic_fetch_add(&a->bad, 1000); /* a byte lost or out of order */
-            atomic_fetch_add(&a->received, (uint64_t)res);
+            check_bytes(a, a->buf, res);
         } else if (res != -ECANCELED && res != -ETIME) {
             atomic_fetch_add(&a->bad, 1);
         }
@@ -168,7 +196,8 @@ static void stress_round(int round, enum urt_shutdown mode)
         struct actor *a = &g_actors[i];
         a->idx = i;
         a->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1) + (uint64_t)round;
-        a->sock = i % 2 == 0;
+        a->sock = i % 4 != 0;
+        a->multi = i % 4 == 3;
         if (a->sock) {
             int sv[2];
             cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);

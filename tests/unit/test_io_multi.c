@@ -599,3 +599,123 @@ Test(io_multi, refusals)
     cr_assert_eq(urt_bufring_create(4, 64, &br), -EPERM, "not from a thread that is not a worker");
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- a lane's multishot receive: continuations on another worker --------------------------- */
+
+struct lanerx {
+    struct urt_io io;
+    struct urt_bufring *br;
+    int fd;
+    _Atomic int io_worker, ended, last_res, bad, inside;
+    _Atomic uint32_t workers_seen; /* bit per worker a continuation ran on */
+    unsigned char next;
+    _Atomic uint64_t got;
+    _Atomic int busy_stop[2];
+};
+
+static void lanerx_cont(struct urt_io *io, int32_t res, void *arg)
+{
+    struct lanerx *x = arg;
+    if (atomic_exchange(&x->inside, 1))
+        atomic_store(&x->bad, 1);
+    atomic_fetch_or(&x->workers_seen, 1u << urt_current_worker(g_rt));
+    if (!(urt_io_flags(io) & URT_IO_F_MORE)) {
+        atomic_store(&x->last_res, res);
+        atomic_store(&x->ended, 1);
+        atomic_store(&x->inside, 0);
+        return;
+    }
+    uint16_t bid;
+    const unsigned char *b = urt_io_buffer(io, &bid);
+    for (int32_t i = 0; b && i < res; i++)
+        if (b[i] != x->next++)
+            atomic_store(&x->bad, 2);
+    atomic_fetch_add(&x->got, (uint64_t)res);
+    urt_bufring_put(x->br, bid); /* from whichever worker the lane runs on */
+    atomic_store(&x->inside, 0);
+}
+
+static enum urt_task_result lanerx_start(struct urt_task *t, void *arg)
+{
+    struct lanerx *x = arg;
+    (void)t;
+    atomic_store(&x->io_worker, urt_current_worker(g_rt));
+    urt_io_init(&x->io, lanerx_cont, x);
+    if (urt_bufring_create(2, 256, &x->br) || urt_io_recv_bufring(&x->io, x->fd, x->br, 0))
+        atomic_store(&x->bad, 3);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result busy_task(struct urt_task *t, void *arg)
+{
+    (void)t;
+    if (atomic_load((_Atomic int *)arg))
+        return URT_TASK_DONE;
+    sleep_us(50);
+    return URT_TASK_YIELD; /* stays the head of its pinned lane: the worker has an active lane */
+}
+
+static enum urt_task_result lanerx_ring_destroy(struct urt_task *t, void *arg)
+{
+    struct lanerx *x = arg;
+    (void)t;
+    if (urt_bufring_destroy(x->br))
+        atomic_store(&x->bad, 4);
+    return URT_TASK_DONE;
+}
+
+Test(io_multi, lane_multishot_hops_workers_and_puts_from_afar)
+{
+    urt_runtime *rt = rt_with(2, 0, 64);
+    int sv[2];
+    tcp_pair(sv);
+    struct lanerx *x = calloc(1, sizeof(*x));
+    x->fd = sv[0];
+    urt_lane *busy0, *busy1, *l;
+    /* worker 0 owns an active lane, so the receive's lane starts on worker 1 */
+    cr_assert_eq(urt_lane_create_on(rt, 0, &busy0), 0);
+    cr_assert_eq(urt_lane_spawn(busy0, busy_task, NULL, &x->busy_stop[0], 0), 0);
+    sleep_us(2000);
+    cr_assert_eq(urt_lane_create(rt, &l), 0);
+    cr_assert_eq(urt_lane_spawn(l, lanerx_start, NULL, x, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&x->io_worker) == 1 || atomic_load(&x->bad), 5000));
+    cr_assert_eq(atomic_load(&x->bad), 0);
+    cr_assert_eq(atomic_load(&x->io_worker), 1, "the lane started on worker %d", atomic_load(&x->io_worker));
+    /* now worker 1 is the loaded one: the lane's continuations go to worker 0 */
+    atomic_store(&x->busy_stop[0], 1);
+    cr_assert_eq(urt_lane_create_on(rt, 1, &busy1), 0);
+    cr_assert_eq(urt_lane_spawn(busy1, busy_task, NULL, &x->busy_stop[1], 0), 0);
+    sleep_us(2000);
+    unsigned char next = 0, chunk[300];
+    uint64_t sent = 0;
+    for (int i = 0; i < 200; i++) {
+        size_t n = 1 + (size_t)(i * 37) % sizeof(chunk);
+        for (size_t j = 0; j < n; j++)
+            chunk[j] = next++;
+        cr_assert_eq(write(sv[1], chunk, n), (ssize_t)n);
+        sent += n;
+        if (i % 10 == 0)
+            sleep_us(500);
+    }
+    shutdown(sv[1], SHUT_WR);
+    cr_assert(WAIT_UNTIL(atomic_load(&x->ended), 10000), "got %llu of %llu", (unsigned long long)atomic_load(&x->got),
+              (unsigned long long)sent);
+    atomic_store(&x->busy_stop[1], 1);
+    cr_assert_eq(atomic_load(&x->bad), 0, "bad %d", atomic_load(&x->bad));
+    cr_assert_eq(atomic_load(&x->last_res), 0);
+    cr_assert_eq(atomic_load(&x->got), sent);
+    cr_assert(atomic_load(&x->workers_seen) & 1u, "no continuation ran on worker 0 (mask 0x%x)",
+              atomic_load(&x->workers_seen));
+    cr_assert(WAIT_UNTIL(urt_lane_pending(l) == 0 && urt_lane_pending(busy0) == 0 && urt_lane_pending(busy1) == 0,
+                         5000));
+    cr_assert_eq(urt_spawn_to(rt, 1, lanerx_ring_destroy, NULL, x, 0), 0);
+    sleep_us(5000);
+    cr_assert_eq(atomic_load(&x->bad), 0, "the ring's destroy failed");
+    cr_assert_eq(urt_lane_destroy(l), 0);
+    cr_assert_eq(urt_lane_destroy(busy0), 0);
+    cr_assert_eq(urt_lane_destroy(busy1), 0);
+    close(sv[0]);
+    close(sv[1]);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    free(x);
+}
