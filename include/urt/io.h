@@ -90,10 +90,12 @@
  *     the order of bytes matters. The runtime never retries a short read or
  *     write on its own: the continuation sees the count. -EAGAIN is handled
  *     by the kernel (io_uring waits for readiness), so the continuation does
- *     not see it, except from a descriptor opened O_NONBLOCK by its owner on
- *     purpose for a one-shot read or write; io_uring reports -EINTR only for
- *     an operation that was being cancelled, which the continuation sees as
- *     -ECANCELED (or -ETIME for an expired linked timeout).
+ *     not see it; only a descriptor its owner made O_NONBLOCK may complete
+ *     a one-shot read or receive with -EAGAIN, on kernels that honour the
+ *     flag (Linux 6.x waits for a socket's readiness anyway). io_uring
+ *     reports -EINTR only for an operation that was being cancelled, which
+ *     the continuation sees as -ECANCELED (or -ETIME for an expired linked
+ *     timeout).
  *
  * Kernel features are probed at runtime creation (urt_runtime_features(),
  * urt/runtime.h, field io_features, URT_IO_FEAT_*): multishot accept and
