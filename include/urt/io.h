@@ -141,7 +141,7 @@ typedef void urt_io_fn(struct urt_io *io, int32_t res, void *arg);
 
 /* Runtime-private part of an operation: do not touch. */
 struct urt_io_private {
-    uint64_t words[12];
+    uint64_t words[16]; /* 96 bytes used today; the rest is room to grow without an ABI break */
 };
 
 struct urt_io {
