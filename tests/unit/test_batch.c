@@ -1,0 +1,421 @@
+/*
+ * tests/unit/test_batch.c — the batch executor (urt/batch.h, SPEC C15)
+ * against a model.
+ *
+ * The model: every test file is generated here, so the test knows every
+ * record (file, record number, the block that owns it — by start offset, as
+ * urt/batch.h defines blocks — and its fields). Statements check their record
+ * against it, mark it run (each exactly once), and count what is in flight:
+ * statements per block (never 2), blocks per file with a statement running
+ * and files with a statement running (never above the limits); the batch's
+ * own counters (urt_batch_stats) are checked against the limits too, and the
+ * buffer and node peaks against what the limits allow. Configurations run as
+ * a matrix (block sizes, limits, formats, sync and async statements).
+ *
+ * Criterion assertions only on the main thread: statements record failures
+ * in atomics.
+ */
+#include "../helpers.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include <urt/batch.h>
+
+/* ---- generated files ---------------------------------------------------------------- */
+
+#define MAX_FILES 600
+#define MAX_RECS 20000
+
+struct rec_model {
+    uint64_t offset;
+    uint64_t block;
+    uint32_t index_in_block;
+};
+
+struct file_model {
+    char path[512];
+    uint32_t n;                   /* records */
+    struct rec_model *rec;
+    _Atomic uint32_t *runs;       /* statement runs per record */
+    _Atomic int32_t in_flight;    /* statements of this file running */
+};
+
+struct model {
+    char *dir;
+    uint32_t n_files;
+    uint64_t block_bytes;
+    bool binary, header, crlf;
+    struct file_model f[MAX_FILES];
+    const char *paths[MAX_FILES];
+    /* in flight */
+    _Atomic int32_t files_running;     /* files with a statement running */
+    _Atomic int32_t max_files_running;
+    _Atomic int32_t blocks_running[MAX_FILES];
+    _Atomic int32_t max_blocks_running;
+    _Atomic uint32_t bad;              /* model violations */
+    _Atomic uint32_t statements;
+    char first_bad[256];
+    _Atomic uint32_t first_bad_set;
+};
+
+static void model_bad(struct model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void model_bad(struct model *m, const char *fmt, ...)
+{
+    atomic_fetch_add(&m->bad, 1);
+    if (atomic_exchange(&m->first_bad_set, 1) == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->first_bad, sizeof(m->first_bad), fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void put_le32(char *p, uint32_t v)
+{
+    p[0] = (char)v, p[1] = (char)(v >> 8), p[2] = (char)(v >> 16), p[3] = (char)(v >> 24);
+}
+
+/* Record r of file fi: fields "fi", "r", and a payload of varying length
+ * (some with commas, quotes and line breaks in CSV, quoted). Appends the
+ * encoded record to buf; returns its length. */
+static size_t encode_record(const struct model *m, uint32_t fi, uint32_t r, char *buf)
+{
+    char payload[128];
+    int plen = snprintf(payload, sizeof(payload), "p%u-%u", fi, r);
+    for (uint32_t k = 0; k < (r * 7 + fi) % 23; k++)
+        payload[plen++] = (char)('a' + (k + r) % 26);
+    bool fancy = (r % 5) == 3;
+    if (fancy) /* commas, quotes and a line break inside a quoted CSV field */
+        plen += snprintf(payload + plen, sizeof(payload) - (size_t)plen, ",\"x\"\ny");
+    payload[plen] = 0;
+    if (m->binary) {
+        char f0[16], f1[16];
+        int l0 = snprintf(f0, sizeof(f0), "%u", fi), l1 = snprintf(f1, sizeof(f1), "%u", r);
+        const char *fs[3] = {f0, f1, payload};
+        int ls[3] = {l0, l1, plen};
+        size_t n = 4;
+        for (int i = 0; i < 3; i++) {
+            put_le32(buf + n, (uint32_t)ls[i]);
+            memcpy(buf + n + 4, fs[i], (size_t)ls[i]);
+            buf[n + 4 + ls[i]] = 0;
+            n += 4 + (size_t)ls[i] + 1;
+        }
+        put_le32(buf, (uint32_t)(n - 4));
+        return n;
+    }
+    size_t n = (size_t)sprintf(buf, "%u,%u,", fi, r);
+    if (fancy) {
+        buf[n++] = '"';
+        for (int i = 0; i < plen; i++) {
+            if (payload[i] == '"')
+                buf[n++] = '"';
+            buf[n++] = payload[i];
+        }
+        buf[n++] = '"';
+    } else {
+        memcpy(buf + n, payload, (size_t)plen);
+        n += (size_t)plen;
+    }
+    if (m->crlf)
+        buf[n++] = '\r';
+    buf[n++] = '\n';
+    return n;
+}
+
+static void write_all(const char *path, const char *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        cr_assert_gt(w, 0, "write %s: %s", path, strerror(errno));
+        p += w;
+        n -= (size_t)w;
+    }
+    close(fd);
+}
+
+/* Builds the files: counts[i] records in file i. */
+static void model_build(struct model *m, uint32_t n_files, const uint32_t *counts, uint64_t block_bytes)
+{
+    m->dir = test_tmpdir("urt-batch");
+    m->n_files = n_files;
+    m->block_bytes = block_bytes;
+    char *buf = malloc((size_t)MAX_RECS * 200 + 64);
+    cr_assert_not_null(buf);
+    for (uint32_t i = 0; i < n_files; i++) {
+        struct file_model *f = &m->f[i];
+        snprintf(f->path, sizeof(f->path), "%s/f%04u.%s", m->dir, i, m->binary ? "bin" : "csv");
+        m->paths[i] = f->path;
+        f->n = counts[i];
+        f->rec = calloc(f->n ? f->n : 1, sizeof(*f->rec));
+        f->runs = calloc(f->n ? f->n : 1, sizeof(*f->runs));
+        size_t len = 0;
+        if (m->binary) {
+            memcpy(buf, "URTBIN1\n", 8);
+            len = 8;
+        }
+        if (m->header)
+            len += (size_t)sprintf(buf + len, "file,record,payload%s\n", m->crlf ? "\r" : "");
+        uint64_t prev_block = UINT64_MAX;
+        uint32_t in_block = 0;
+        for (uint32_t r = 0; r < f->n; r++) {
+            f->rec[r].offset = len;
+            f->rec[r].block = len / block_bytes;
+            in_block = f->rec[r].block == prev_block ? in_block + 1 : 0;
+            prev_block = f->rec[r].block;
+            f->rec[r].index_in_block = in_block;
+            len += encode_record(m, i, r, buf + len);
+        }
+        write_all(f->path, buf, len);
+    }
+    free(buf);
+}
+
+static void model_free(struct model *m)
+{
+    for (uint32_t i = 0; i < m->n_files; i++) {
+        unlink(m->f[i].path);
+        free(m->f[i].rec);
+        free(m->f[i].runs);
+    }
+    test_remove_dir(m->dir);
+}
+
+/* ---- statements -------------------------------------------------------------------------- */
+
+struct run {
+    struct model *m;
+    urt_runtime *rt;
+    bool async;                 /* complete from a second task of the statement's job */
+    _Atomic int32_t stmt_busy[MAX_FILES][64]; /* by block index % 64: statements of a block running */
+    _Atomic uint32_t done_calls;
+    _Atomic int32_t done_status;
+    char done_message[512];
+    _Atomic uint32_t block_begins, block_dones;
+};
+
+static void check_fields(struct run *run, struct urt_batch_stmt *s)
+{
+    struct model *m = run->m;
+    struct urt_batch_block *blk = s->block;
+    uint32_t fi = blk->file;
+    if (s->n_fields != 3)
+        return model_bad(m, "file %u: %u fields", fi, s->n_fields);
+    uint32_t f0 = (uint32_t)strtoul(s->fields[0].data, NULL, 10), r = (uint32_t)strtoul(s->fields[1].data, NULL, 10);
+    if (f0 != fi || r >= m->f[fi].n)
+        return model_bad(m, "file %u: record says file %u record %u", fi, f0, r);
+    const struct rec_model *rm = &m->f[fi].rec[r];
+    if (rm->offset != s->offset || rm->block != blk->index || rm->index_in_block != s->record)
+        return model_bad(m, "file %u record %u: offset %llu block %llu index %llu, model %llu %llu %u", fi, r,
+                         (unsigned long long)s->offset, (unsigned long long)blk->index,
+                         (unsigned long long)s->record, (unsigned long long)rm->offset,
+                         (unsigned long long)rm->block, rm->index_in_block);
+    char want[512];
+    char payload[128]; /* the third field, unescaped: what encode_record wrote */
+    int plen = snprintf(payload, sizeof(payload), "p%u-%u", fi, r);
+    for (uint32_t k = 0; k < (r * 7 + fi) % 23; k++)
+        payload[plen++] = (char)('a' + (k + r) % 26);
+    if ((r % 5) == 3)
+        plen += snprintf(payload + plen, sizeof(payload) - (size_t)plen, ",\"x\"\ny");
+    payload[plen] = 0;
+    snprintf(want, sizeof(want), "%s", payload);
+    if (s->fields[2].len != strlen(want) || strcmp(s->fields[2].data, want) != 0)
+        return model_bad(m, "file %u record %u: payload '%s' (%zu), want '%s'", fi, r, s->fields[2].data,
+                         s->fields[2].len, want);
+    if (atomic_fetch_add(&m->f[fi].runs[r], 1) != 0)
+        model_bad(m, "file %u record %u ran twice", fi, r);
+}
+
+static void enter(struct run *run, struct urt_batch_stmt *s)
+{
+    struct model *m = run->m;
+    uint32_t fi = s->block->file;
+    if (atomic_fetch_add(&run->stmt_busy[fi][s->block->index % 64], 1) != 0)
+        model_bad(m, "file %u block %llu: two statements at once", fi, (unsigned long long)s->block->index);
+    int32_t b = atomic_fetch_add(&m->blocks_running[fi], 1) + 1;
+    int32_t mx = atomic_load(&m->max_blocks_running);
+    while (b > mx && !atomic_compare_exchange_weak(&m->max_blocks_running, &mx, b))
+        ;
+    if (atomic_fetch_add(&m->f[fi].in_flight, 1) == 0) {
+        int32_t fr = atomic_fetch_add(&m->files_running, 1) + 1;
+        int32_t fm = atomic_load(&m->max_files_running);
+        while (fr > fm && !atomic_compare_exchange_weak(&m->max_files_running, &fm, fr))
+            ;
+    }
+}
+
+static void leave(struct run *run, struct urt_batch_stmt *s)
+{
+    struct model *m = run->m;
+    uint32_t fi = s->block->file;
+    if (atomic_fetch_sub(&m->f[fi].in_flight, 1) == 1)
+        atomic_fetch_sub(&m->files_running, 1);
+    atomic_fetch_sub(&m->blocks_running[fi], 1);
+    atomic_fetch_sub(&run->stmt_busy[fi][s->block->index % 64], 1);
+    atomic_fetch_add(&m->statements, 1);
+}
+
+struct async_ctx {
+    struct urt_task t;
+    struct urt_batch_stmt *s;
+    struct run *run;
+};
+
+static enum urt_task_result async_finish(struct urt_task *t, void *arg)
+{
+    struct async_ctx *c = arg;
+    (void)t;
+    struct urt_batch_stmt *s = c->s;
+    struct run *run = c->run;
+    free(c);
+    check_fields(run, s);
+    leave(run, s);
+    urt_batch_stmt_done(s, 0);
+    return URT_TASK_DONE;
+}
+
+static int statement(struct urt_batch_stmt *s, void *arg)
+{
+    struct run *run = arg;
+    enter(run, s);
+    if (run->async) {
+        struct async_ctx *c = malloc(sizeof(*c));
+        c->s = s;
+        c->run = run;
+        urt_task_init(&c->t, async_finish, c);
+        int rc = urt_job_submit(s->job, &c->t, 0);
+        if (rc) {
+            free(c);
+            leave(run, s);
+            return rc;
+        }
+        return URT_BATCH_PENDING;
+    }
+    check_fields(run, s);
+    leave(run, s);
+    return 0;
+}
+
+static void on_done(urt_batch *b, int status, const char *message, void *arg)
+{
+    struct run *run = arg;
+    (void)b;
+    snprintf(run->done_message, sizeof(run->done_message), "%s", message);
+    atomic_store(&run->done_status, status);
+    atomic_fetch_add(&run->done_calls, 1);
+}
+
+static int on_block_begin(struct urt_batch_block *blk, void *arg)
+{
+    struct run *run = arg;
+    atomic_fetch_add(&run->block_begins, 1);
+    blk->user = (void *)(uintptr_t)(blk->index + 1);
+    return 0;
+}
+
+static void on_block_done(struct urt_batch_block *blk, int status, void *arg)
+{
+    struct run *run = arg;
+    if (blk->user != (void *)(uintptr_t)(blk->index + 1))
+        model_bad(run->m, "block %llu: user slot changed", (unsigned long long)blk->index);
+    (void)status;
+    atomic_fetch_add(&run->block_dones, 1);
+}
+
+/* ---- running --------------------------------------------------------------------------- */
+
+struct cfg {
+    uint32_t workers;
+    uint32_t files, recs;
+    uint64_t block_bytes;
+    uint32_t max_files, max_blocks;
+    bool binary, header, crlf, async;
+};
+
+static void run_matrix_one(const struct cfg *c)
+{
+    static struct model m;
+    static struct run run;
+    memset(&m, 0, sizeof(m));
+    memset(&run, 0, sizeof(run));
+    m.binary = c->binary;
+    m.header = c->header;
+    m.crlf = c->crlf;
+    uint32_t counts[MAX_FILES];
+    for (uint32_t i = 0; i < c->files; i++)
+        counts[i] = c->recs + (i * 37) % (c->recs / 2 + 1);
+    model_build(&m, c->files, counts, c->block_bytes);
+    run.m = &m;
+    run.async = c->async;
+
+    struct urt_config cfg;
+    test_config(&cfg, c->workers);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    run.rt = rt;
+    struct urt_batch_options o;
+    urt_batch_options_init(&o);
+    o.files = m.paths;
+    o.n_files = c->files;
+    o.format = c->binary ? URT_BATCH_BINARY : URT_BATCH_CSV;
+    o.flags = c->header ? URT_BATCH_CSV_HEADER : 0;
+    o.block_bytes = c->block_bytes;
+    o.max_concurrent_files = c->max_files;
+    o.max_concurrent_blocks_per_file = c->max_blocks;
+    o.statement = statement;
+    o.done = on_done;
+    o.arg = &run;
+    o.block_begin = on_block_begin;
+    o.block_done = on_block_done;
+    urt_batch *b;
+    cr_assert_eq(urt_batch_start(rt, &o, &b), 0, "urt_batch_start: %s", urt_last_error());
+    int st = urt_batch_wait(b, 60ull * 1000 * 1000 * 1000);
+    cr_assert_eq(st, 0, "batch: %d %s (model: %s)", st, urt_batch_error(b), m.first_bad);
+    struct urt_batch_stats s;
+    cr_assert_eq(urt_batch_stats(b, &s), 0);
+    urt_batch_release(b);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+
+    cr_assert_eq(atomic_load(&run.done_calls), 1, "callback ran %u times", atomic_load(&run.done_calls));
+    cr_assert_eq(atomic_load(&m.bad), 0, "%u model violations, first: %s", atomic_load(&m.bad), m.first_bad);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < c->files; i++)
+        for (uint32_t r = 0; r < m.f[i].n; r++) {
+            total++;
+            cr_assert_eq(atomic_load(&m.f[i].runs[r]), 1, "file %u record %u ran %u times", i, r,
+                         atomic_load(&m.f[i].runs[r]));
+        }
+    cr_assert_eq(s.statements, total, "stats: %llu statements, model %llu", (unsigned long long)s.statements,
+                 (unsigned long long)total);
+    cr_assert_eq(s.files_done, c->files);
+    cr_assert_leq(s.max_files_in_flight, c->max_files);
+    cr_assert_leq(s.max_blocks_per_file, c->max_blocks);
+    cr_assert_leq(s.max_blocks_in_flight, c->max_files * c->max_blocks);
+    cr_assert_leq((uint32_t)atomic_load(&m.max_files_running), c->max_files);
+    cr_assert_leq((uint32_t)atomic_load(&m.max_blocks_running), c->max_blocks);
+    cr_assert_leq(s.max_nodes, c->max_files * (1 + c->max_blocks));
+    cr_assert_leq(s.max_buffer_bytes, (uint64_t)c->max_files * c->max_blocks * (2 * c->block_bytes + 1));
+    cr_assert_eq(s.nodes, 0);
+    cr_assert_eq(s.buffer_bytes, 0);
+    cr_assert_eq(atomic_load(&run.block_begins), atomic_load(&run.block_dones));
+    model_free(&m);
+}
+
+Test(batch, tree_against_the_model, .timeout = 240)
+{
+    const struct cfg cfgs[] = {
+        {.workers = 2, .files = 5, .recs = 400, .block_bytes = 1024, .max_files = 2, .max_blocks = 2},
+        {.workers = 2, .files = 3, .recs = 300, .block_bytes = 64, .max_files = 1, .max_blocks = 1},
+        {.workers = 4, .files = 7, .recs = 500, .block_bytes = 512, .max_files = 3, .max_blocks = 4, .crlf = true},
+        {.workers = 2, .files = 4, .recs = 300, .block_bytes = 700, .max_files = 2, .max_blocks = 3, .header = true},
+        {.workers = 2, .files = 5, .recs = 400, .block_bytes = 1024, .max_files = 2, .max_blocks = 2, .binary = true},
+        {.workers = 3, .files = 4, .recs = 300, .block_bytes = 200, .max_files = 4, .max_blocks = 2, .binary = true,
+         .async = true},
+        {.workers = 2, .files = 6, .recs = 250, .block_bytes = 333, .max_files = 2, .max_blocks = 2, .async = true},
+        {.workers = 1, .files = 3, .recs = 200, .block_bytes = 4096, .max_files = 2, .max_blocks = 2},
+    };
+    for (size_t i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++)
+        run_matrix_one(&cfgs[i]);
+}
