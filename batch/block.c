@@ -228,8 +228,10 @@ static enum urt_task_result block_scan_step(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-/* parse rc other than PARSE_OK: read more, or fail. True when handled. */
-static bool parse_stalled(struct bblock *blk, int rc, const struct parse_err *e, int64_t record)
+/* parse rc other than PARSE_OK: read more, or fail. True when handled.
+ * record: the index of the record being parsed, at rec_offset (-1: none,
+ * the scan). */
+static bool parse_stalled(struct bblock *blk, int rc, const struct parse_err *e, int64_t record, uint64_t rec_offset)
 {
     if (rc == PARSE_OK)
         return false;
@@ -237,7 +239,10 @@ static bool parse_stalled(struct bblock *blk, int rc, const struct parse_err *e,
         submit_step(blk, block_more_step);
         return true;
     }
-    block_fail(blk, e->err, record, e->at, "%s", e->what);
+    if (record >= 0 && e->at != rec_offset)
+        block_fail(blk, e->err, record, rec_offset, "%s (byte %llu)", e->what, (unsigned long long)e->at);
+    else
+        block_fail(blk, e->err, record, record >= 0 ? rec_offset : e->at, "%s", e->what);
     block_end(blk, e->err);
     return true;
 }
@@ -252,12 +257,12 @@ static bool block_first(struct bblock *blk, uint64_t *start, uint32_t *nfields)
     uint32_t n;
     *start = 0;
     if (b->opt.format == URT_BATCH_BINARY) {
-        if (parse_stalled(blk, parse_bin_magic(&blk->win, &e), &e, -1))
+        if (parse_stalled(blk, parse_bin_magic(&blk->win, &e), &e, -1, 0))
             return false;
         *start = PARSE_BIN_MAGIC_LEN;
     }
     if (b->opt.flags & URT_BATCH_CSV_HEADER) {
-        if (parse_stalled(blk, parse_peek(b->opt.format, &blk->win, 0, b->max_rec, &n, &next, &e), &e, -1))
+        if (parse_stalled(blk, parse_peek(b->opt.format, &blk->win, 0, b->max_rec, &n, &next, &e), &e, -1, 0))
             return false;
         if (b->opt.fields && n != b->opt.fields) {
             block_fail(blk, -EBADMSG, -1, 0, "the header has %u fields, expected %u", n, b->opt.fields);
@@ -273,7 +278,8 @@ static bool block_first(struct bblock *blk, uint64_t *start, uint32_t *nfields)
         return false;
     }
     if (!*nfields) {
-        if (parse_stalled(blk, parse_peek(b->opt.format, &blk->win, *start, b->max_rec, &n, &next, &e), &e, 0))
+        if (parse_stalled(blk, parse_peek(b->opt.format, &blk->win, *start, b->max_rec, &n, &next, &e), &e, 0,
+                          *start))
             return false;
         *nfields = n;
     }
@@ -329,7 +335,7 @@ static void block_scan(struct bblock *blk)
         return;
     struct parse_err e;
     int rc = parse_next_start(b->opt.format, &blk->win, start, blk->limit, b->max_rec, &next, &e);
-    if (parse_stalled(blk, rc, &e, -1))
+    if (parse_stalled(blk, rc, &e, -1, 0))
         return;
     blk->pub.start = start;
     blk->cursor = start;
@@ -374,7 +380,7 @@ static void block_next(struct bblock *blk)
     struct parse_err e;
     uint64_t next;
     int rc = parse_record(b->opt.format, &blk->win, blk->cursor, b->max_rec, &blk->fv, &next, &e);
-    if (parse_stalled(blk, rc, &e, (int64_t)blk->pub.records))
+    if (parse_stalled(blk, rc, &e, (int64_t)blk->pub.records, blk->cursor))
         return;
     uint32_t want = b->opt.fields ? b->opt.fields : blk->nfields;
     if (want && blk->fv.n != want) {

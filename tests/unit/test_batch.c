@@ -419,3 +419,299 @@ Test(batch, tree_against_the_model, .timeout = 240)
     for (size_t i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++)
         run_matrix_one(&cfgs[i]);
 }
+
+/* ---- errors at every level: the callback once, the message right -------------------- */
+
+struct erun {
+    _Atomic uint32_t done_calls;
+    _Atomic int32_t status;
+    char message[512];
+    _Atomic uint32_t stmts, stmts_aborting, after_done;
+    _Atomic int fail_file, fail_block, fail_record; /* the statement that fails (-1: none) */
+    _Atomic int fail_mode;                          /* 0 return, 1 stmt_error, 2 async done, 3 positive */
+    _Atomic uint32_t block_dones, block_done_errors;
+    struct urt_batch_stats stats;
+};
+
+static int e_statement(struct urt_batch_stmt *s, void *arg)
+{
+    struct erun *r = arg;
+    if (atomic_load(&r->done_calls))
+        atomic_fetch_add(&r->after_done, 1);
+    atomic_fetch_add(&r->stmts, 1);
+    if (urt_batch_aborting(s->batch))
+        atomic_fetch_add(&r->stmts_aborting, 1);
+    bool fail = (int)s->block->file == atomic_load(&r->fail_file) &&
+                (int)s->block->index == atomic_load(&r->fail_block) &&
+                (atomic_load(&r->fail_record) < 0 || (int)s->record == atomic_load(&r->fail_record));
+    if (!fail)
+        return 0;
+    switch (atomic_load(&r->fail_mode)) {
+    case 1:
+        return urt_batch_stmt_error(s, -EDOM, "key '%s' is out of its domain", s->fields[0].data);
+    case 2:
+        cr_assert_eq(urt_batch_stmt_done(s, -EIO), 0);
+        cr_assert_eq(urt_batch_stmt_done(s, 0), -EALREADY); /* alive: the function still runs */
+        return URT_BATCH_PENDING;
+    case 3:
+        return 7;
+    default:
+        return -EPIPE;
+    }
+}
+
+static void e_done(urt_batch *b, int status, const char *message, void *arg)
+{
+    struct erun *r = arg;
+    urt_batch_stats(b, &r->stats);
+    snprintf(r->message, sizeof(r->message), "%s", message);
+    atomic_store(&r->status, status);
+    atomic_fetch_add(&r->done_calls, 1);
+}
+
+static void e_block_done(struct urt_batch_block *blk, int status, void *arg)
+{
+    struct erun *r = arg;
+    (void)blk;
+    atomic_fetch_add(&r->block_dones, 1);
+    if (status)
+        atomic_fetch_add(&r->block_done_errors, 1);
+}
+
+static char *e_file(const char *dir, const char *name, const char *content, size_t len)
+{
+    char *p = malloc(1024);
+    snprintf(p, 1024, "%s/%s", dir, name);
+    write_all(p, content, len);
+    return p;
+}
+
+/* n records "i,payload\n" of about 20 bytes */
+static char *e_csv(const char *dir, const char *name, uint32_t n)
+{
+    char *buf = malloc((size_t)n * 32 + 1);
+    size_t len = 0;
+    for (uint32_t i = 0; i < n; i++)
+        len += (size_t)sprintf(buf + len, "%u,payload-%08u\n", i, i);
+    char *p = e_file(dir, name, buf, len);
+    free(buf);
+    return p;
+}
+
+struct eopts {
+    uint32_t workers;
+    uint64_t block_bytes;
+    uint32_t flags, fields;
+    enum urt_batch_format format;
+    const char *log_dir;
+};
+
+/* Runs a batch to its end; returns its status. */
+static int e_run(struct erun *r, const char *const *files, uint32_t n, const struct eopts *eo)
+{
+    struct urt_config cfg;
+    test_config(&cfg, eo->workers ? eo->workers : 2);
+    cfg.log_dir = eo->log_dir;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_batch_options o;
+    urt_batch_options_init(&o);
+    o.files = files;
+    o.n_files = n;
+    o.block_bytes = eo->block_bytes ? eo->block_bytes : 256;
+    o.flags = eo->flags;
+    o.fields = eo->fields;
+    o.format = eo->format;
+    o.statement = e_statement;
+    o.done = e_done;
+    o.block_done = e_block_done;
+    o.arg = r;
+    urt_batch *b;
+    cr_assert_eq(urt_batch_start(rt, &o, &b), 0, "urt_batch_start: %s", urt_last_error());
+    int st = urt_batch_wait(b, 60ull * 1000 * 1000 * 1000);
+    cr_assert_eq(urt_batch_poll(b), st);
+    if (st)
+        cr_assert_str_eq(urt_batch_error(b), r->message);
+    urt_batch_release(b);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&r->done_calls), 1, "the callback ran %u times", atomic_load(&r->done_calls));
+    cr_assert_eq(atomic_load(&r->after_done), 0, "%u statements ran after the callback", atomic_load(&r->after_done));
+    cr_assert_eq(r->stats.nodes, 0, "%llu nodes alive at the callback", (unsigned long long)r->stats.nodes);
+    return st;
+}
+
+static void e_init(struct erun *r)
+{
+    memset(r, 0, sizeof(*r));
+    atomic_store(&r->fail_file, -1);
+    atomic_store(&r->fail_block, -1);
+    atomic_store(&r->fail_record, -1);
+}
+
+static void want_message(const struct erun *r, const char *needle)
+{
+    cr_assert(strstr(r->message, needle), "message '%s' lacks '%s'", r->message, needle);
+}
+
+Test(batch, statement_errors_first_block_and_last_record, .timeout = 60)
+{
+    char *dir = test_tmpdir("urt-batch-err");
+    char *f[3] = {e_csv(dir, "a.csv", 200), e_csv(dir, "b.csv", 200), e_csv(dir, "c.csv", 200)};
+    const char *files[3] = {f[0], f[1], f[2]};
+    struct eopts eo = {.block_bytes = 256};
+    static struct erun r;
+    char want[2048];
+    /* the first statement of the first block: its own message */
+    e_init(&r);
+    atomic_store(&r.fail_file, 0), atomic_store(&r.fail_block, 0), atomic_store(&r.fail_record, 0);
+    atomic_store(&r.fail_mode, 1);
+    cr_assert_eq(e_run(&r, files, 3, &eo), -EDOM);
+    snprintf(want, sizeof(want), "file '%s' (#0), block 0, record 0 at byte 0: key '0' is out of its domain", f[0]);
+    cr_assert_str_eq(r.message, want);
+    cr_assert_leq(atomic_load(&r.stmts_aborting), 4);
+    /* the last record of the last file: returned -errno */
+    e_init(&r);
+    uint64_t last_off = 0, size = 0; /* 200 records: 0..9 are 19 bytes, 10..99 20, 100..199 21 */
+    size = 10 * 19 + 90 * 20 + 100 * 21;
+    last_off = size - 21;
+    atomic_store(&r.fail_file, 2), atomic_store(&r.fail_block, (int)(last_off / 256));
+    atomic_store(&r.fail_record, -1);
+    atomic_store(&r.fail_mode, 0);
+    cr_assert_eq(e_run(&r, files, 3, &eo), -EPIPE);
+    snprintf(want, sizeof(want), "file '%s' (#2), block %llu, record", f[2], (unsigned long long)(last_off / 256));
+    want_message(&r, want);
+    want_message(&r, "statement failed: Broken pipe");
+    /* async: urt_batch_stmt_done(-EIO); a second call is -EALREADY */
+    e_init(&r);
+    atomic_store(&r.fail_file, 1), atomic_store(&r.fail_block, 2), atomic_store(&r.fail_record, 3);
+    atomic_store(&r.fail_mode, 2);
+    cr_assert_eq(e_run(&r, files, 3, &eo), -EIO);
+    snprintf(want, sizeof(want), "file '%s' (#1), block 2, record 3 at byte", f[1]);
+    want_message(&r, want);
+    want_message(&r, "Input/output error");
+    /* a positive return is a bad statement function: -EINVAL */
+    e_init(&r);
+    atomic_store(&r.fail_file, 0), atomic_store(&r.fail_block, 1), atomic_store(&r.fail_record, 0);
+    atomic_store(&r.fail_mode, 3);
+    cr_assert_eq(e_run(&r, files, 3, &eo), -EINVAL);
+    want_message(&r, "returned 7");
+    for (int i = 0; i < 3; i++) {
+        unlink(f[i]);
+        free(f[i]);
+    }
+    test_remove_dir(dir);
+}
+
+/* Bad input: each a clear error with its position. */
+Test(batch, bad_input, .timeout = 60)
+{
+    char *dir = test_tmpdir("urt-batch-bad");
+    static struct erun r;
+    struct eopts eo = {.block_bytes = 64};
+    char *good = e_csv(dir, "good.csv", 50);
+    char want[2048];
+    struct {
+        const char *name, *content;
+        size_t len;
+        struct eopts eo;
+        int err;
+        const char *needle;
+        bool alone; /* without good.csv (its field count would fail first) */
+    } cases[] = {
+        {"empty.csv", "", 0, eo, -ENODATA, "the file is empty", false},
+        {"header-only.csv", "a,b\n", 4, {.block_bytes = 64, .flags = URT_BATCH_CSV_HEADER}, -ENODATA,
+         "the file has no records", false},
+        {"unterminated.csv", "1,2\n3,\"4\n", 9, eo, -EBADMSG, "unterminated quoted field", false},
+        {"quote.csv", "1,2\n3,4\"5\n", 10, eo, -EBADMSG,
+         "record 1 at byte 4: quote inside an unquoted field (byte 7)", false},
+        {"count.csv", "1,2\n3,4\n5,6,7\n8,9\n", 18, eo, -EBADMSG, "record 2 at byte 8: the record has 3 fields, "
+                                                                   "expected 2", false},
+        {"count-given.csv", "1,2\n3,4\n", 8, {.block_bytes = 64, .fields = 3}, -EBADMSG, "expected 3", true},
+        {"header-count.csv", "a,b,c\n1,2\n", 10, {.block_bytes = 64, .flags = URT_BATCH_CSV_HEADER}, -EBADMSG,
+         "the record has 2 fields, expected 3", false},
+        {"long.csv", "1,2\n3,0123456789012345678901234567890123456789012345678901234567890123456789\n5,6\n", 80, eo,
+         -EMSGSIZE, "longer than max_record_bytes (64)", false},
+        {"magic.bin", "URTBIN2\n\1\0\0\0x", 13, {.block_bytes = 64, .format = URT_BATCH_BINARY}, -EBADMSG,
+         "bad magic", true},
+        {"only-magic.bin", "URTBIN1\n", 8, {.block_bytes = 64, .format = URT_BATCH_BINARY}, -ENODATA,
+         "the file has no records", true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *p = e_file(dir, cases[i].name, cases[i].content, cases[i].len);
+        const char *files[2] = {good, p};
+        e_init(&r);
+        bool alone = cases[i].alone;
+        int st = e_run(&r, alone ? files + 1 : files, alone ? 1 : 2, &cases[i].eo);
+        cr_assert_eq(st, cases[i].err, "%s: status %d (%s), want %d", cases[i].name, st, r.message, cases[i].err);
+        snprintf(want, sizeof(want), "file '%s' (#%d)", p, alone ? 0 : 1);
+        want_message(&r, want);
+        want_message(&r, cases[i].needle);
+        unlink(p);
+        free(p);
+    }
+    /* a missing file, a directory (open works, read fails) */
+    char missing[1024], *sub = malloc(1024);
+    snprintf(missing, sizeof(missing), "%s/no-such.csv", dir);
+    snprintf(sub, 1024, "%s/subdir", dir);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    const char *m_files[2] = {missing, sub};
+    for (int i = 0; i < 2; i++) {
+        const char *files[1] = {m_files[i]};
+        e_init(&r);
+        int st = e_run(&r, files, 1, &eo);
+        cr_assert_eq(st, i == 0 ? -ENOENT : -EISDIR, "%s: %d %s", m_files[i], st, r.message);
+        snprintf(want, sizeof(want), "file '%s' (#0)", m_files[i]);
+        want_message(&r, want);
+        want_message(&r, i == 0 ? "cannot open: No such file or directory" : "Is a directory");
+    }
+    rmdir(sub);
+    free(sub);
+    unlink(good);
+    free(good);
+    test_remove_dir(dir);
+}
+
+Test(batch, bad_options, .timeout = 30)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    const char *files[1] = {"/nonexistent"};
+    struct urt_batch_options o;
+    urt_batch *b = NULL;
+#define BAD(stmt, errno_, needle)                                                                             \
+    do {                                                                                                      \
+        urt_batch_options_init(&o);                                                                           \
+        o.files = files;                                                                                      \
+        o.n_files = 1;                                                                                        \
+        o.statement = e_statement;                                                                            \
+        stmt;                                                                                                 \
+        int rc_ = urt_batch_start(rt, &o, &b);                                                                \
+        cr_assert_eq(rc_, errno_, #stmt ": %d (%s)", rc_, urt_last_error());                                  \
+        cr_assert(strstr(urt_last_error(), needle), #stmt ": message '%s' lacks '%s'", urt_last_error(),      \
+                  needle);                                                                                    \
+    } while (0)
+    BAD(o.n_files = 0, -EINVAL, "no files");
+    BAD(o.files = NULL, -EINVAL, "files is NULL");
+    BAD(o.statement = NULL, -EINVAL, "statement is NULL");
+    BAD(o.format = 7, -EINVAL, "format 7");
+    BAD(o.flags = 0x100, -EINVAL, "unknown flags");
+    BAD((o.flags = URT_BATCH_CSV_HEADER, o.format = URT_BATCH_BINARY), -EINVAL, "needs the CSV format");
+    BAD(o.flags = URT_BATCH_BLOCK_TX | URT_BATCH_TRANSACTIONAL, -EINVAL, "exclude each other");
+    BAD(o.block_bytes = 8, -EINVAL, "block_bytes 8");
+    BAD(o.max_record_bytes = 2u << 20, -EINVAL, "above block_bytes");
+    BAD(o.max_concurrent_files = 0, -EINVAL, "max_concurrent_files 0");
+    BAD(o.max_concurrent_blocks_per_file = 5000, -EINVAL, "max_concurrent_blocks_per_file 5000");
+    BAD(o.max_statements = 0, -EINVAL, "max_statements 0");
+    BAD(o.response = 9, -EINVAL, "response 9");
+    BAD(o.reserved[2] = 1, -EINVAL, "reserved[2]");
+    BAD(o.flags = URT_BATCH_BLOCK_TX, -EOPNOTSUPP, "need a write-ahead log");
+    BAD(o.flags = URT_BATCH_TRANSACTIONAL, -EOPNOTSUPP, "need a write-ahead log");
+    const char *nullpath[2] = {"/x", NULL};
+    BAD((o.files = nullpath, o.n_files = 2), -EINVAL, "files[1] is NULL");
+    const char *empty[1] = {""};
+    BAD(o.files = empty, -EINVAL, "files[0] is empty");
+    cr_assert_eq(urt_batch_start(NULL, &o, &b), -EINVAL);
+    cr_assert_eq(urt_batch_start(rt, NULL, &b), -EINVAL);
+    cr_assert_eq(urt_batch_start(rt, &o, NULL), -EINVAL);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
