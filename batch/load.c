@@ -61,7 +61,9 @@ struct lslot {
     struct lslot *next;
 };
 
-enum { L_YIELD, L_WAIT };
+/* What a step asks for: go on, be queued again (yield), nothing (an open, a
+ * read or the commit is in flight: its callback goes on), or the end. */
+enum { L_GO = 0, L_YIELD, L_WAIT, L_END };
 
 struct bload {
     struct urt_batch *b;
@@ -409,44 +411,43 @@ static void retire(struct bload *l)
 }
 
 /* Needs the next block (or file): L_WAIT when an open or read is in flight;
- * L_YIELD to wait for the previous block's statements; 0 to go on. */
+ * L_YIELD to wait for the previous block's statements; L_END after a failure. */
 static int next_input(struct bload *l)
 {
     if (!l->file_open)
-        return open_file(l) == 0 ? L_WAIT : -1;
+        return open_file(l) == 0 ? L_WAIT : L_END;
     if (l->prev)
         return L_YIELD; /* two blocks alive at most */
     struct lblock *blk = lblock_new(l);
     if (!blk) {
         load_fail(l, -ENOMEM, l->block * l->b->opt.block_bytes, "out of memory for a block");
-        return -1;
+        return L_END;
     }
     l->cur = blk;
-    return read_block(l, blk, 0) == 0 ? L_WAIT : -1;
+    return read_block(l, blk, 0) == 0 ? L_WAIT : L_END;
 }
 
 /* ---- one step ---------------------------------------------------------------------------- */
 
-/* Parses and launches while slots are free. */
+/* Parses and launches while slots are free: L_YIELD, L_WAIT, or L_END (the
+ * input is done, or the batch failed). */
 static int run_records(struct bload *l)
 {
     struct urt_batch *b = l->b;
     for (;;) {
-        if (batch_aborting(b))
-            return -1;
+        if (batch_aborting(b) || l->input_done)
+            return L_END;
         if (!l->cur) {
             int r = next_input(l);
-            if (r != 0 || l->input_done)
-                return r == 0 ? -1 : r;
+            if (r != L_GO)
+                return r;
         }
         struct lblock *blk = l->cur;
         int wait = 0;
         if (!l->prologue_done && !file_prologue(l, &wait))
-            return wait ? L_WAIT : -1;
+            return wait ? L_WAIT : L_END;
         if (l->cursor >= blk->limit) {
             retire(l);
-            if (l->input_done)
-                return -1;
             continue;
         }
         if (atomic_load_explicit(&l->in_flight, memory_order_acquire) >= b->opt.max_statements)
@@ -454,7 +455,7 @@ static int run_records(struct bload *l)
         struct lslot *s = slot_take(l);
         if (!s) {
             load_fail(l, -ENOMEM, l->cursor, "out of memory for a statement slot");
-            return -1;
+            return L_END;
         }
         struct parse_err e;
         uint64_t next;
@@ -468,9 +469,9 @@ static int run_records(struct bload *l)
             s->next = l->free;
             l->free = s;
             if (rc == PARSE_MORE)
-                return read_block(l, blk, blk->win.len) == 0 ? L_WAIT : -1;
+                return read_block(l, blk, blk->win.len) == 0 ? L_WAIT : L_END;
             load_fail(l, e.err, e.at, e.what);
-            return -1;
+            return L_END;
         }
         dispatch(l, s, &s->fv, next);
     }
@@ -481,7 +482,7 @@ static int loader_step(struct bload *l)
     reclaim(l);
     if (atomic_load_explicit(&l->ending, memory_order_relaxed))
         return L_WAIT;
-    int r = (l->input_done || batch_aborting(l->b)) ? -1 : run_records(l);
+    int r = run_records(l);
     if (r == L_WAIT || r == L_YIELD)
         return r;
     /* the input is done or the batch failed: wait for the statements */

@@ -102,8 +102,11 @@
  *     callback returned and the handle was released (either order). Releasing
  *     NULL is a no-op. Release every batch before urt_runtime_destroy().
  *  4. urt_runtime_destroy() in drain mode runs a batch to its end; in cancel
- *     mode its queued tasks are cancelled, the batch fails with -ECANCELED and
- *     its callback still runs once.
+ *     mode its queued tasks are cancelled and the batch fails — with
+ *     -ECANCELED, or -ESHUTDOWN when a step of it could no longer be submitted
+ *     — and its callback still runs once (on a worker or the destroying
+ *     thread). A statement's own tasks must complete it from their cancel
+ *     callbacks too (urt_batch_stmt_done), or the batch never ends.
  */
 #ifndef URT_BATCH_H
 #define URT_BATCH_H

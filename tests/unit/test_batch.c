@@ -715,3 +715,437 @@ Test(batch, bad_options, .timeout = 30)
     cr_assert_eq(urt_batch_start(rt, &o, NULL), -EINVAL);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- per-block transactions: committed durably, each block whole ------------------------ */
+
+struct txrun {
+    _Atomic uint32_t blocks_ok, blocks_err, bad;
+    _Atomic uint64_t records_ok;
+    struct { uint64_t tx_id, records; } blocks[4096];
+    _Atomic uint32_t n_blocks;
+};
+
+static int tx_statement(struct urt_batch_stmt *s, void *arg)
+{
+    struct txrun *r = arg;
+    if (!s->tx || s->tx != s->block->tx)
+        atomic_fetch_add(&r->bad, 1);
+    uint32_t rec[3] = {s->block->file, (uint32_t)strtoul(s->fields[0].data, NULL, 10), (uint32_t)s->block->index};
+    int rc = urt_tx_log(s->tx, rec, sizeof(rec));
+    return rc ? urt_batch_stmt_error(s, rc, "urt_tx_log: %s", urt_last_error()) : 0;
+}
+
+static int tx_block_begin(struct urt_batch_block *blk, void *arg)
+{
+    (void)arg;
+    blk->tx_id = ((uint64_t)(blk->file + 1) << 32) | (blk->index + 1);
+    return 0;
+}
+
+static void tx_block_done(struct urt_batch_block *blk, int status, void *arg)
+{
+    struct txrun *r = arg;
+    if (blk->tx_id != (((uint64_t)(blk->file + 1) << 32) | (blk->index + 1)))
+        atomic_fetch_add(&r->bad, 1);
+    if (status) {
+        atomic_fetch_add(&r->blocks_err, 1);
+        return;
+    }
+    uint32_t i = atomic_fetch_add(&r->n_blocks, 1);
+    r->blocks[i].tx_id = blk->tx_id;
+    r->blocks[i].records = blk->records;
+    atomic_fetch_add(&r->blocks_ok, 1);
+    atomic_fetch_add(&r->records_ok, blk->records);
+}
+
+struct replayed {
+    uint64_t tx[4096], count[4096];
+    uint32_t n_tx;
+    uint64_t records, bad;
+};
+
+static int on_replay(void *arg, const struct urt_log_record *lr)
+{
+    struct replayed *rp = arg;
+    uint32_t rec[3];
+    if (lr->len != sizeof(rec) || lr->tx_id != (((uint64_t)(((const uint32_t *)lr->payload)[0] + 1) << 32) |
+                                                (((const uint32_t *)lr->payload)[2] + 1))) {
+        rp->bad++;
+        return 0;
+    }
+    memcpy(rec, lr->payload, sizeof(rec));
+    uint32_t i = 0;
+    while (i < rp->n_tx && rp->tx[i] != lr->tx_id)
+        i++;
+    if (i == rp->n_tx)
+        rp->tx[rp->n_tx++] = lr->tx_id;
+    rp->count[i]++;
+    rp->records++;
+    return 0;
+}
+
+static urt_batch *tx_start(urt_runtime *rt, const char *const *files, uint32_t n, struct txrun *r)
+{
+    struct urt_batch_options o;
+    urt_batch_options_init(&o);
+    o.files = files;
+    o.n_files = n;
+    o.block_bytes = 512;
+    o.max_concurrent_files = 1;
+    o.max_concurrent_blocks_per_file = 1;
+    o.flags = URT_BATCH_BLOCK_TX;
+    o.statement = tx_statement;
+    o.block_begin = tx_block_begin;
+    o.block_done = tx_block_done;
+    o.arg = r;
+    urt_batch *b;
+    cr_assert_eq(urt_batch_start(rt, &o, &b), 0, "urt_batch_start: %s", urt_last_error());
+    return b;
+}
+
+Test(batch, block_transactions_commit_durably, .timeout = 120)
+{
+    char *dir = test_tmpdir("urt-batch-tx"), *logdir = test_tmpdir("urt-batch-txlog");
+    char *f[3] = {e_csv(dir, "a.csv", 300), e_csv(dir, "b.csv", 250), e_csv(dir, "c.csv", 100)};
+    const char *files[3] = {f[0], f[1], f[2]};
+    static struct txrun r;
+    memset(&r, 0, sizeof(r));
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.log_dir = logdir;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_batch_options o;
+    urt_batch_options_init(&o);
+    urt_batch *b = tx_start(rt, files, 3, &r);
+    int st = urt_batch_wait(b, 60ull * 1000 * 1000 * 1000);
+    cr_assert_eq(st, 0, "%s", urt_batch_error(b));
+    struct urt_batch_stats s;
+    urt_batch_stats(b, &s);
+    urt_batch_release(b);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&r.bad), 0);
+    cr_assert_eq(atomic_load(&r.blocks_err), 0);
+    cr_assert_eq(atomic_load(&r.records_ok), 650);
+    cr_assert_eq(s.blocks_committed, atomic_load(&r.blocks_ok));
+    cr_assert_eq(s.statements, 650);
+    /* every committed block is in the log, whole */
+    static struct replayed rp;
+    memset(&rp, 0, sizeof(rp));
+    struct urt_log_recover_ops ops = {.record = on_replay};
+    cr_assert_eq(urt_log_recover(logdir, 0, &ops, &rp, NULL), 0, "%s", urt_last_error());
+    cr_assert_eq(rp.bad, 0);
+    cr_assert_eq(rp.records, 650);
+    cr_assert_eq(rp.n_tx, atomic_load(&r.blocks_ok));
+    for (uint32_t i = 0; i < atomic_load(&r.n_blocks); i++) {
+        uint32_t k = 0;
+        while (k < rp.n_tx && rp.tx[k] != r.blocks[i].tx_id)
+            k++;
+        cr_assert_lt(k, rp.n_tx, "block tx %llx not replayed", (unsigned long long)r.blocks[i].tx_id);
+        cr_assert_eq(rp.count[k], r.blocks[i].records, "block tx %llx: %llu records replayed, %llu committed",
+                     (unsigned long long)r.blocks[i].tx_id, (unsigned long long)rp.count[k],
+                     (unsigned long long)r.blocks[i].records);
+    }
+    for (int i = 0; i < 3; i++) {
+        unlink(f[i]);
+        free(f[i]);
+    }
+    test_remove_dir(dir);
+    test_remove_dir(logdir);
+}
+
+#if URT_FAULT_INJECTION
+#include "runtime/runtime.h"
+#include "tx/wal.h"
+
+/* A failed commit is the batch's error; the block's transaction is not replayed. */
+Test(batch, commit_failure, .timeout = 120)
+{
+    char *dir = test_tmpdir("urt-batch-cf"), *logdir = test_tmpdir("urt-batch-cflog");
+    char *f = e_csv(dir, "a.csv", 300);
+    const char *files[1] = {f};
+    static struct txrun r;
+    memset(&r, 0, sizeof(r));
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.log_dir = logdir;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    wal_inject_fault(((struct urt_runtime *)rt)->wal, WAL_FAULT_EIO); /* the next log write: block 0's */
+    urt_batch *b = tx_start(rt, files, 1, &r);
+    int st = urt_batch_wait(b, 60ull * 1000 * 1000 * 1000);
+    cr_assert_eq(st, -EIO, "%d %s", st, urt_batch_error(b));
+    char want[1200];
+    snprintf(want, sizeof(want), "file '%s' (#0), block 0, at byte 0: the block's commit failed: Input/output error",
+             f);
+    cr_assert_str_eq(urt_batch_error(b), want);
+    struct urt_batch_stats s;
+    urt_batch_stats(b, &s);
+    cr_assert_eq(s.blocks_committed, 0);
+    cr_assert_eq(s.blocks_done, 1, "no block may start after the error (%llu ended)",
+                 (unsigned long long)s.blocks_done);
+    cr_assert_eq(atomic_load(&r.blocks_err), 1);
+    urt_batch_release(b);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    static struct replayed rp;
+    memset(&rp, 0, sizeof(rp));
+    struct urt_log_recover_ops ops = {.record = on_replay};
+    cr_assert_eq(urt_log_recover(logdir, 0, &ops, &rp, NULL), 0, "%s", urt_last_error());
+    cr_assert_eq(rp.records, 0, "%llu records of the failed block replayed", (unsigned long long)rp.records);
+    unlink(f);
+    free(f);
+    test_remove_dir(dir);
+    test_remove_dir(logdir);
+}
+#endif
+
+/* ---- cancel, destroy, memory ---------------------------------------------------------- */
+
+struct crun {
+    _Atomic uint64_t stmts;
+    _Atomic uint32_t done_calls;
+    _Atomic int32_t status;
+    bool async;
+};
+
+struct ctask {
+    struct urt_task t;
+    struct urt_batch_stmt *s;
+};
+
+static enum urt_task_result c_finish(struct urt_task *t, void *arg)
+{
+    struct ctask *c = arg;
+    (void)t;
+    urt_batch_stmt_done(c->s, 0);
+    free(c);
+    return URT_TASK_DONE;
+}
+
+static void c_finish_cancelled(struct urt_task *t, void *arg)
+{
+    struct ctask *c = arg;
+    (void)t;
+    urt_batch_stmt_done(c->s, -ECANCELED); /* a statement's own tasks complete it when cancelled too */
+    free(c);
+}
+
+static int c_statement(struct urt_batch_stmt *s, void *arg)
+{
+    struct crun *r = arg;
+    atomic_fetch_add(&r->stmts, 1);
+    if (!r->async)
+        return 0;
+    struct ctask *c = malloc(sizeof(*c));
+    c->s = s;
+    urt_task_init(&c->t, c_finish, c);
+    c->t.cancel = c_finish_cancelled;
+    int rc = urt_job_submit(s->job, &c->t, 0);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    return URT_BATCH_PENDING;
+}
+
+static void c_done(urt_batch *b, int status, const char *message, void *arg)
+{
+    struct crun *r = arg;
+    (void)b;
+    (void)message;
+    atomic_store(&r->status, status);
+    atomic_fetch_add(&r->done_calls, 1);
+}
+
+static urt_batch *c_start(urt_runtime *rt, const char *const *files, uint32_t n, struct crun *r)
+{
+    struct urt_batch_options o;
+    urt_batch_options_init(&o);
+    o.files = files;
+    o.n_files = n;
+    o.block_bytes = 4096;
+    o.statement = c_statement;
+    o.done = c_done;
+    o.arg = r;
+    urt_batch *b;
+    cr_assert_eq(urt_batch_start(rt, &o, &b), 0, "urt_batch_start: %s", urt_last_error());
+    return b;
+}
+
+Test(batch, cancel_and_destroy_in_cancel_mode, .timeout = 120)
+{
+    char *dir = test_tmpdir("urt-batch-cancel");
+    enum { NF = 8 };
+    char *f[NF];
+    const char *files[NF];
+    for (int i = 0; i < NF; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "f%d.csv", i);
+        files[i] = f[i] = e_csv(dir, name, SCALE(20000, 5000));
+    }
+    for (int round = 0; round < 4; round++) {
+        static struct crun r;
+        memset(&r, 0, sizeof(r));
+        r.async = round % 2;
+        struct urt_config cfg;
+        test_config(&cfg, 2);
+        urt_runtime *rt = rt_create_or_skip(&cfg);
+        urt_batch *b = c_start(rt, files, NF, &r);
+        cr_assert(WAIT_UNTIL(atomic_load(&r.stmts) >= 200, 30000));
+        if (round < 2) { /* urt_batch_cancel */
+            cr_assert_eq(urt_batch_cancel(b), 0, "%s", urt_last_error());
+            cr_assert_eq(urt_batch_wait(b, 30ull * 1000 * 1000 * 1000), -ECANCELED);
+            cr_assert_str_eq(urt_batch_error(b), "cancelled by urt_batch_cancel");
+            cr_assert_eq(urt_batch_cancel(b), -EALREADY);
+            struct urt_batch_stats s;
+            urt_batch_stats(b, &s);
+            cr_assert_lt(s.statements, (uint64_t)NF * SCALE(20000, 5000));
+            cr_assert_eq(s.nodes, 0);
+            urt_batch_release(b);
+            rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+        } else { /* the runtime goes away under it */
+            urt_batch_release(b);
+            cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
+            leak_check();
+            int st = atomic_load(&r.status);
+            cr_assert(st == -ECANCELED || st == -ESHUTDOWN, "status %d", st);
+        }
+        cr_assert_eq(atomic_load(&r.done_calls), 1, "round %d: the callback ran %u times", round,
+                     atomic_load(&r.done_calls));
+    }
+    for (int i = 0; i < NF; i++) {
+        unlink(f[i]);
+        free(f[i]);
+    }
+    test_remove_dir(dir);
+}
+
+/* Many files: the tree holds what the limits allow, never more. */
+Test(batch, memory_bounded_with_many_files, .timeout = 120)
+{
+    char *dir = test_tmpdir("urt-batch-many");
+    enum { NF = 400 };
+    static char *f[NF];
+    static const char *files[NF];
+    for (int i = 0; i < NF; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "f%03d.csv", i);
+        files[i] = f[i] = e_csv(dir, name, 40 + i % 60);
+    }
+    static struct crun r;
+    memset(&r, 0, sizeof(r));
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_batch_options o;
+    urt_batch_options_init(&o);
+    o.files = files;
+    o.n_files = NF;
+    o.block_bytes = 256;
+    o.max_concurrent_files = 3;
+    o.max_concurrent_blocks_per_file = 2;
+    o.statement = c_statement;
+    o.done = c_done;
+    o.arg = &r;
+    urt_batch *b;
+    cr_assert_eq(urt_batch_start(rt, &o, &b), 0, "%s", urt_last_error());
+    cr_assert_eq(urt_batch_wait(b, 60ull * 1000 * 1000 * 1000), 0, "%s", urt_batch_error(b));
+    struct urt_batch_stats s;
+    urt_batch_stats(b, &s);
+    urt_batch_release(b);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    uint64_t total = 0;
+    for (int i = 0; i < NF; i++)
+        total += 40 + i % 60;
+    cr_assert_eq(s.statements, total);
+    cr_assert_eq(s.files_done, NF);
+    cr_assert_leq(s.max_files_in_flight, 3);
+    cr_assert_leq(s.max_nodes, 3 * (1 + 2), "peak %llu nodes", (unsigned long long)s.max_nodes);
+    cr_assert_leq(s.max_buffer_bytes, 3 * 2 * (256 + 256 + 1), "peak %llu buffer bytes",
+                  (unsigned long long)s.max_buffer_bytes);
+    cr_assert_eq(s.nodes, 0);
+    cr_assert_eq(s.buffer_bytes, 0);
+    for (int i = 0; i < NF; i++) {
+        unlink(f[i]);
+        free(f[i]);
+    }
+    test_remove_dir(dir);
+}
+
+/* A statement's job: tasks it adds to stmt->job finish before the statement
+ * completes, so before the next statement of its block starts. */
+struct nest {
+    _Atomic uint32_t tails[MAX_FILES][64];
+    _Atomic uint32_t stmts_seen[MAX_FILES][64];
+    _Atomic uint32_t bad;
+};
+
+struct ntail {
+    struct urt_task t;
+    _Atomic uint32_t *counter;
+};
+
+static enum urt_task_result n_tail(struct urt_task *t, void *arg)
+{
+    struct ntail *n = arg;
+    (void)t;
+    for (volatile int i = 0; i < 2000; i++)
+        ;
+    atomic_fetch_add(n->counter, 1);
+    free(n);
+    return URT_TASK_DONE;
+}
+
+static int n_statement(struct urt_batch_stmt *s, void *arg)
+{
+    struct nest *n = arg;
+    uint32_t fi = s->block->file, bi = (uint32_t)(s->block->index % 64);
+    uint32_t before = atomic_fetch_add(&n->stmts_seen[fi][bi], 1);
+    if (atomic_load(&n->tails[fi][bi]) != 2 * before)
+        atomic_fetch_add(&n->bad, 1); /* the previous statement's tasks had not finished */
+    for (int k = 0; k < 2; k++) {
+        struct ntail *t = malloc(sizeof(*t));
+        t->counter = &n->tails[fi][bi];
+        urt_task_init(&t->t, n_tail, t);
+        if (urt_job_submit(s->job, &t->t, 0) != 0) {
+            free(t);
+            atomic_fetch_add(&n->bad, 1);
+        }
+    }
+    return 0;
+}
+
+Test(batch, a_statement_is_its_jobs_tasks, .timeout = 60)
+{
+    char *dir = test_tmpdir("urt-batch-nest");
+    char *f[2] = {e_csv(dir, "a.csv", 300), e_csv(dir, "b.csv", 300)};
+    const char *files[2] = {f[0], f[1]};
+    static struct nest n;
+    memset(&n, 0, sizeof(n));
+    struct urt_config cfg;
+    test_config(&cfg, 3);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_batch_options o;
+    urt_batch_options_init(&o);
+    o.files = files;
+    o.n_files = 2;
+    o.block_bytes = 512;
+    o.statement = n_statement;
+    o.arg = &n;
+    urt_batch *b;
+    cr_assert_eq(urt_batch_start(rt, &o, &b), 0, "%s", urt_last_error());
+    cr_assert_eq(urt_job_wait(urt_batch_job(b), 60ull * 1000 * 1000 * 1000), 0); /* the batch's job ends with it */
+    cr_assert_eq(urt_batch_poll(b), 0, "%s", urt_batch_error(b));
+    urt_batch_release(b);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&n.bad), 0, "%u statements started before their predecessor's tasks finished",
+                 atomic_load(&n.bad));
+    uint32_t tails = 0;
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 64; k++)
+            tails += atomic_load(&n.tails[i][k]);
+    cr_assert_eq(tails, 2 * 600);
+    for (int i = 0; i < 2; i++) {
+        unlink(f[i]);
+        free(f[i]);
+    }
+    test_remove_dir(dir);
+}
