@@ -5,8 +5,9 @@
  *
  * Rules:
  *  1. bio_open / bio_read are called from a task of the batch's job (`job`),
- *     on a worker. They return 0 (the callback will run exactly once) or a
- *     -errno of the submission (the callback will not run).
+ *     on a worker: the callback then runs as a task of that job, on the same
+ *     worker (urt/io.h). They return 0 (the callback will run exactly once)
+ *     or a -errno of the submission (the callback will not run).
  *  2. The callback gets the result: for bio_open the new descriptor (>= 0;
  *     io->size holds the file's size) or -errno; for bio_read the number of
  *     bytes read — all of len unless the file ended first (short reads are
@@ -15,13 +16,15 @@
  *  3. One operation at a time per struct bio; it is the caller's again in the
  *     callback.
  * Memory ordering: none of its own; the continuation is a task (the runtime
- * orders the submission before the run).
+ * orders the submission before the run). Implementation: batch/bio.c.
  */
 #ifndef URT_BATCH_BIO_H
 #define URT_BATCH_BIO_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 
+#include <urt/io.h>
 #include <urt/job.h>
 #include <urt/task.h>
 
@@ -38,7 +41,8 @@ struct bio {
     int fd;
     char *buf;
     uint64_t off, len, got;
-    struct urt_task task;   /* the continuation */
+    struct urt_io uio;      /* the operation on the worker's ring */
+    struct statx stx;
 };
 
 void bio_init(struct bio *io, urt_job *job);
