@@ -19,6 +19,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 
 #include <urt/batch.h>
