@@ -129,8 +129,9 @@ Test(batch_parse, csv_more_leaves_the_window_untouched)
         size_t len = strlen(s);
         for (size_t avail = 0; avail < len; avail++) {
             static struct pw p;
-            pw_init(&p, s, len + 5, avail); /* the file goes on after s */
-            memcpy(p.buf + len, "zzzz\n", 5);
+            pw_init(&p, s, len, avail);
+            memcpy(p.buf + len, "zzzz\n", 5); /* the file goes on after s */
+            p.w.size = len + 5;
             char before[64];
             memcpy(before, p.buf, len);
             uint64_t next;
