@@ -68,7 +68,7 @@ bool batch_aborting(const struct urt_batch *b)
     return atomic_load_explicit(&b->error, memory_order_acquire) != 0;
 }
 
-static bool fail_record(struct urt_batch *b, int err, const char *msg)
+bool batch_fail_record(struct urt_batch *b, int err, const char *msg)
 {
     bool first = false;
     pthread_mutex_lock(&b->mu);
@@ -85,7 +85,7 @@ static bool fail_va(struct urt_batch *b, int err, const char *fmt, va_list ap)
 {
     char msg[sizeof(b->message)];
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    if (!fail_record(b, err, msg))
+    if (!batch_fail_record(b, err, msg))
         return false;
     for (struct bblock *w = tree_take_waiting(b), *n; w; w = n) {
         n = w->act_next;

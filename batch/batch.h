@@ -119,6 +119,9 @@ bool batch_aborting(const struct urt_batch *b);
  * was the first. Takes mu; then ends every block waiting for a start that
  * will not come. */
 bool batch_fail(struct urt_batch *b, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Only records it (no blocks ended): for the tree's own callers, which end
+ * the waiting blocks themselves (tree.c settle). Takes mu. */
+bool batch_fail_record(struct urt_batch *b, int err, const char *msg);
 /* batch_fail with the block's position prefixed ("file 'p' (#i), block k, ..."):
  * record_index < 0 names no record (offset is then the block's start). */
 bool block_fail(struct bblock *blk, int err, int64_t record_index, uint64_t offset, const char *fmt, ...)

@@ -29,9 +29,18 @@
  * its last statements finish (the loader waits by yielding before it reads a
  * third).
  *
+ * The flight word: the count of statements in flight and, in its top bit,
+ * LOADER_GONE (the loader task will not run again: it was cancelled). A
+ * statement's completion pushes its slot, then decrements the count with one
+ * acq_rel RMW — its last access to the load, which may be freed right after
+ * (the loader sees 0, commits, the batch ends) — and only the RMW that leaves
+ * "gone, 0 in flight" ends the load itself; the cancel sets the bit with one
+ * RMW and ends it if it saw 0. One word, so exactly one of them sees the
+ * other (no Dekker pair of two words to get wrong).
+ *
  * Memory ordering: `done` push (release CAS) / take (acquire exchange): the
- * loader sees a slot's status and its statement's writes; in_flight:
- * release decrement after the push / acquire load by the loader. Everything
+ * loader sees a slot's status and its statement's writes; the flight word:
+ * acq_rel decrement after the push / acquire load by the loader. Everything
  * else belongs to the loader (one step at a time: the task, or the
  * continuation that replaces it while it is not queued).
  */
@@ -65,6 +74,9 @@ struct lslot {
  * read or the commit is in flight: its callback goes on), or the end. */
 enum { L_GO = 0, L_YIELD, L_WAIT, L_END };
 
+#define LOADER_GONE (1u << 31)
+#define IN_FLIGHT(v) ((v) & ~LOADER_GONE)
+
 struct bload {
     struct urt_batch *b;
     urt_tx *tx;
@@ -77,12 +89,12 @@ struct bload {
     uint32_t nfields;
     bool file_open, prologue_done, input_done;
     _Atomic uint32_t ending;      /* the end ran (once) */
-    _Atomic uint32_t loader_gone; /* the loader task will not run again (cancelled) */
+
     struct lblock *cur, *prev;
     /* slots */
     struct lslot *free;
     _Atomic(struct lslot *) done;
-    _Atomic uint32_t in_flight;
+    _Atomic uint32_t in_flight;   /* statements in flight | LOADER_GONE */
     uint32_t slots;
     _Atomic uint32_t max_in_flight;
     _Atomic uint64_t runs, yields;
@@ -165,13 +177,16 @@ static void load_fail(struct bload *l, int err, uint64_t at, const char *what)
 static enum urt_task_result loader_run(struct urt_task *t, void *arg);
 
 /* The loader task will not run again: the last statement to come back ends
- * the load (Dekker pair with slot_done: gone, then in_flight; in_flight, then
- * gone; seq_cst, so at least one of the two sees the other). */
+ * the load (the flight word, above). */
 static void loader_gone(struct bload *l)
 {
-    atomic_store_explicit(&l->loader_gone, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&l->in_flight, memory_order_seq_cst) == 0)
+    if (IN_FLIGHT(atomic_fetch_or_explicit(&l->in_flight, LOADER_GONE, memory_order_acq_rel)) == 0)
         loader_commit_or_abort(l);
+}
+
+static inline uint32_t in_flight(struct bload *l)
+{
+    return IN_FLIGHT(atomic_load_explicit(&l->in_flight, memory_order_acquire));
 }
 
 static void loader_cancel(struct urt_task *t, void *arg)
@@ -238,9 +253,8 @@ static void slot_done(urt_job *job, int status, void *arg)
     do
         s->next = head;
     while (!atomic_compare_exchange_weak_explicit(&l->done, &head, s, memory_order_release, memory_order_relaxed));
-    /* s is the loader's from here; seq_cst: the Dekker pair of loader_gone */
-    if (atomic_fetch_sub_explicit(&l->in_flight, 1, memory_order_seq_cst) == 1 &&
-        atomic_load_explicit(&l->loader_gone, memory_order_seq_cst))
+    /* s is the loader's from here, and l may be gone right after (the flight word) */
+    if (atomic_fetch_sub_explicit(&l->in_flight, 1, memory_order_acq_rel) == (LOADER_GONE | 1))
         loader_commit_or_abort(l);
 }
 
@@ -275,7 +289,7 @@ static int dispatch(struct bload *l, struct lslot *s, const struct parse_fields 
     s->blk = blk;
     blk->refs++;
     l->cursor = next;
-    uint32_t n = atomic_fetch_add_explicit(&l->in_flight, 1, memory_order_relaxed) + 1;
+    uint32_t n = IN_FLIGHT(atomic_fetch_add_explicit(&l->in_flight, 1, memory_order_relaxed)) + 1;
     if (n > atomic_load_explicit(&l->max_in_flight, memory_order_relaxed))
         atomic_store_explicit(&l->max_in_flight, n, memory_order_relaxed); /* the loader's only */
     int rc = stmt_launch(st, slot_done, s);
@@ -450,7 +464,7 @@ static int run_records(struct bload *l)
             retire(l);
             continue;
         }
-        if (atomic_load_explicit(&l->in_flight, memory_order_acquire) >= b->opt.max_statements)
+        if (in_flight(l) >= b->opt.max_statements)
             return L_YIELD;
         struct lslot *s = slot_take(l);
         if (!s) {
@@ -486,7 +500,7 @@ static int loader_step(struct bload *l)
     if (r == L_WAIT || r == L_YIELD)
         return r;
     /* the input is done or the batch failed: wait for the statements */
-    if (atomic_load_explicit(&l->in_flight, memory_order_acquire) != 0)
+    if (in_flight(l) != 0)
         return L_YIELD;
     reclaim(l);
     loader_commit_or_abort(l);

@@ -215,8 +215,12 @@ static void file_open_cancel(struct urt_task *t, void *arg);
 
 static void acts_run(struct urt_batch *b, struct acts *a)
 {
-    if (a->oom)
-        batch_fail(b, -ENOMEM, "out of memory for a file or block of the batch");
+    if (a->oom) { /* the failure may have left blocks waiting, or nothing in flight */
+        batch_fail_record(b, -ENOMEM, "out of memory for a file or block of the batch");
+        pthread_mutex_lock(&b->mu);
+        settle(b, a);
+        pthread_mutex_unlock(&b->mu);
+    }
     if (a->dispose) {
         bio_close(a->dispose->fd);
         a->dispose->state = NODE_DISPOSED;
@@ -238,17 +242,6 @@ static void acts_run(struct urt_batch *b, struct acts *a)
     for (struct bblock *blk = a->end, *n; blk; blk = n) {
         n = blk->act_next;
         block_end(blk, -ECANCELED);
-    }
-    if (a->oom) { /* the failure may have left nothing in flight */
-        pthread_mutex_lock(&b->mu);
-        struct acts more = {0};
-        settle(b, &more);
-        pthread_mutex_unlock(&b->mu);
-        a->tree_done |= more.tree_done;
-        for (struct bblock *blk = more.end, *n; blk; blk = n) {
-            n = blk->act_next;
-            block_end(blk, -ECANCELED);
-        }
     }
     if (a->tree_done)
         batch_tree_done(b); /* last: b may be gone after it */
