@@ -1150,3 +1150,25 @@ Test(batch, a_statement_is_its_jobs_tasks, .timeout = 60)
     }
     test_remove_dir(dir);
 }
+
+/* Random configurations against the same model (seed printed). */
+Test(batch, random_configurations_against_the_model, .timeout = 300)
+{
+    uint64_t seed = now_ns() | 1, rng = seed;
+    cr_log_info("seed %llu", (unsigned long long)seed);
+    for (int i = 0; i < SCALE(24, 6); i++) {
+        struct cfg c = {
+            .workers = 1 + (uint32_t)(rng_next(&rng) % 4),
+            .files = 1 + (uint32_t)(rng_next(&rng) % 10),
+            .recs = 20 + (uint32_t)(rng_next(&rng) % 300),
+            .block_bytes = 64 + rng_next(&rng) % 2000,
+            .max_files = 1 + (uint32_t)(rng_next(&rng) % 4),
+            .max_blocks = 1 + (uint32_t)(rng_next(&rng) % 4),
+            .binary = rng_next(&rng) % 3 == 0,
+            .crlf = rng_next(&rng) % 4 == 0,
+            .async = rng_next(&rng) % 2,
+        };
+        c.header = !c.binary && rng_next(&rng) % 3 == 0;
+        run_matrix_one(&c);
+    }
+}
