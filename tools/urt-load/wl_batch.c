@@ -391,6 +391,7 @@ static int check_log(struct bl *bl, const char *dir)
 
 struct it_result {
     double secs, rate, grow_mib, rss0_mib, cpu_pct;
+    uint64_t tasks_w0, tasks_w1;
     struct urt_batch_stats st;
     struct urt_log_stats log;
 };
@@ -428,6 +429,7 @@ static int run_batch(struct bl *bl, urt_runtime *rt, struct it_result *res)
     o.block_done = block_done;
     o.done = batch_done;
     o.arg = bl;
+    struct urt_stats *s0 = urt_stats_snapshot(rt); /* per-worker counters (stderr), before the RSS baseline */
     malloc_trim(0);
     bool hwm_ok = reset_hwm();
     long rss0 = status_kb("VmRSS");
@@ -442,6 +444,13 @@ static int run_batch(struct bl *bl, urt_runtime *rt, struct it_result *res)
     long hwm1 = status_kb("VmHWM");
     uint64_t cpu1 = measure_cpu_ns();
     uint64_t t1 = atomic_load_explicit(&bl->t1, memory_order_relaxed);
+    struct urt_stats *s1 = urt_stats_snapshot(rt); /* after the VmHWM read */
+    if (s0 && s1 && s1->n_workers >= 2) {
+        res->tasks_w0 = s1->workers[0].tasks_run - s0->workers[0].tasks_run;
+        res->tasks_w1 = s1->workers[1].tasks_run - s0->workers[1].tasks_run;
+    }
+    urt_stats_free(s0);
+    urt_stats_free(s1);
     urt_batch_stats(b, &res->st);
     urt_batch_release(b);
     urt_log_stats(rt, &res->log);
@@ -460,12 +469,13 @@ static void note_iteration(int it, const struct it_result *r)
     measure_note(WL,
                  "iteration %d%s: %.3f s, %.0f records/s, peak RSS growth %.1f MiB (VmRSS at t0 %.1f MiB), "
                  "blocks %llu (committed %llu), statements %llu, peak blocks in flight %u, peak block buffers "
-                 "%.1f MiB, log: %llu fsyncs, %.1f MiB written, cpu_pct %.1f",
+                 "%.1f MiB, log: %llu fsyncs, %.1f MiB written, cpu_pct %.1f, tasks run per worker %llu %llu",
                  it, it < BL_WARMUP ? " (warm-up)" : "", r->secs, r->rate, r->grow_mib, r->rss0_mib,
                  (unsigned long long)r->st.blocks_done, (unsigned long long)r->st.blocks_committed,
                  (unsigned long long)r->st.statements, r->st.max_blocks_in_flight,
                  (double)r->st.max_buffer_bytes / 1048576.0, (unsigned long long)r->log.fsyncs,
-                 (double)r->log.bytes / 1048576.0, r->cpu_pct);
+                 (double)r->log.bytes / 1048576.0, r->cpu_pct, (unsigned long long)r->tasks_w0,
+                 (unsigned long long)r->tasks_w1);
 }
 
 /* One iteration: a fresh runtime on a fresh log directory, a fresh table. */
