@@ -136,12 +136,10 @@ static int add_entry(struct kvt_shard *s)
     return 0;
 }
 
-int kvt_put(struct kvtable *t, uint64_t key, const char *value)
+/* One insert into s (locked). */
+static int put_locked(struct kvt_shard *s, uint64_t key, uint64_t h, const char *value)
 {
-    uint64_t h = mix(key);
-    struct kvt_shard *s = &t->s[h % KVT_SHARDS];
     int rc = 0;
-    pthread_mutex_lock(&s->mu);
     if ((!s->index || 4 * (uint64_t)(s->n + 1) > 3 * (uint64_t)s->slots) && (rc = grow_index(s)) != 0)
         goto out;
     uint32_t slot = probe(s, key, h);
@@ -160,7 +158,61 @@ int kvt_put(struct kvtable *t, uint64_t key, const char *value)
     memcpy(e->value, value, KVT_VALUE);
     s->index[slot] = tag_of(h) << 24 | ++s->n;
 out:
+    return rc;
+}
+
+int kvt_put(struct kvtable *t, uint64_t key, const char *value)
+{
+    uint64_t h = mix(key);
+    struct kvt_shard *s = &t->s[h % KVT_SHARDS];
+    pthread_mutex_lock(&s->mu);
+    int rc = put_locked(s, key, h, value);
     pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+struct hitem {
+    uint64_t h, key;
+    const char *value;
+};
+
+#define KVT_PREFETCH 8 /* items ahead */
+
+/* items of one shard, in order, under its lock */
+static int put_run(struct kvt_shard *s, const struct hitem *v, size_t n)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (i + KVT_PREFETCH < n && s->index)
+            __builtin_prefetch(&s->index[((v[i + KVT_PREFETCH].h >> 32) * (uint64_t)s->slots) >> 32]);
+        rc = put_locked(s, v[i].key, v[i].h, v[i].value);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int kvt_put_many(struct kvtable *t, const struct kvt_item *items, size_t n)
+{
+    struct hitem *v = malloc((n ? n : 1) * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    size_t count[KVT_SHARDS + 1] = {0};
+    for (size_t i = 0; i < n; i++)
+        count[mix(items[i].key) % KVT_SHARDS + 1]++;
+    for (int k = 0; k < KVT_SHARDS; k++)
+        count[k + 1] += count[k]; /* count[k]: where shard k's items start */
+    size_t at[KVT_SHARDS];
+    memcpy(at, count, sizeof(at));
+    for (size_t i = 0; i < n; i++) { /* stable: a key's puts keep their order */
+        uint64_t h = mix(items[i].key);
+        v[at[h % KVT_SHARDS]++] = (struct hitem){h, items[i].key, items[i].value};
+    }
+    int rc = 0;
+    for (int k = 0; k < KVT_SHARDS && !rc; k++)
+        if (count[k + 1] > count[k])
+            rc = put_run(&t->s[k], v + count[k], count[k + 1] - count[k]);
+    free(v);
     return rc;
 }
 

@@ -25,6 +25,15 @@ struct kvtable *kvt_new(void);
 void kvt_free(struct kvtable *t);
 /* 0, or -ENOMEM, -ENOSPC. */
 int kvt_put(struct kvtable *t, uint64_t key, const char *value);
+
+/* Many puts at once (a block's write set): grouped by shard, one lock per
+ * shard, the index slots prefetched a few items ahead. Same result as
+ * kvt_put of each item in order (for one key, the last one wins). */
+struct kvt_item {
+    uint64_t key;
+    const char *value; /* KVT_VALUE bytes */
+};
+int kvt_put_many(struct kvtable *t, const struct kvt_item *items, size_t n);
 /* true and the value copied to out, or false. */
 bool kvt_get(struct kvtable *t, uint64_t key, char *out);
 uint64_t kvt_count(struct kvtable *t);

@@ -61,13 +61,10 @@
 
 static const char *const WL = "batch_load";
 
-struct ws_entry {
-    uint64_t key;
-    const char *value; /* in the block's buffer: alive until block_done returns */
-};
-
+/* A block's write set: (key, value in the block's buffer, alive until
+ * block_done returns). */
 struct write_set {
-    struct ws_entry *v;
+    struct kvt_item *v;
     size_t n, cap;
 };
 
@@ -225,13 +222,13 @@ static int statement(struct urt_batch_stmt *s, void *arg)
     struct write_set *ws = s->block->user;
     if (ws->n == ws->cap) {
         size_t cap = ws->cap * 2;
-        struct ws_entry *v = realloc(ws->v, cap * sizeof(*v));
+        struct kvt_item *v = realloc(ws->v, cap * sizeof(*v));
         if (!v)
             return urt_batch_stmt_error(s, -ENOMEM, "out of memory for the write set");
         ws->v = v;
         ws->cap = cap;
     }
-    ws->v[ws->n++] = (struct ws_entry){key, s->fields[1].data};
+    ws->v[ws->n++] = (struct kvt_item){key, s->fields[1].data};
     return 0;
 }
 
@@ -259,12 +256,9 @@ static void block_done(struct urt_batch_block *blk, int status, void *arg)
     struct write_set *ws = blk->user;
     if (!ws)
         return;
-    for (size_t i = 0; status == 0 && i < ws->n; i++)
-        if (kvt_put(bl->table, ws->v[i].key, ws->v[i].value) != 0) {
-            atomic_store(&bl->failed, 1);
-            break;
-        }
-    if (status == 0)
+    if (status == 0 && kvt_put_many(bl->table, ws->v, ws->n) != 0)
+        atomic_store(&bl->failed, 1);
+    else if (status == 0)
         atomic_fetch_add_explicit(&bl->applied, ws->n, memory_order_relaxed);
     free(ws->v);
     free(ws);
