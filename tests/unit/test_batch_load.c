@@ -98,14 +98,37 @@ static void l_done(urt_batch *b, int status, const char *message, void *arg)
     atomic_fetch_add(&r->done_calls, 1);
 }
 
-static char *l_csv(const char *dir, const char *name, uint32_t n)
+static void put_field(FILE *fp, const char *f)
+{
+    uint32_t len = (uint32_t)strlen(f);
+    fwrite(&len, 4, 1, fp);
+    fwrite(f, 1, len + 1, fp); /* with its 0x00 */
+}
+
+/* n records (i, "value, i"): CSV (with a header line if asked) or binary */
+static char *l_file(const char *dir, const char *name, uint32_t n, bool binary, bool header)
 {
     char *p = malloc(1024);
     snprintf(p, 1024, "%s/%s", dir, name);
     FILE *fp = fopen(p, "w");
     cr_assert_not_null(fp);
-    for (uint32_t i = 0; i < n; i++)
-        fprintf(fp, "%u,\"value, %u\"\n", i, i);
+    if (binary)
+        fwrite("URTBIN1\n", 1, 8, fp);
+    if (header)
+        fprintf(fp, "id,value\n");
+    for (uint32_t i = 0; i < n; i++) {
+        if (!binary) {
+            fprintf(fp, "%u,\"value, %u\"\n", i, i);
+            continue;
+        }
+        char a[16], v[32];
+        snprintf(a, sizeof(a), "%u", i);
+        snprintf(v, sizeof(v), "value, %u", i);
+        uint32_t body = (uint32_t)(4 + strlen(a) + 1 + 4 + strlen(v) + 1);
+        fwrite(&body, 4, 1, fp);
+        put_field(fp, a);
+        put_field(fp, v);
+    }
     fclose(fp);
     return p;
 }
@@ -135,7 +158,7 @@ struct lcfg {
     uint32_t files, recs, slots, yields;
     uint64_t block_bytes;
     int fail_at;
-    bool missing_second;
+    bool missing_second, binary, header;
 };
 
 /* Runs one load; returns its status, fills stats and what recovery found. */
@@ -147,7 +170,7 @@ static int l_run(const struct lcfg *c, struct lrun *r, struct urt_batch_stats *s
     for (uint32_t i = 0; i < c->files; i++) {
         char name[32];
         snprintf(name, sizeof(name), "f%u.csv", i);
-        files[i] = f[i] = l_csv(dir, name, c->recs + i * 13);
+        files[i] = f[i] = l_file(dir, name, c->recs + i * 13, c->binary, c->header);
     }
     if (c->missing_second)
         unlink(f[1]);
@@ -163,7 +186,9 @@ static int l_run(const struct lcfg *c, struct lrun *r, struct urt_batch_stats *s
     o.files = files;
     o.n_files = c->files;
     o.block_bytes = c->block_bytes;
-    o.flags = URT_BATCH_TRANSACTIONAL;
+    o.flags = URT_BATCH_TRANSACTIONAL | (c->header ? URT_BATCH_CSV_HEADER : 0);
+    o.format = c->binary ? URT_BATCH_BINARY : URT_BATCH_CSV;
+    o.fields = 2;
     o.max_statements = c->slots;
     o.statement = l_statement;
     o.done = l_done;
@@ -195,6 +220,10 @@ Test(batch_load, slot_limit_and_yielding, .timeout = 120)
         {.files = 2, .recs = SCALE(300, 100), .slots = 1, .yields = 1, .block_bytes = 256, .fail_at = -1},
         {.files = 4, .recs = SCALE(500, 150), .slots = 64, .yields = 2, .block_bytes = 4096, .fail_at = -1},
         {.files = 1, .recs = SCALE(2000, 500), .slots = 10000, .yields = 0, .block_bytes = 1u << 20, .fail_at = -1},
+        {.files = 3, .recs = SCALE(300, 100), .slots = 5, .yields = 2, .block_bytes = 300, .fail_at = -1,
+         .binary = true},
+        {.files = 2, .recs = SCALE(300, 100), .slots = 7, .yields = 1, .block_bytes = 200, .fail_at = -1,
+         .header = true},
     };
     for (size_t i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++) {
         const struct lcfg *c = &cfgs[i];
