@@ -230,6 +230,8 @@ static void check_fields(struct run *run, struct urt_batch_stmt *s)
         model_bad(m, "file %u record %u ran twice", fi, r);
 }
 
+static pthread_mutex_t model_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void enter(struct run *run, struct urt_batch_stmt *s)
 {
     struct model *m = run->m;
@@ -240,20 +242,23 @@ static void enter(struct run *run, struct urt_batch_stmt *s)
     int32_t mx = atomic_load(&m->max_blocks_running);
     while (b > mx && !atomic_compare_exchange_weak(&m->max_blocks_running, &mx, b))
         ;
+    pthread_mutex_lock(&model_mu); /* a file's count and the files' count change together */
     if (atomic_fetch_add(&m->f[fi].in_flight, 1) == 0) {
         int32_t fr = atomic_fetch_add(&m->files_running, 1) + 1;
-        int32_t fm = atomic_load(&m->max_files_running);
-        while (fr > fm && !atomic_compare_exchange_weak(&m->max_files_running, &fm, fr))
-            ;
+        if (fr > atomic_load(&m->max_files_running))
+            atomic_store(&m->max_files_running, fr);
     }
+    pthread_mutex_unlock(&model_mu);
 }
 
 static void leave(struct run *run, struct urt_batch_stmt *s)
 {
     struct model *m = run->m;
     uint32_t fi = s->block->file;
+    pthread_mutex_lock(&model_mu);
     if (atomic_fetch_sub(&m->f[fi].in_flight, 1) == 1)
         atomic_fetch_sub(&m->files_running, 1);
+    pthread_mutex_unlock(&model_mu);
     atomic_fetch_sub(&m->blocks_running[fi], 1);
     atomic_fetch_sub(&run->stmt_busy[fi][s->block->index % 64], 1);
     atomic_fetch_add(&m->statements, 1);
