@@ -294,8 +294,9 @@ struct urt_batch_stats {
     uint64_t nodes, max_nodes;       /* file and block nodes alive now / at the peak */
 };
 
-/* Reads the counters (a consistent snapshot, taken under the batch's lock).
- * Returns 0 or -EINVAL (NULL batch or out). Any thread. */
+/* Reads the counters: a consistent snapshot of the tree's (taken under the
+ * batch's lock); the loader's counters of a transactional load are read
+ * beside it, relaxed. Returns 0 or -EINVAL (NULL batch or out). Any thread. */
 URT_API int urt_batch_stats(const urt_batch *batch, struct urt_batch_stats *out);
 
 /* Lifecycle rule 3. Any thread. */
