@@ -683,3 +683,84 @@ Test(errors, io, .timeout = 30)
                     -EBUSY, -ENOMEM);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- urt/batch.h --------------------------------------------------------------------------------- */
+
+#define BATCH_START_CODES -EINVAL, -EOPNOTSUPP, -ENOMEM, -ESHUTDOWN
+
+static _Atomic(struct urt_batch_stmt *) g_held; /* a statement kept pending until the test lets it go */
+
+static int batch_stmt_hold(struct urt_batch_stmt *s, void *arg)
+{
+    (void)arg;
+    atomic_store(&g_held, s);
+    return URT_BATCH_PENDING;
+}
+
+static int batch_wait_call(void *b)
+{
+    return urt_batch_wait(b, URT_WAIT_FOREVER);
+}
+
+Test(errors, batches, .timeout = 30)
+{
+    urt_runtime *rt = make_rt(2, 0);
+    char path[] = "/tmp/urt-errors-batch.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "a,b\n", 4), 4);
+    close(fd);
+    const char *files[1] = {path};
+    struct urt_batch_options o;
+    urt_batch *b = NULL;
+#define BATCH_OPT(stmt)                                                                                      \
+    (urt_batch_options_init(&o), o.files = files, o.n_files = 1, o.statement = batch_stmt_hold, stmt, &o)
+    CHECK(urt_batch_start(NULL, BATCH_OPT((void)0), &b), "urt_batch_start", "rt", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, NULL, &b), "urt_batch_start", "opt", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT((void)0), NULL), "urt_batch_start", "out", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.n_files = 0), &b), "urt_batch_start", "n_files", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.statement = NULL), &b), "urt_batch_start", "statement",
+          BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.format = (enum urt_batch_format)5), &b), "urt_batch_start", "format",
+          BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.flags = 0x80), &b), "urt_batch_start", "flags", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.block_bytes = 1), &b), "urt_batch_start", "block_bytes",
+          BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.max_concurrent_files = 0), &b), "urt_batch_start",
+          "max_concurrent_files", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.reserved[0] = 1), &b), "urt_batch_start", "reserved", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.flags = URT_BATCH_BLOCK_TX), &b), "urt_batch_start", "write-ahead log",
+          BATCH_START_CODES);
+    struct urt_batch_stmt dummy = {0};
+    CHECK(urt_batch_stmt_done(NULL, 0), "urt_batch_stmt_done", "stmt", -EINVAL, -EALREADY);
+    CHECK(urt_batch_stmt_done(&dummy, 3), "urt_batch_stmt_done", "positive", -EINVAL, -EALREADY);
+    CHECK(urt_batch_stmt_error(NULL, -EIO, "x"), "urt_batch_stmt_error", "stmt", -EINVAL);
+    CHECK(urt_batch_cancel(NULL), "urt_batch_cancel", "batch", -EINVAL, -EALREADY);
+    CHECK(urt_batch_poll(NULL), "urt_batch_poll", "batch", -EINVAL);
+    CHECK(urt_batch_wait(NULL, 0), "urt_batch_wait", "batch", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    struct urt_batch_stats st;
+    CHECK(urt_batch_stats(NULL, &st), "urt_batch_stats", "batch", -EINVAL);
+    cr_assert_str_eq(urt_batch_error(NULL), "");
+    cr_assert_null(urt_batch_job(NULL));
+    cr_assert(!urt_batch_aborting(NULL));
+    urt_batch_release(NULL);
+
+    /* a batch whose one statement is held pending */
+    atomic_store(&g_held, NULL);
+    cr_assert_eq(urt_batch_start(rt, BATCH_OPT((void)0), &b), 0, "%s", urt_last_error());
+    CHECK(urt_batch_stats(b, NULL), "urt_batch_stats", "out", -EINVAL);
+    CHECK(urt_batch_wait(b, 1000000), "urt_batch_wait", "did not end", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    CHECK_ON_WORKER(rt, batch_wait_call, b, "urt_batch_wait", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_held) != NULL, 5000));
+    struct urt_batch_stmt *s = atomic_load(&g_held);
+    CHECK(urt_batch_stmt_error(s, -EDOM, "field %s is bad", s->fields[0].data), "urt_batch_stmt_error",
+          "field a is bad", -EDOM);
+    CHECK(urt_batch_cancel(b), "urt_batch_cancel", "failed before", -EINVAL, -EALREADY);
+    cr_assert_eq(urt_batch_stmt_done(s, 0), 0);
+    cr_assert_eq(urt_batch_wait(b, URT_WAIT_FOREVER), -EDOM);
+    CHECK(urt_batch_cancel(b), "urt_batch_cancel", "ended", -EINVAL, -EALREADY);
+    urt_batch_release(b);
+#undef BATCH_OPT
+    unlink(path);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
