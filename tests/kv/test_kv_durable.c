@@ -1,0 +1,228 @@
+/*
+ * tests/kv/test_kv_durable.c — urt-kv's durability modes, recovery and
+ * checkpoints, through the binary:
+ *  - a restart keeps every write and every key's expiry (stored, available);
+ *  - kill -9 under a SET load in `stored` mode, several cycles: after each
+ *    restart every SET that was answered OK is there with its value (each
+ *    client writes its own keys in order and remembers the last one answered);
+ *  - checkpoints: with a small --checkpoint-mb the server writes snapshots
+ *    and checkpoints the log under load; kill -9 then restart recovers from
+ *    the snapshot plus the log above it, and the log's closed segments are
+ *    deleted;
+ *  - an expiry survives a restart and still happens after it.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+
+#include "helpers.h"
+#include "kv_client.h"
+
+static struct kvs srv;
+
+static void paths(void)
+{
+    memset(&srv, 0, sizeof(srv));
+    kvs_paths(&srv, "dur");
+}
+
+static void cleanup(void)
+{
+    kvs_cleanup(&srv);
+}
+
+TestSuite(kv_durable, .init = paths, .fini = cleanup, .timeout = 300);
+
+static void start_mode(const char *mode, const char *checkpoint_mb)
+{
+    const char *const extra[] = {"--dir", srv.data, "--durability", mode, "--checkpoint-mb", checkpoint_mb, NULL};
+    kvs_start(&srv, extra);
+}
+
+static void restart_keeps_everything(const char *mode)
+{
+    start_mode(mode, "0");
+    struct kvc *c = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(c, "SET a 1"), "+OK");
+    cr_assert_str_eq(kvc_cmd(c, "SET gone x"), "+OK");
+    cr_assert_str_eq(kvc_cmd(c, "FLUSHALL"), "+OK");
+    cr_assert_str_eq(kvc_cmd(c, "MSET a 2 b 3"), "+OK");
+    cr_assert_str_eq(kvc_cmd(c, "INCRBY b 10"), ":13");
+    cr_assert_str_eq(kvc_cmd(c, "SET t v EX 1000"), "+OK");
+    cr_assert_str_eq(kvc_cmd(c, "SET d x"), "+OK");
+    cr_assert_str_eq(kvc_cmd(c, "DEL d"), ":1");
+    cr_assert_str_eq(kvc_cmd(c, "SET p v EX 1000"), "+OK");
+    cr_assert_str_eq(kvc_cmd(c, "PERSIST p"), ":1");
+    kvc_close(c);
+    kvs_stop(&srv, false);
+    start_mode(mode, "0");
+    c = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(c, "MGET a b t d gone p"), "*6[$2,$13,$v,$nil,$nil,$v]");
+    const char *ttl = kvc_cmd(c, "TTL t");
+    cr_assert(!strcmp(ttl, ":1000") || !strcmp(ttl, ":999"), "TTL t after the restart: %s", ttl);
+    cr_assert_str_eq(kvc_cmd(c, "TTL p"), ":-1");
+    cr_assert_str_eq(kvc_cmd(c, "DBSIZE"), ":4");
+    kvc_close(c);
+    kvs_stop(&srv, false);
+}
+
+Test(kv_durable, stored_restart_keeps_every_write)
+{
+    restart_keeps_everything("stored");
+}
+
+Test(kv_durable, available_restart_keeps_every_write)
+{
+    restart_keeps_everything("available");
+}
+
+Test(kv_durable, an_expiry_survives_a_restart)
+{
+    start_mode("stored", "0");
+    struct kvc *c = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(c, "SET e v PX 1500"), "+OK");
+    kvc_close(c);
+    kvs_stop(&srv, true);
+    start_mode("stored", "0");
+    c = kvc_open(&srv, false);
+    const char *pttl = kvc_cmd(c, "PTTL e");
+    long ms = atol(pttl + 1);
+    cr_assert(pttl[0] == ':' && ms > 0 && ms <= 1500, "PTTL after restart: %s", pttl);
+    cr_assert(WAIT_UNTIL(!strcmp(kvc_cmd(c, "DBSIZE"), ":0"), 5000), "the key did not expire after the restart");
+    kvc_close(c);
+    kvs_stop(&srv, false);
+}
+
+/* ---- kill -9 under load ------------------------------------------------------------------ */
+
+struct loader {
+    int id, cycle;
+    long acked;           /* the last sequence number answered +OK (-1: none) */
+    bool value_bytes;     /* bigger values (checkpoint test) */
+};
+
+static void value_of(const struct loader *l, long seq, char *v, size_t cap)
+{
+    int n = snprintf(v, cap, "v%d.%d.%ld", l->cycle, l->id, seq);
+    if (l->value_bytes)
+        for (; n < 1000 && (size_t)n + 1 < cap; n++)
+            v[n] = (char)('a' + (seq + n) % 26);
+    v[n] = 0;
+}
+
+/* Writes keys k<cycle>.<id>.<seq> with 8 requests in flight until the
+ * connection dies; acked = the last answered in order. */
+static void *loader_main(void *arg)
+{
+    struct loader *l = arg;
+    l->acked = -1;
+    struct kvc *c = calloc(1, sizeof(*c));
+    c->fd = kvc_connect_fd(&srv, false);
+    if (c->fd < 0) {
+        free(c);
+        return NULL;
+    }
+    long sent = 0;
+    for (;;) {
+        while (sent - l->acked <= 8) {
+            char k[64], v[1100], req[1300];
+            snprintf(k, sizeof(k), "k%d.%d.%ld", l->cycle, l->id, sent);
+            value_of(l, sent, v, sizeof(v));
+            int n = snprintf(req, sizeof(req), "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", strlen(k), k,
+                             strlen(v), v);
+            if (kvc_send(c, req, (size_t)n))
+                goto out;
+            sent++;
+        }
+        char line[64];
+        if (kvc_line(c, line, sizeof(line)) || strcmp(line, "+OK"))
+            goto out;
+        l->acked++;
+    }
+out:
+    kvc_close(c);
+    return NULL;
+}
+
+static void check_acked(const struct loader *ls, int n, long *checked)
+{
+    struct kvc *c = kvc_open(&srv, false);
+    for (int i = 0; i < n; i++)
+        for (long seq = 0; seq <= ls[i].acked; seq++) {
+            char v[1100], want[1102];
+            value_of(&ls[i], seq, v, sizeof(v));
+            snprintf(want, sizeof(want), "$%s", v);
+            const char *got = kvc_cmd(c, "GET k%d.%d.%ld", ls[i].cycle, ls[i].id, seq);
+            cr_assert_str_eq(got, want, "cycle %d client %d: SET %ld was answered OK (of %ld) but is %s after kill -9",
+                             ls[i].cycle, i, seq, ls[i].acked, got);
+            (*checked)++;
+        }
+    kvc_close(c);
+}
+
+static void kill9_cycles(int cycles, uint64_t load_ms, const char *checkpoint_mb, bool big, long *acked_total,
+                         long *checked)
+{
+    enum { CLIENTS = 4 };
+    static struct loader all[16][CLIENTS];
+    for (int cy = 0; cy < cycles; cy++) {
+        start_mode("stored", checkpoint_mb);
+        for (int p = 0; p < cy; p++) /* everything answered in earlier cycles survived every restart */
+            check_acked(all[p], CLIENTS, checked);
+        pthread_t th[CLIENTS];
+        for (int i = 0; i < CLIENTS; i++) {
+            all[cy][i] = (struct loader){.id = i, .cycle = cy, .value_bytes = big};
+            pthread_create(&th[i], NULL, loader_main, &all[cy][i]);
+        }
+        sleep_us(load_ms * 1000);
+        kvs_stop(&srv, true);
+        for (int i = 0; i < CLIENTS; i++) {
+            pthread_join(th[i], NULL);
+            *acked_total += all[cy][i].acked + 1;
+        }
+    }
+    start_mode("stored", checkpoint_mb);
+    for (int p = 0; p < cycles; p++)
+        check_acked(all[p], CLIENTS, checked);
+}
+
+Test(kv_durable, kill9_under_set_load_loses_no_answered_set)
+{
+    long acked = 0, checked = 0;
+    kill9_cycles(SCALE(4, 2), SCALE(700, 1500), "0", false, &acked, &checked);
+    cr_assert_gt(acked, 0, "no SET was answered before the kills");
+    fprintf(stderr, "kv_durable kill -9: %ld SETs answered OK over the cycles, %ld GETs checked after restarts\n",
+            acked, checked);
+    kvs_stop(&srv, false);
+}
+
+static long dir_files(const char *path, const char *prefix)
+{
+    DIR *d = opendir(path);
+    long n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+Test(kv_durable, checkpoints_bound_the_log_and_recover_with_the_snapshot)
+{
+    setenv("URT_LOG_SEGMENT_KB", "512", 1); /* small segments: the checkpoints delete them */
+    long acked = 0, checked = 0;
+    kill9_cycles(2, SCALE(1500, 2500), "1", true, &acked, &checked);
+    char snap[400];
+    snprintf(snap, sizeof(snap), "%s/snapshot", srv.data);
+    cr_assert_eq(access(snap, F_OK), 0, "no snapshot was written");
+    struct kvc *c = kvc_open(&srv, false);
+    const char *info = kvc_cmd(c, "INFO persistence");
+    kvc_close(c);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/log", srv.data);
+    long segments = dir_files(log, "ch-");
+    fprintf(stderr, "kv_durable checkpoints: %ld SETs (1 KB) answered, %ld checked; %ld channel files left\n%s\n",
+            acked, checked, segments, info);
+    cr_assert_lt(segments, acked / 400 + 16, "the log was not bounded: %ld channel files", segments);
+    kvs_stop(&srv, false);
+}
