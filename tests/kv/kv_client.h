@@ -61,7 +61,9 @@ static inline int kvc_connect_fd(const struct kvs *s, bool unix_socket)
     int fd;
     if (unix_socket) {
         struct sockaddr_un a = {.sun_family = AF_UNIX};
-        snprintf(a.sun_path, sizeof(a.sun_path), "%s", s->sock);
+        if (strlen(s->sock) >= sizeof(a.sun_path))
+            return -1;
+        memcpy(a.sun_path, s->sock, strlen(s->sock) + 1);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
             close(fd);
@@ -295,6 +297,15 @@ static inline void kvs_stop(struct kvs *s, bool kill9)
     if (!kill9)
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "urt-kv exited with status %d (see %s)", st, s->log);
     s->pid = 0;
+    /* After SIGKILL the listening socket lives on until the kernel has torn
+     * down the dead process's rings: a connect now could reach it. */
+    for (int i = 0; i < 1000; i++) {
+        int fd = kvc_connect_fd(s, false);
+        if (fd < 0)
+            break;
+        close(fd);
+        usleep(10000);
+    }
 }
 
 static inline void kvs_cleanup(struct kvs *s)

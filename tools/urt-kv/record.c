@@ -13,6 +13,7 @@
  *                PERSIST (the value with its new expiry)
  *   op 2 DEL     key (also an EXPIRE in the past)
  *   op 4 FLUSH   vlen = 8 * KV_SHARDS: the flush's version in every shard
+ *   op 5 NOP     nothing (the shutdown's barrier commit, server.c)
  * Expiry times are absolute, so a key's expiry survives a restart.
  *
  * Versions make replay exact (table.h): records of one key may sit on two
@@ -33,7 +34,7 @@
 
 #include "kv.h"
 
-enum { OP_SET = 1, OP_DEL = 2, OP_FLUSH = 4 }; /* 3 (a delta EXPIRE) is not used */
+enum { OP_SET = 1, OP_DEL = 2, OP_FLUSH = 4, OP_NOP = 5 }; /* 3 (a delta EXPIRE) is not used */
 
 struct op_hdr {
     uint8_t op, zero8;
@@ -70,6 +71,11 @@ int rec_del(struct kv_buf *rec, const char *key, size_t klen, uint64_t version)
     return put_op(rec, OP_DEL, key, klen, version, 0, NULL, 0);
 }
 
+int rec_nop(struct kv_buf *rec)
+{
+    return put_op(rec, OP_NOP, NULL, 0, 0, 0, NULL, 0);
+}
+
 int rec_flush(struct kv_buf *rec, const uint64_t versions[KV_SHARDS])
 {
     return put_op(rec, OP_FLUSH, NULL, 0, 0, 0, versions, KV_SHARDS * sizeof(uint64_t));
@@ -93,6 +99,8 @@ int rec_replay(struct kv_table *t, const void *data, size_t len)
             kv_apply_set(t, key, h.klen, val, h.vlen, h.expire_ms, h.version);
         } else if (h.op == OP_DEL) {
             kv_apply_del(t, key, h.klen, h.version);
+        } else if (h.op == OP_NOP && h.klen == 0 && h.vlen == 0) {
+            continue;
         } else if (h.op == OP_FLUSH && h.vlen == KV_SHARDS * sizeof(uint64_t)) {
             uint64_t v[KV_SHARDS];
             memcpy(v, val, sizeof(v));

@@ -62,6 +62,7 @@
 #define READ_MAX_CHUNK (1u << 20)
 #define BATCH_BYTES (1u << 20)
 #define ACCEPT_PAUSE_NS (100u * 1000 * 1000)
+#define BIND_RETRY_MS 10000
 
 struct conn {
     struct urt_io io;            /* the one operation in flight: recv, send */
@@ -487,7 +488,16 @@ static int listen_on(struct kv_server *s, int fd, const struct sockaddr *sa, soc
     }
     if (tcp)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, sa, len) || listen(fd, 511)) { /* Redis's tcp-backlog */
+    /* A killed predecessor's listening socket outlives it until the kernel has
+     * torn down its rings (asynchronously: their accepts hold the socket):
+     * wait for it, up to BIND_RETRY_MS. */
+    int rc, tries = 0;
+    while ((rc = bind(fd, sa, len)) && errno == EADDRINUSE && tries++ < BIND_RETRY_MS / 50) {
+        if (tries == 1)
+            fprintf(stderr, "urt-kv: %s is in use; waiting up to %d s for it\n", what, BIND_RETRY_MS / 1000);
+        usleep(50 * 1000);
+    }
+    if (rc || listen(fd, 511)) { /* Redis's tcp-backlog */
         int e = errno;
         fprintf(stderr, "urt-kv: listening on %s: %s\n", what, strerror(e));
         close(fd);
@@ -559,12 +569,54 @@ int kv_server_start(struct kv_server *s)
     return 0;
 }
 
+struct barrier {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    int status;
+};
+
+static void barrier_done(struct urt_commit *c, int status, void *arg)
+{
+    (void)c;
+    struct barrier *b = arg;
+    pthread_mutex_lock(&b->lock);
+    b->done = true;
+    b->status = status;
+    pthread_cond_signal(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* A stored commit of a no-op record, waited for: the durable marker then
+ * covers every record committed before it on every channel, so the
+ * `available` writes already answered survive a clean stop (urt does not
+ * flush the log at destroy). */
+static void log_barrier(struct kv_server *s)
+{
+    static struct urt_commit commit;
+    struct barrier b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
+    struct kv_buf rec = {0};
+    if (s->opt.durability == KV_DUR_NONE || rec_nop(&rec) ||
+        urt_log_commit(s->rt, &commit, 0, rec.p, (uint32_t)rec.len, URT_COMMIT_STORED, barrier_done, &b)) {
+        buf_free(&rec);
+        return;
+    }
+    pthread_mutex_lock(&b.lock);
+    while (!b.done)
+        pthread_cond_wait(&b.cond, &b.lock);
+    pthread_mutex_unlock(&b.lock);
+    if (b.status)
+        fprintf(stderr, "urt-kv: the log's final flush failed: %s\n", strerror(-b.status));
+    buf_free(&rec);
+}
+
 void kv_server_stop(struct kv_server *s)
 {
     atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
     uint32_t workers = urt_runtime_config(s->rt)->workers;
     for (uint32_t i = 0; i < s->n_listeners; i++)
         urt_spawn_to(s->rt, i % workers, listener_cancel, NULL, s->listeners[i], 0);
+    log_barrier(s);
     urt_runtime_destroy(s->rt, URT_SHUTDOWN_CANCEL);
     s->rt = NULL;
     lanes_destroy();
