@@ -279,6 +279,33 @@ Test(kv_server, a_client_that_never_reads_is_dropped)
     kvc_close(other);
 }
 
+Test(kv_server, a_client_that_never_takes_its_replies_times_out)
+{
+    const char *const extra[] = {"--send-timeout-ms", "300", NULL};
+    restart_with(extra);
+    struct kvc *c = kvc_open(&srv, false);
+    int small = 4096;
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    static char v[60000];
+    memset(v, 'y', sizeof(v));
+    const char *set[] = {"SET", "v", v};
+    size_t lens[] = {3, 1, sizeof(v)};
+    kvc_cmdv(c, 3, set, lens);
+    cr_assert_str_eq(kvc_reply(c), "+OK");
+    /* 400 GETs of 60 KB: 24 MB of replies, more than the socket buffers hold */
+    static char req[400 * 8];
+    size_t len = 0;
+    for (int i = 0; i < 400; i++)
+        len += (size_t)sprintf(req + len, "GET v\r\n");
+    kvc_send(c, req, len);
+    struct kvc *other = kvc_open(&srv, false);
+    cr_assert(WAIT_UNTIL(strstr(kvc_cmd(other, "INFO stats"), "client_output_limit_disconnections:1"), 10000),
+              "%s", kvc_cmd(other, "INFO stats"));
+    cr_assert(WAIT_UNTIL(strstr(kvc_cmd(other, "INFO clients"), "connected_clients:1\r"), 5000));
+    kvc_close(c);
+    kvc_close(other);
+}
+
 Test(kv_server, maxclients)
 {
     const char *const extra[] = {"--maxclients", "4", NULL};

@@ -50,7 +50,7 @@ struct kv_options {
     uint64_t max_bulk;          /* proto-max-bulk-len, default 512 MB */
     uint32_t max_args;          /* default 1024 * 1024 */
     uint64_t query_limit;       /* client-query-buffer-limit, default 1 GB */
-    uint64_t output_limit;      /* a client's pending replies, default 64 MB: then disconnect */
+    uint64_t output_limit;      /* replies of one batch, default 1 GB: then disconnect */
     uint64_t send_timeout_ms;   /* a reply not taken by the client in this time: disconnect (60000) */
     uint64_t checkpoint_bytes;  /* snapshot + checkpoint after this many log bytes (64 MB), 0: never */
     uint64_t epoch_us;          /* the log's epoch (group commit) period, 0: the runtime's default */

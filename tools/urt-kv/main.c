@@ -51,7 +51,7 @@ static void usage(FILE *f)
             "  --proto-max-bulk-len BYTES  longest argument (default 512m)\n"
             "  --max-args N                most arguments of a request (default 1048576)\n"
             "  --client-query-buffer-limit BYTES   unparsed input per client (default 1g)\n"
-            "  --client-output-limit BYTES pending replies per client before it is dropped (default 64m)\n"
+            "  --client-output-limit BYTES replies of one batch before the client is dropped (default 1g)\n"
             "  --send-timeout-ms MS        drop a client that takes no reply for this long (default 60000; 0: never)\n"
             "  --checkpoint-mb MB          snapshot + log checkpoint after MB of log (default 64; 0: never)\n"
             "  --epoch-us US               group-commit period of the log (default: the runtime's, 1000)\n"
@@ -192,7 +192,7 @@ static void options_default(struct kv_options *o)
     *o = (struct kv_options){
         .bind = "127.0.0.1", .port = 6379, .durability = (enum kv_durability) - 1, .maxclients = 10000,
         .max_bulk = RESP_MAX_BULK_DEFAULT, .max_args = RESP_MAX_ARGS_DEFAULT, .query_limit = 1ull << 30,
-        .output_limit = 64ull << 20, .send_timeout_ms = 60000, .checkpoint_bytes = 64ull << 20,
+        .output_limit = 1ull << 30, .send_timeout_ms = 60000, .checkpoint_bytes = 64ull << 20,
     };
 }
 
