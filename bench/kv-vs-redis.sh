@@ -18,7 +18,8 @@
 # targets (durable SET >= 2x Redis's rps with a lower p99; GET and INCR >=
 # 1.3x the better Redis configuration of the same durability pair).
 # Environment: N (200000), CLIENTS (50), PIPELINES ("1 16"), KV_WORKERS (2),
-# PORT (6390), ROUNDS (1: each configuration runs ROUNDS times, interleaved).
+# PORT (6390), ROUNDS (1: each configuration runs ROUNDS times, interleaved),
+# KV_BIN (an urt-kv binary to use instead of building build-release).
 set -euo pipefail
 LABEL=${1:-run}
 N=${N:-200000}
@@ -40,7 +41,9 @@ install_redis() {
   # Debian starts a redis-server service on 6379 where systemd runs: ours use $PORT
 }
 
+KV_BIN=${KV_BIN:-build-release/tools/urt-kv}
 build_kv() {
+  [[ $KV_BIN != build-release/tools/urt-kv ]] && return 0
   scripts/deps.sh
   [[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
   ninja -C build-release tools/urt-kv >/dev/null
@@ -85,7 +88,7 @@ start_server() {
       local mode=${name#kv-}
       local dir=(--dir "$DATA")
       [[ $mode == none ]] && dir=()
-      build-release/tools/urt-kv --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" \
+      "$KV_BIN" --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" \
         --quiet 2>"$DATA.kv.log" &
       ;;
   esac

@@ -114,7 +114,7 @@ static void info_keyspace(struct kv_server *s, struct kv_buf *b)
     uint64_t keys = kv_count(&s->table);
     addf(b, "# Keyspace\r\n");
     if (keys)
-        addf(b, "db0:keys=%" PRIu64 ",expires=0,avg_ttl=0\r\n", keys);
+        addf(b, "db0:keys=%" PRIu64 ",expires=%" PRIu64 ",avg_ttl=0\r\n", keys, kv_count_expires(&s->table));
     addf(b, "\r\n");
 }
 

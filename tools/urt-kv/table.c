@@ -485,6 +485,17 @@ uint64_t kv_count(struct kv_table *t)
     return n;
 }
 
+uint64_t kv_count_expires(struct kv_table *t)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < KV_SHARDS; i++) {
+        pthread_mutex_lock(&t->shards[i].lock);
+        n += t->shards[i].heap_len;
+        pthread_mutex_unlock(&t->shards[i].lock);
+    }
+    return n;
+}
+
 void kv_expire_due(struct kv_table *t, uint32_t si, int64_t due_ms, int64_t now)
 {
     struct kv_shard *s = &t->shards[si];

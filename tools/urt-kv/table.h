@@ -131,6 +131,8 @@ int64_t kv_ttl_ms(struct kv_table *t, const char *key, size_t klen, int64_t now)
 /* FLUSHALL: versions[s] is the flush's version in shard s. */
 void kv_flush(struct kv_table *t, uint64_t versions[KV_SHARDS]);
 uint64_t kv_count(struct kv_table *t);
+/* Keys with an expiry (INFO keyspace): each shard's heap, under its lock. */
+uint64_t kv_count_expires(struct kv_table *t);
 
 /* The expiry timer of shard s fired (it was armed for due_ms): removes what
  * is due at now and re-arms for the next expiry if no earlier timer is. */
