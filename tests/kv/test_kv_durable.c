@@ -31,7 +31,6 @@ static void cleanup(void)
     kvs_cleanup(&srv);
 }
 
-TestSuite(kv_durable, .init = paths, .fini = cleanup, .timeout = 300);
 
 static void start_mode(const char *mode, const char *checkpoint_mb)
 {
@@ -66,17 +65,17 @@ static void restart_keeps_everything(const char *mode)
     kvs_stop(&srv, false);
 }
 
-Test(kv_durable, stored_restart_keeps_every_write)
+Test(kv_durable, stored_restart_keeps_every_write, .init = paths, .fini = cleanup, .timeout = 300)
 {
     restart_keeps_everything("stored");
 }
 
-Test(kv_durable, available_restart_keeps_every_write)
+Test(kv_durable, available_restart_keeps_every_write, .init = paths, .fini = cleanup, .timeout = 300)
 {
     restart_keeps_everything("available");
 }
 
-Test(kv_durable, an_expiry_survives_a_restart)
+Test(kv_durable, an_expiry_survives_a_restart, .init = paths, .fini = cleanup, .timeout = 300)
 {
     start_mode("stored", "0");
     struct kvc *c = kvc_open(&srv, false);
@@ -186,7 +185,7 @@ static void kill9_cycles(int cycles, uint64_t load_ms, const char *checkpoint_mb
         check_acked(all[p], CLIENTS, checked);
 }
 
-Test(kv_durable, kill9_under_set_load_loses_no_answered_set)
+Test(kv_durable, kill9_under_set_load_loses_no_answered_set, .init = paths, .fini = cleanup, .timeout = 300)
 {
     long acked = 0, checked = 0;
     kill9_cycles(SCALE(4, 2), SCALE(700, 1500), "0", false, &acked, &checked);
@@ -207,7 +206,7 @@ static long dir_files(const char *path, const char *prefix)
     return n;
 }
 
-Test(kv_durable, checkpoints_bound_the_log_and_recover_with_the_snapshot)
+Test(kv_durable, checkpoints_bound_the_log_and_recover_with_the_snapshot, .init = paths, .fini = cleanup, .timeout = 300)
 {
     setenv("URT_LOG_SEGMENT_KB", "512", 1); /* small segments: the checkpoints delete them */
     long acked = 0, checked = 0;

@@ -34,9 +34,8 @@ static void stop_default(void)
     kvs_cleanup(&srv);
 }
 
-TestSuite(kv_server, .init = start_default, .fini = stop_default, .timeout = 120);
 
-Test(kv_server, strings)
+Test(kv_server, strings, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, false);
     cr_assert_str_eq(kvc_cmd(c, "PING"), "+PONG");
@@ -79,7 +78,7 @@ Test(kv_server, strings)
     kvc_close(c);
 }
 
-Test(kv_server, connection_and_server_commands)
+Test(kv_server, connection_and_server_commands, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, true); /* the Unix socket */
     cr_assert_str_eq(kvc_cmd(c, "CLIENT GETNAME"), "$nil");
@@ -106,7 +105,7 @@ Test(kv_server, connection_and_server_commands)
     kvc_close(c);
 }
 
-Test(kv_server, inline_commands)
+Test(kv_server, inline_commands, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, false);
     kvc_send(c, "PING\r\nSET k v\r\nGET k\n", 22);
@@ -116,7 +115,7 @@ Test(kv_server, inline_commands)
     kvc_close(c);
 }
 
-Test(kv_server, pipelined_requests_are_answered_in_order)
+Test(kv_server, pipelined_requests_are_answered_in_order, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, false);
     enum { N = 1000 };
@@ -144,7 +143,7 @@ Test(kv_server, pipelined_requests_are_answered_in_order)
     kvc_close(c);
 }
 
-Test(kv_server, keys_expire_without_being_read)
+Test(kv_server, keys_expire_without_being_read, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, false);
     for (int i = 0; i < 50; i++) {
@@ -174,7 +173,7 @@ static void expect_error_then_close(const void *bytes, size_t n, const char *rep
     kvc_close(c);
 }
 
-Test(kv_server, malformed_input_closes_only_that_client)
+Test(kv_server, malformed_input_closes_only_that_client, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *other = kvc_open(&srv, false);
     cr_assert_str_eq(kvc_cmd(other, "SET k v"), "+OK");
@@ -195,7 +194,7 @@ Test(kv_server, malformed_input_closes_only_that_client)
     kvc_close(other);
 }
 
-Test(kv_server, binary_keys_and_values)
+Test(kv_server, binary_keys_and_values, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, false);
     const char key[] = "k\r\n\0\xff", val[] = "\0\r\n$-1\r\n*";
@@ -213,7 +212,7 @@ Test(kv_server, binary_keys_and_values)
     kvc_close(c);
 }
 
-Test(kv_server, a_client_that_disconnects_mid_request)
+Test(kv_server, a_client_that_disconnects_mid_request, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     for (int i = 0; i < 20; i++) {
         struct kvc *c = kvc_open(&srv, false);
@@ -226,7 +225,7 @@ Test(kv_server, a_client_that_disconnects_mid_request)
     kvc_close(c);
 }
 
-Test(kv_server, a_large_value_arrives_in_pieces)
+Test(kv_server, a_large_value_arrives_in_pieces, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, false);
     size_t n = 8u << 20;
@@ -249,7 +248,7 @@ static void restart_with(const char *const *extra)
     kvs_start(&srv, extra);
 }
 
-Test(kv_server, a_client_that_never_reads_is_dropped)
+Test(kv_server, a_client_that_never_reads_is_dropped, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     const char *const extra[] = {"--client-output-limit", "64k", "--send-timeout-ms", "2000", NULL};
     restart_with(extra);
@@ -279,7 +278,7 @@ Test(kv_server, a_client_that_never_reads_is_dropped)
     kvc_close(other);
 }
 
-Test(kv_server, a_client_that_never_takes_its_replies_times_out)
+Test(kv_server, a_client_that_never_takes_its_replies_times_out, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     const char *const extra[] = {"--send-timeout-ms", "300", NULL};
     restart_with(extra);
@@ -306,7 +305,7 @@ Test(kv_server, a_client_that_never_takes_its_replies_times_out)
     kvc_close(other);
 }
 
-Test(kv_server, maxclients)
+Test(kv_server, maxclients, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     const char *const extra[] = {"--maxclients", "4", NULL};
     restart_with(extra);
@@ -324,7 +323,7 @@ Test(kv_server, maxclients)
         kvc_close(c[i]);
 }
 
-Test(kv_server, a_connection_flood_past_the_descriptor_limit)
+Test(kv_server, a_connection_flood_past_the_descriptor_limit, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     kvs_stop(&srv, false);
     kvs_start_limited(&srv, 64, NULL); /* RLIMIT_NOFILE 64: about 40 connections fit */
@@ -382,7 +381,7 @@ static void cli(const char *args, const char *want)
     cr_assert_str_eq(out, want, "redis-cli %s", args);
 }
 
-Test(kv_server, redis_cli)
+Test(kv_server, redis_cli, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     if (!have_redis_cli())
         cr_skip_test("redis-cli not installed (Debian redis-tools; scripts/deps.sh installs it)");

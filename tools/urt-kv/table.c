@@ -5,6 +5,17 @@
  * under the shard's mutex (which orders them), except `live`, a relaxed
  * counter read by DBSIZE, and the table's `mem`, relaxed adds read by the
  * maxmemory check — both are statistics, never used to decide correctness.
+ *
+ * FLUSHALL without holding every lock at once (F1-F2): the flush sets
+ * `flushing` (release), then locks, clears and unlocks the shards one after
+ * the other, then clears the flag. An operation takes its shard's lock and
+ * then reads the flag (F2, shard_lock): if it reads 0 while holding the lock,
+ * the flush has not cleared this shard yet (had it, it would have set the
+ * flag before taking this lock, and the lock's release/acquire makes the
+ * store visible), so the operation completes before the flush on this shard;
+ * if it reads 1 it unlocks and waits for the flag to clear. So each operation
+ * is wholly before or wholly after the flush, and the flush is atomic to
+ * every client. Other operations never hold two shard locks.
  * Entries are owned by their shard: a reader copies what it needs before it
  * unlocks, so no entry is reachable outside the lock.
  */
@@ -13,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -149,6 +161,27 @@ static int heap_add(struct kv_shard *s, struct kv_entry *e)
     return 0;
 }
 
+/* ---- the flush gate ----------------------------------------------------------- */
+
+/* Takes shard s's lock for an operation (F2). While a FLUSHALL is running
+ * (`flushing`), an operation waits for its end instead, so every operation
+ * either completes on its shard before the flush clears that shard or starts
+ * after the whole flush: FLUSHALL is atomic without holding 256 locks at once
+ * (see the file comment). */
+static void shard_lock(struct kv_table *t, struct kv_shard *s)
+{
+    for (;;) {
+        while (atomic_load_explicit(&t->flushing, memory_order_acquire))
+            sched_yield(); /* FLUSHALL is rare and short */
+        pthread_mutex_lock(&s->lock);
+        /* pairs with the flush's release store: a flush that held this
+         * lock before us set the flag first (mutex order), so we see it */
+        if (!atomic_load_explicit(&t->flushing, memory_order_relaxed))
+            return;
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
 /* ---- chains ------------------------------------------------------------------- */
 
 int kv_table_init(struct kv_table *t, kv_arm_fn *arm, void *arm_arg)
@@ -158,6 +191,7 @@ int kv_table_init(struct kv_table *t, kv_arm_fn *arm, void *arm_arg)
         return -EIO;
     t->arm = arm;
     t->arm_arg = arm_arg;
+    pthread_mutex_init(&t->flush_lock, NULL);
     for (uint32_t i = 0; i < KV_SHARDS; i++) {
         struct kv_shard *s = &t->shards[i];
         pthread_mutex_init(&s->lock, NULL);
@@ -184,6 +218,7 @@ void kv_table_destroy(struct kv_table *t)
         free(s->heap);
         pthread_mutex_destroy(&s->lock);
     }
+    pthread_mutex_destroy(&t->flush_lock);
 }
 
 static size_t entry_bytes(const struct kv_entry *e)
@@ -310,7 +345,7 @@ int kv_get(struct kv_table *t, const char *key, size_t klen, int64_t now, struct
 {
     uint64_t h = kv_hash(t, key, klen);
     struct kv_shard *s = &t->shards[kv_shard_of(key, klen)];
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     struct kv_entry *e = *lookup(t, s, h, key, klen, now);
     int rc = e ? reply_bulk(out, e->data + e->klen, e->vlen) : reply_nil(out);
     pthread_mutex_unlock(&s->lock);
@@ -321,7 +356,7 @@ int kv_exists(struct kv_table *t, const char *key, size_t klen, int64_t now)
 {
     uint64_t h = kv_hash(t, key, klen);
     struct kv_shard *s = &t->shards[kv_shard_of(key, klen)];
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     int rc = *lookup(t, s, h, key, klen, now) != NULL;
     pthread_mutex_unlock(&s->lock);
     return rc;
@@ -337,7 +372,7 @@ int kv_set(struct kv_table *t, const char *key, size_t klen, const char *val, si
     *w = (struct kv_write){0};
     if (!n)
         return -ENOMEM;
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     struct kv_entry **pp = lookup(t, s, h, key, klen, now);
     struct kv_entry *cur = *pp;
     int rc = 0;
@@ -363,7 +398,7 @@ int kv_del(struct kv_table *t, const char *key, size_t klen, int64_t now, struct
     uint64_t h = kv_hash(t, key, klen);
     struct kv_shard *s = &t->shards[kv_shard_of(key, klen)];
     *w = (struct kv_write){0};
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     struct kv_entry **pp = lookup(t, s, h, key, klen, now);
     if (*pp) {
         drop(t, s, pp);
@@ -380,7 +415,7 @@ int kv_incr(struct kv_table *t, const char *key, size_t klen, int64_t delta, int
     uint32_t si = kv_shard_of(key, klen);
     struct kv_shard *s = &t->shards[si];
     *w = (struct kv_write){0};
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     struct kv_entry **pp = lookup(t, s, h, key, klen, now);
     struct kv_entry *cur = *pp;
     int64_t v = 0;
@@ -418,7 +453,7 @@ int kv_expire_at(struct kv_table *t, const char *key, size_t klen, int64_t at, i
     struct kv_shard *s = &t->shards[si];
     *w = (struct kv_write){0};
     bool arm = false;
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     struct kv_entry **pp = lookup(t, s, h, key, klen, now);
     struct kv_entry *e = *pp;
     if (e && at <= now) { /* Redis deletes the key and propagates a DEL */
@@ -446,7 +481,7 @@ int64_t kv_ttl_ms(struct kv_table *t, const char *key, size_t klen, int64_t now)
 {
     uint64_t h = kv_hash(t, key, klen);
     struct kv_shard *s = &t->shards[kv_shard_of(key, klen)];
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     struct kv_entry *e = *lookup(t, s, h, key, klen, now);
     int64_t ttl = !e ? -2 : e->expire_ms == KV_NO_EXPIRY ? -1 : e->expire_ms - now;
     pthread_mutex_unlock(&s->lock);
@@ -466,15 +501,17 @@ static void shard_clear(struct kv_table *t, struct kv_shard *s, uint64_t below)
 
 void kv_flush(struct kv_table *t, uint64_t versions[KV_SHARDS])
 {
-    for (uint32_t i = 0; i < KV_SHARDS; i++) /* in index order: the one place with two locks */
-        pthread_mutex_lock(&t->shards[i].lock);
-    for (uint32_t i = 0; i < KV_SHARDS; i++) {
+    pthread_mutex_lock(&t->flush_lock); /* one flush at a time */
+    atomic_store_explicit(&t->flushing, 1, memory_order_release);
+    for (uint32_t i = 0; i < KV_SHARDS; i++) { /* one shard lock at a time (F1) */
         struct kv_shard *s = &t->shards[i];
+        pthread_mutex_lock(&s->lock);
         versions[i] = s->next_version++;
         shard_clear(t, s, UINT64_MAX);
+        pthread_mutex_unlock(&s->lock);
     }
-    for (uint32_t i = KV_SHARDS; i-- > 0;)
-        pthread_mutex_unlock(&t->shards[i].lock);
+    atomic_store_explicit(&t->flushing, 0, memory_order_release);
+    pthread_mutex_unlock(&t->flush_lock);
 }
 
 uint64_t kv_count(struct kv_table *t)
@@ -489,7 +526,7 @@ uint64_t kv_count_expires(struct kv_table *t)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; i < KV_SHARDS; i++) {
-        pthread_mutex_lock(&t->shards[i].lock);
+        shard_lock(t, &t->shards[i]);
         n += t->shards[i].heap_len;
         pthread_mutex_unlock(&t->shards[i].lock);
     }
@@ -501,7 +538,7 @@ void kv_expire_due(struct kv_table *t, uint32_t si, int64_t due_ms, int64_t now)
     struct kv_shard *s = &t->shards[si];
     int64_t next = INT64_MAX;
     bool arm = false;
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     if (s->armed_ms == due_ms)
         s->armed_ms = INT64_MAX; /* this was the earliest timer; later ones may still be armed */
     while (s->heap_len > 0 && s->heap[0]->expire_ms <= now) {
@@ -590,7 +627,7 @@ void kv_recovery_end(struct kv_table *t, int64_t now)
     t->recovering = false;
     for (uint32_t i = 0; i < KV_SHARDS; i++) {
         struct kv_shard *s = &t->shards[i];
-        pthread_mutex_lock(&s->lock);
+        shard_lock(t, s);
         for (uint64_t b = 0; b <= s->mask; b++)
             for (struct kv_entry **pp = &s->buckets[b]; *pp;) {
                 if (expired_or_tomb(*pp, now))
@@ -612,7 +649,7 @@ int kv_shard_visit(struct kv_table *t, uint32_t si, kv_visit_fn *fn, void *arg, 
 {
     struct kv_shard *s = &t->shards[si];
     int rc = 0;
-    pthread_mutex_lock(&s->lock);
+    shard_lock(t, s);
     *version_at = s->next_version;
     for (uint64_t b = 0; b <= s->mask && rc == 0; b++)
         for (struct kv_entry *e = s->buckets[b]; e && rc == 0; e = e->next)

@@ -12,7 +12,8 @@
  * 2012), seeded at start as Redis seeds its dict hash, so a client cannot
  * flood one chain — at most make one shard's lock busier.
  * An operation holds one shard's lock for a hash lookup and a copy, never
- * two locks at once except FLUSHALL, which takes them in index order.
+ * two locks at once; FLUSHALL clears the shards one at a time behind a flag
+ * that holds every other operation off meanwhile (table.c F1-F2).
  *
  * Versions. Every write (set, delete, expire change, flush) gets a version
  * from its shard's counter, under the shard's lock, so the versions of one key
@@ -82,6 +83,8 @@ struct kv_table {
     uint64_t seed[2];
     _Atomic int64_t mem;     /* bytes held by entries */
     _Atomic uint64_t expired;/* keys removed because their time came (timers and lazy) */
+    _Atomic int flushing;    /* a FLUSHALL is clearing the shards (table.c F1-F2) */
+    pthread_mutex_t flush_lock;
     kv_arm_fn *arm;
     void *arm_arg;
     bool recovering;         /* apply_* keep tombstones; no timers armed */
