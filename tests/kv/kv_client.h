@@ -207,7 +207,7 @@ static inline int kvc_reply_into(struct kvc *c, char *out, size_t cap)
 
 static inline const char *kvc_reply(struct kvc *c)
 {
-    static char out[1 << 16];
+    static _Thread_local char out[1 << 16]; /* per thread: the stress test reads from several */
     if (kvc_reply_into(c, out, sizeof(out)) < 0)
         return "(closed)";
     return out;

@@ -161,6 +161,91 @@ Test(kv_server, keys_expire_without_being_read, .init = start_default, .fini = s
     kvc_close(c);
 }
 
+/* Many connections at once, each pipelining writes and reads against its own
+ * model (its own keys) and a shared counter: every reply is the model's, in
+ * order, and the counter ends at the number of INCRs sent. */
+#define STRESS_PER SCALE(250, 40) /* connections per client thread: 2000 in all (320 sanitized) */
+struct stress_client {
+    int id, rounds;
+    int fds[250];
+    long incrs;
+    char failure[200];
+};
+
+static void *stress_main(void *arg)
+{
+    struct stress_client *sc = arg;
+    const int PER = STRESS_PER;
+    struct kvc **c = calloc((size_t)PER, sizeof(*c));
+    for (int i = 0; i < PER; i++) {
+        c[i] = calloc(1, sizeof(**c));
+        c[i]->fd = sc->fds[i];
+    }
+    for (int r = 0; r < sc->rounds && !sc->failure[0]; r++) {
+        char req[256];
+        for (int i = 0; i < PER; i++) { /* one pipelined batch per connection, all in flight at once */
+            int n = snprintf(req, sizeof(req), "SET k%d.%d %d\r\nINCR shared\r\nGET k%d.%d\r\nINCR own%d.%d\r\n",
+                             sc->id, i, r, sc->id, i, sc->id, i);
+            if (kvc_send(c[i], req, (size_t)n))
+                snprintf(sc->failure, sizeof(sc->failure), "send failed");
+        }
+        for (int i = 0; i < PER && !sc->failure[0]; i++) {
+            char want_get[32], want_own[32];
+            snprintf(want_get, sizeof(want_get), "$%d", r);
+            snprintf(want_own, sizeof(want_own), ":%d", r + 1);
+            const char *a = strcmp(kvc_reply(c[i]), "+OK") ? "SET" : NULL;
+            const char *b = kvc_reply(c[i])[0] != ':' ? "INCR shared" : NULL;
+            const char *g = strcmp(kvc_reply(c[i]), want_get) ? "GET" : NULL;
+            const char *o = strcmp(kvc_reply(c[i]), want_own) ? "INCR own" : NULL;
+            const char *bad = a ? a : b ? b : g ? g : o;
+            if (bad)
+                snprintf(sc->failure, sizeof(sc->failure), "client %d conn %d round %d: wrong %s reply", sc->id, i, r,
+                         bad);
+            sc->incrs++;
+        }
+    }
+    for (int i = 0; i < PER; i++)
+        kvc_close(c[i]);
+    free(c);
+    return NULL;
+}
+
+Test(kv_server, many_connections_against_a_model, .init = start_default, .fini = stop_default, .timeout = 120)
+{
+    enum { THREADS = 8 };
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max; /* 2000 client sockets: raise the soft limit as far as allowed */
+    setrlimit(RLIMIT_NOFILE, &rl);
+    cr_assert_geq(rl.rlim_cur, (rlim_t)(THREADS * STRESS_PER + 64), "RLIMIT_NOFILE %lu is too low for the test",
+                  (unsigned long)rl.rlim_cur);
+    const int PER = STRESS_PER;
+    static struct stress_client sc[THREADS];
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        sc[t] = (struct stress_client){.id = t, .rounds = SCALE(20, 10)};
+        for (int i = 0; i < PER; i++) {
+            sc[t].fds[i] = kvc_connect_fd(&srv, i % 2);
+            cr_assert_geq(sc[t].fds[i], 0, "connection %d.%d: %s", t, i, strerror(errno));
+        }
+    }
+    for (int t = 0; t < THREADS; t++)
+        pthread_create(&th[t], NULL, stress_main, &sc[t]);
+    long incrs = 0;
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        cr_assert_str_eq(sc[t].failure, "");
+        incrs += sc[t].incrs;
+    }
+    struct kvc *c = kvc_open(&srv, false);
+    char want[32];
+    snprintf(want, sizeof(want), "$%ld", incrs);
+    cr_assert_str_eq(kvc_cmd(c, "GET shared"), want);
+    snprintf(want, sizeof(want), ":%d", 1 + THREADS * PER * 2);
+    cr_assert_str_eq(kvc_cmd(c, "DBSIZE"), want);
+    kvc_close(c);
+}
+
 /* ---- bad input ------------------------------------------------------------------------ */
 
 /* Sends raw bytes on a new connection; expects `reply` and then a close. */
