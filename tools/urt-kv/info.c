@@ -102,6 +102,7 @@ static void info_urt(struct kv_server *s, struct kv_buf *b)
         addf(b, "worker%u:tasks_run=%" PRIu64 ",stolen=%" PRIu64 ",suspends=%" PRIu64 ",sleeping=%d\r\n", w,
              st->workers[w].tasks_run, st->workers[w].tasks_stolen, st->workers[w].suspends,
              st->workers[w].sleeping);
+    addf(b, "latency_timing:%d\r\n", st->timing); /* 0: the latency lines stay empty (URT_STATS_TIMING=true) */
     latency_line(b, "commit_available_latency", &t->latency[URT_LAT_COMMIT_AVAILABLE]);
     latency_line(b, "commit_stored_latency", &t->latency[URT_LAT_COMMIT_STORED]);
     latency_line(b, "task_queue_latency", &t->latency[URT_LAT_QUEUE]);
