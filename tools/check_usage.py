@@ -18,7 +18,7 @@ BAD = {
     "urt-wal": [[], ["--no-such-option"], ["frobnicate", "/tmp"], ["list"], ["dump", "/tmp", "--hex", "x"],
                 ["list", "/tmp", "extra"]],
     "urt-kv": [["--no-such-option"], ["extra"], ["--port"], ["--port", "x"], ["--durability", "fast"],
-               ["--durability", "stored"], ["--workers", "0"]],
+               ["--durability", "stored"], ["--workers", "0"], ["--dir", "/tmp", "--durability", "none"]],
     "urt-trace": [[], ["--no-such-option"], ["-p"], ["-p", "abc"], ["-p", "1", "0"], ["-p", "1", "1", "1", "x"]],
 }
 

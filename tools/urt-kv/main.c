@@ -223,6 +223,8 @@ static int parse_args(int argc, char **argv, struct kv_options *o)
         o->durability = o->dir ? KV_DUR_STORED : KV_DUR_NONE;
     if (rc == 0 && o->durability != KV_DUR_NONE && !o->dir)
         return usage_error("--durability %s needs --dir", o->durability == KV_DUR_STORED ? "stored" : "available");
+    if (rc == 0 && o->durability == KV_DUR_NONE && o->dir)
+        return usage_error("--durability none keeps nothing on disk: drop --dir %s", o->dir);
     return rc;
 }
 
