@@ -407,3 +407,97 @@ Test(kv_table, malformed_records_are_refused)
     buf_free(&rec);
     table_free(t);
 }
+
+/* ---- the command layer's log: random commands, their records replayed in a
+ * random order, give the table the commands built ------------------------------------ */
+
+static int exec_words(struct kv_ctx *ctx, const char *line)
+{
+    char buf[256];
+    struct resp_arg argv[16];
+    uint32_t argc = 0;
+    snprintf(buf, sizeof(buf), "%s", line);
+    for (size_t i = 0; buf[i] && argc < 16;) {
+        while (buf[i] == ' ')
+            i++;
+        size_t s = i;
+        while (buf[i] && buf[i] != ' ')
+            i++;
+        if (i > s)
+            argv[argc++] = (struct resp_arg){s, i - s};
+    }
+    return kv_exec(ctx, buf, argv, argc);
+}
+
+Test(kv_table, command_records_replay_to_the_same_table)
+{
+    static struct kv_server srv;
+    cr_assert_eq(kv_table_init(&srv.table, NULL, NULL), 0);
+    srv.opt.durability = KV_DUR_STORED;
+    struct kv_buf out = {0}, rec = {0};
+    char *name = NULL;
+    struct kv_ctx ctx = {.srv = &srv, .out = &out, .rec = &rec, .name = &name};
+    enum { N = 4000, KEYS_N = 12 };
+    static struct kv_buf records[N];
+    int n_rec = 0;
+    unsigned seed = 7;
+    for (int i = 0; i < N; i++) {
+        char line[128];
+        int k = rand_r(&seed) % KEYS_N, k2 = rand_r(&seed) % KEYS_N, v = rand_r(&seed) % 100;
+        switch (rand_r(&seed) % 14) {
+        case 0: snprintf(line, sizeof(line), "SET key%d v%d", k, v); break;
+        case 1: snprintf(line, sizeof(line), "SET key%d %d EX 1000", k, v); break;
+        case 2: snprintf(line, sizeof(line), "SET key%d v%d NX", k, v); break;
+        case 3: snprintf(line, sizeof(line), "SET key%d v%d XX KEEPTTL GET", k, v); break;
+        case 4: snprintf(line, sizeof(line), "MSET key%d %d key%d x%d", k, v, k2, v); break;
+        case 5: snprintf(line, sizeof(line), "DEL key%d key%d", k, k2); break;
+        case 6: snprintf(line, sizeof(line), "INCR key%d", k); break;
+        case 7: snprintf(line, sizeof(line), "DECRBY key%d %d", k, v); break;
+        case 8: snprintf(line, sizeof(line), "EXPIRE key%d %d", k, 100 + v); break;
+        case 9: snprintf(line, sizeof(line), "PEXPIRE key%d -5", k); break;
+        case 10: snprintf(line, sizeof(line), "PERSIST key%d", k); break;
+        case 11: snprintf(line, sizeof(line), "%s", v < 3 ? "FLUSHALL" : "GET key0"); break;
+        case 12: snprintf(line, sizeof(line), "EXPIREAT key%d 1", k); break; /* in the past: a delete */
+        default: snprintf(line, sizeof(line), "PEXPIREAT key%d %lld", k, (long long)kv_now_ms() + 500000); break;
+        }
+        cr_assert_eq(exec_words(&ctx, line), 0, "%s", line);
+        if (out.p[0] == '-') /* only INCR/DECRBY of a value that is not a number may fail */
+            cr_assert(strstr(out.p, "not an integer") && (line[0] == 'I' || line[0] == 'D'), "%s: %.*s", line,
+                      (int)out.len, out.p);
+        out.len = 0;
+        if (rec.len) { /* one record per command, as a connection's batch of one */
+            records[n_rec] = (struct kv_buf){0};
+            buf_put(&records[n_rec++], rec.p, rec.len);
+            rec.len = 0;
+        }
+    }
+    for (int i = n_rec - 1; i > 0; i--) { /* any order: the channels of two workers */
+        int j = rand_r(&seed) % (i + 1);
+        struct kv_buf t = records[i];
+        records[i] = records[j];
+        records[j] = t;
+    }
+    struct kv_table *re = table_new(NULL, NULL);
+    re->recovering = true;
+    for (int i = 0; i < n_rec; i++)
+        cr_assert_eq(rec_replay(re, records[i].p, records[i].len), 0);
+    int64_t now = kv_now_ms();
+    kv_recovery_end(re, now);
+    for (int k = 0; k < KEYS_N; k++) {
+        char key[16], a[64], b[64];
+        snprintf(key, sizeof(key), "key%d", k);
+        snprintf(a, sizeof(a), "%s", get(&srv.table, key, now));
+        snprintf(b, sizeof(b), "%s", get(re, key, now));
+        cr_assert_str_eq(b, a, "%s after replay", key);
+        cr_assert_eq(kv_ttl_ms(re, key, strlen(key), now), kv_ttl_ms(&srv.table, key, strlen(key), now), "%s's TTL",
+                     key);
+    }
+    cr_assert_eq(kv_count(re), kv_count(&srv.table));
+    for (int i = 0; i < n_rec; i++)
+        buf_free(&records[i]);
+    buf_free(&out);
+    buf_free(&rec);
+    free(name);
+    table_free(re);
+    kv_table_destroy(&srv.table);
+}
