@@ -170,8 +170,9 @@ static void on_send(struct urt_io *io, int32_t res, void *arg)
         return;
     }
     c->sent += (size_t)res;
-    if (c->sent < c->out.len) {
-        urt_io_set_timeout(&c->io, c->srv->opt.send_timeout_ms * 1000000u);
+    if (c->sent < c->out.len) { /* a short send: the rest, with a fresh deadline */
+        if (c->srv->opt.send_timeout_ms)
+            urt_io_set_timeout(&c->io, c->srv->opt.send_timeout_ms * 1000000u);
         if (urt_io_send(&c->io, c->fd, c->out.p + c->sent, c->out.len - c->sent, MSG_NOSIGNAL, 0))
             conn_close(c);
         return;
