@@ -259,6 +259,10 @@ static int start_runtime(struct kv_server *s)
 {
     struct urt_config cfg;
     urt_config_init(&cfg);
+    /* the commit callback only queues a task on the connection's lane: run it
+     * where the response is reached, one task hop fewer per batch
+     * (URT_DIRECT_COMMIT_CALLBACK=false in the environment turns it off) */
+    cfg.direct_commit_callback = true;
     urt_config_from_env(&cfg);
     if (s->opt.workers)
         cfg.workers = s->opt.workers;
