@@ -390,6 +390,34 @@ Test(kv_server, a_client_that_never_takes_its_replies_times_out, .init = start_d
     kvc_close(other);
 }
 
+Test(kv_server, maxmemory_refuses_growing_writes, .init = start_default, .fini = stop_default, .timeout = 120)
+{
+    const char *const extra[] = {"--maxmemory", "1m", NULL};
+    restart_with(extra);
+    struct kvc *c = kvc_open(&srv, false);
+    static char v[100000];
+    memset(v, 'm', sizeof(v));
+    int ok = 0;
+    const char *last = "";
+    for (int i = 0; i < 30; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "big%d", i);
+        const char *set[] = {"SET", k, v};
+        size_t lens[] = {3, strlen(k), sizeof(v)};
+        kvc_cmdv(c, 3, set, lens);
+        last = kvc_reply(c);
+        if (strcmp(last, "+OK"))
+            break;
+        ok++;
+    }
+    cr_assert(ok >= 10 && ok < 30, "%d SETs of 100 KB under maxmemory 1m", ok);
+    cr_assert_str_eq(last, "-OOM command not allowed when used memory > 'maxmemory'.");
+    cr_assert_str_eq(kvc_cmd(c, "GET nope"), "$nil"); /* reads go on */
+    cr_assert_str_eq(kvc_cmd(c, "DEL big0 big1 big2"), ":3"); /* deletes too, and free room */
+    cr_assert_str_eq(kvc_cmd(c, "SET small v"), "+OK");
+    kvc_close(c);
+}
+
 Test(kv_server, maxclients, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     const char *const extra[] = {"--maxclients", "4", NULL};
