@@ -9,8 +9,10 @@
  *              its log operations
  *   persist.c  the log record format, recovery (snapshot + log replay) and
  *              checkpoints (snapshot, then urt_log_checkpoint)
- *   server.c   listeners and connections on the worker rings (urt/io.h),
- *              one lane per connection, commits, output limits
+ *   conn.c     a connection on its worker's ring (urt/io.h): multishot
+ *              receive into the worker's buffer ring, a lane per
+ *              connection, batches, commits, sends, limits
+ *   server.c   listeners (multishot accept), expiry timers, start and stop
  *   main.c     options, the runtime, the start log line, signals
  *
  * Threading: the server struct is written by main before the runtime starts
@@ -74,6 +76,7 @@ struct kv_server {
     int listen_fds[2];
     bool listen_tcp[2];
     struct listener *listeners[2];
+    struct urt_bufring **rings; /* per worker, created by its first connection (conn.c) */
 };
 
 /* A connection's execution context for one command. */
@@ -114,6 +117,11 @@ int kv_checkpoint(struct kv_server *s);
 int kv_listen(struct kv_server *s);
 int kv_server_start(struct kv_server *s);
 void kv_server_stop(struct kv_server *s);
+
+/* conn.c: a new connection (from a listener's accept); after the runtime is
+ * destroyed, the recycled lanes. */
+void kv_conn_new(struct kv_server *s, int fd, bool tcp);
+void kv_conns_destroy(void);
 /* The expiry hook of the table (urt_spawn_at on the runtime). */
 void kv_arm_expiry(void *arg, uint32_t shard, int64_t due_ms);
 

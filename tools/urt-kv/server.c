@@ -1,45 +1,28 @@
 /*
- * tools/urt-kv/server.c — listeners and connections of urt-kv on the worker
- * rings (urt/io.h), one lane per connection (urt/lane.h).
+ * tools/urt-kv/server.c — urt-kv's listeners, expiry timers, start and stop
+ * (the connections are conn.c).
  *
- * A connection is a small state machine whose every step runs as a task of
- * its lane, so its requests execute one at a time, in order, and its buffers
- * need no lock:
+ * Listeners: one multishot accept per listening socket (TCP, Unix), on
+ * worker i for listener i (urt_io_accept with URT_IO_MULTISHOT: one
+ * submission, a continuation per connection; re-armed when it ends). Past
+ * maxclients a new connection gets "-ERR max number of clients reached";
+ * past the descriptor limit (EMFILE, ENFILE) the listener pauses 100 ms (the
+ * pending connections wait in the backlog) and says so on stderr once a
+ * second. A listening port still held by a killed predecessor (its rings are
+ * torn down asynchronously) is waited for at bind, up to 10 s.
  *
- *   recv ──▶ parse + execute (cmd.c) until the input ends inside a request,
- *     ▲      or the batch's replies/records passed BATCH_BYTES
- *     │           │ writes in the batch and a log?  ──▶ urt_log_commit(record)
- *     │           │                                         │ callback (a worker)
- *     │           ▼                                         ▼ back on the lane
- *     └──── send the batch's replies ◀───────────────────────┘
- *           (short sends continued; then parse what is left, else recv)
+ * Expiry: the table asks for a timer (kv_arm_expiry); it is a task run at
+ * the due time on a worker's timer facility (urt_spawn_at).
  *
- * One operation is in flight per connection at a time (its one struct
- * urt_io is reused), which gives the per-connection order and backpressure:
- * a client that sends without reading stops being read once its replies are
- * waiting. Replies of a batch are sent only after the batch's record reached
- * the response of the durability mode (stored: durable; available: logged),
- * so a client never sees an OK for a write that the mode does not cover;
- * group commit across connections is the log's.
+ * Stop: the listeners are cancelled, a stored barrier commit makes every
+ * answered write durable (urt does not flush the log at destroy, and
+ * `available` writes may still sit in a channel buffer), then the runtime is
+ * destroyed (CANCEL: timers far in the future must not hold it up); every
+ * connection is closed by its operations' last continuations.
  *
- * Limits, each closing only the offending connection (as Redis does): a
- * protocol error is answered, then the connection closed; an input buffer
- * above query_limit; replies above output_limit; a send that the client does
- * not take within send_timeout_ms (a linked timeout, -ETIME). Accept: past
- * maxclients the new connection gets "-ERR max number of clients reached";
- * past the descriptor limit (EMFILE, ENFILE) the listener pauses 100 ms
- * (the pending connections wait in the backlog) and says so on stderr once
- * a second.
- *
- * Lanes are recycled: a closed connection's lane goes to a free list (a
- * mutex; taken once per connect and close), since a lane cannot be
- * destroyed from its own task; they are destroyed after the runtime.
- *
- * Memory-ordering contract: a connection's fields are touched only by tasks
- * of its lane (the lane orders them), except by the commit callback, which
- * only reads the connection pointer and submits a lane task. Counters of
- * struct kv_server are relaxed atomics (statistics). `stopping` is a relaxed
- * flag; the runtime's destroy orders everything else.
+ * Memory-ordering contract: a listener is touched only by its own tasks (on
+ * one worker); `stopping` is a relaxed flag (a listener that misses it is
+ * cancelled by destroy anyway); the runtime's destroy orders the rest.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,285 +41,8 @@
 
 #include "kv.h"
 
-#define READ_CHUNK (16u * 1024)
-#define READ_MAX_CHUNK (1u << 20)
-#define BATCH_BYTES (1u << 20)
 #define ACCEPT_PAUSE_NS (100u * 1000 * 1000)
 #define BIND_RETRY_MS 10000
-
-struct conn {
-    struct urt_io io;            /* the one operation in flight: recv, send */
-    struct urt_commit commit;
-    struct kv_server *srv;
-    urt_lane *lane;
-    int fd;
-    int commit_status;
-    uint64_t id;
-    struct kv_buf in, out, rec;
-    size_t sent;
-    struct resp_parser parser;
-    char *name;
-    bool closing;                /* close once the replies are sent */
-};
-
-static void conn_process(struct conn *c);
-static void conn_recv(struct conn *c);
-
-/* ---- lanes ---------------------------------------------------------------------- */
-
-static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER;
-static urt_lane **free_lanes;
-static size_t n_free_lanes, cap_free_lanes;
-static _Atomic uint32_t next_worker;
-
-static urt_lane *lane_get(struct kv_server *s)
-{
-    urt_lane *l = NULL;
-    pthread_mutex_lock(&lanes_lock);
-    if (n_free_lanes)
-        l = free_lanes[--n_free_lanes];
-    pthread_mutex_unlock(&lanes_lock);
-    if (l)
-        return l;
-    uint32_t w = atomic_fetch_add_explicit(&next_worker, 1, memory_order_relaxed);
-    if (urt_lane_create_on(s->rt, w % urt_runtime_config(s->rt)->workers, &l))
-        return NULL;
-    return l;
-}
-
-static void lane_put(urt_lane *l)
-{
-    pthread_mutex_lock(&lanes_lock);
-    if (n_free_lanes == cap_free_lanes) {
-        size_t cap = cap_free_lanes ? cap_free_lanes * 2 : 64;
-        urt_lane **a = realloc(free_lanes, cap * sizeof(*a));
-        if (a) {
-            free_lanes = a;
-            cap_free_lanes = cap;
-        }
-    }
-    if (n_free_lanes < cap_free_lanes)
-        free_lanes[n_free_lanes++] = l;
-    pthread_mutex_unlock(&lanes_lock);
-}
-
-static void lanes_destroy(void)
-{
-    pthread_mutex_lock(&lanes_lock);
-    for (size_t i = 0; i < n_free_lanes; i++)
-        urt_lane_destroy(free_lanes[i]);
-    free(free_lanes);
-    free_lanes = NULL;
-    n_free_lanes = cap_free_lanes = 0;
-    pthread_mutex_unlock(&lanes_lock);
-}
-
-/* ---- a connection's life ---------------------------------------------------------- */
-
-static void conn_close(struct conn *c)
-{
-    close(c->fd);
-    buf_free(&c->in);
-    buf_free(&c->out);
-    buf_free(&c->rec);
-    resp_free(&c->parser);
-    free(c->name);
-    lane_put(c->lane);
-    atomic_fetch_sub_explicit(&c->srv->connections, 1, memory_order_relaxed);
-    free(c);
-}
-
-static void on_task_cancel(struct urt_task *t, void *arg)
-{
-    (void)t;
-    conn_close(arg);
-}
-
-/* Runs fn on the connection's lane; at shutdown (the lane refuses) closes it. */
-static void conn_hop(struct conn *c, urt_task_fn *fn)
-{
-    if (urt_lane_spawn(c->lane, fn, on_task_cancel, c, 0))
-        conn_close(c);
-}
-
-static void on_send(struct urt_io *io, int32_t res, void *arg)
-{
-    (void)io;
-    struct conn *c = arg;
-    if (res < 0) {
-        if (res == -ETIME)
-            atomic_fetch_add_explicit(&c->srv->output_disconnects, 1, memory_order_relaxed);
-        conn_close(c);
-        return;
-    }
-    c->sent += (size_t)res;
-    if (c->sent < c->out.len) { /* a short send: the rest, with a fresh deadline */
-        if (c->srv->opt.send_timeout_ms)
-            urt_io_set_timeout(&c->io, c->srv->opt.send_timeout_ms * 1000000u);
-        if (urt_io_send(&c->io, c->fd, c->out.p + c->sent, c->out.len - c->sent, MSG_NOSIGNAL, 0))
-            conn_close(c);
-        return;
-    }
-    c->out.len = c->sent = 0;
-    if (c->closing) {
-        conn_close(c);
-        return;
-    }
-    conn_process(c);
-}
-
-static void conn_send(struct conn *c)
-{
-    c->sent = 0;
-    urt_io_init(&c->io, on_send, c);
-    if (c->srv->opt.send_timeout_ms)
-        urt_io_set_timeout(&c->io, c->srv->opt.send_timeout_ms * 1000000u);
-    if (urt_io_send(&c->io, c->fd, c->out.p, c->out.len, MSG_NOSIGNAL, 0))
-        conn_close(c);
-}
-
-static enum urt_task_result after_commit(struct urt_task *t, void *arg)
-{
-    (void)t;
-    struct conn *c = arg;
-    c->rec.len = 0;
-    if (c->commit_status) {
-        if (c->commit_status != -ECANCELED && !atomic_exchange(&c->srv->log_failed, 1))
-            fprintf(stderr, "urt-kv: a log commit failed (%s): writes are refused from now on\n",
-                    strerror(-c->commit_status));
-        conn_close(c); /* its replies claimed writes the log does not hold */
-        return URT_TASK_DONE;
-    }
-    atomic_fetch_add_explicit(&c->srv->commits, 1, memory_order_relaxed);
-    conn_send(c);
-    return URT_TASK_DONE;
-}
-
-static void on_commit(struct urt_commit *cm, int status, void *arg)
-{
-    (void)cm;
-    struct conn *c = arg;
-    c->commit_status = status;
-    conn_hop(c, after_commit);
-}
-
-static void conn_commit(struct conn *c)
-{
-    enum urt_commit_response r =
-        c->srv->opt.durability == KV_DUR_STORED ? URT_COMMIT_STORED : URT_COMMIT_AVAILABLE;
-    int rc = urt_log_commit(c->srv->rt, &c->commit, c->id, c->rec.p, (uint32_t)c->rec.len, r, on_commit, c);
-    if (rc) {
-        if (rc != -ESHUTDOWN && !atomic_exchange(&c->srv->log_failed, 1))
-            fprintf(stderr, "urt-kv: urt_log_commit: %s\n", urt_last_error());
-        conn_close(c);
-    }
-}
-
-/* Bytes the parsed request would add to the batch record, at most. */
-static uint64_t request_bytes(const struct resp_parser *p)
-{
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < p->argc; i++)
-        n += p->argv[i].len + KV_OP_HDR;
-    return n;
-}
-
-/* Parses and runs requests until the input ends inside one or the batch is
- * full. false: the connection was closed (out of memory). */
-static bool run_batch(struct conn *c)
-{
-    struct kv_ctx ctx = {.srv = c->srv, .out = &c->out, .name = &c->name, .id = c->id,
-                         .rec = c->srv->opt.durability == KV_DUR_NONE ? NULL : &c->rec};
-    while (!c->closing && c->out.len < BATCH_BYTES && c->rec.len < BATCH_BYTES) {
-        enum resp_status st = resp_parse(&c->parser, c->in.p, c->in.len);
-        if (st == RESP_NEED_MORE)
-            break;
-        if (st == RESP_ERROR) {
-            atomic_fetch_add_explicit(&c->srv->protocol_errors, 1, memory_order_relaxed);
-            reply_error(&c->out, c->parser.error);
-            c->closing = true;
-            break;
-        }
-        if (c->rec.len && c->rec.len + request_bytes(&c->parser) > KV_REC_LIMIT)
-            break; /* commit what we have first; this request starts the next batch */
-        if (kv_exec(&ctx, c->in.p, c->parser.argv, c->parser.argc))
-            return false;
-        resp_next(&c->parser);
-        c->closing |= ctx.close_after;
-    }
-    return true;
-}
-
-/* Drops the consumed prefix of the input (everything before the current request). */
-static void compact_input(struct conn *c)
-{
-    size_t by = c->parser.start;
-    if (by == 0)
-        return;
-    memmove(c->in.p, c->in.p + by, c->in.len - by);
-    c->in.len -= by;
-    resp_rebase(&c->parser, by);
-}
-
-static void conn_process(struct conn *c)
-{
-    if (!run_batch(c)) {
-        conn_close(c);
-        return;
-    }
-    compact_input(c);
-    if (c->out.len > c->srv->opt.output_limit) {
-        atomic_fetch_add_explicit(&c->srv->output_disconnects, 1, memory_order_relaxed);
-        conn_close(c);
-    } else if (c->rec.len) {
-        conn_commit(c);
-    } else if (c->out.len) {
-        conn_send(c);
-    } else if (c->closing) {
-        conn_close(c);
-    } else {
-        conn_recv(c);
-    }
-}
-
-static void on_recv(struct urt_io *io, int32_t res, void *arg)
-{
-    (void)io;
-    struct conn *c = arg;
-    if (res <= 0) { /* the peer closed (a request cut in the middle is dropped), or an error */
-        conn_close(c);
-        return;
-    }
-    c->in.len += (size_t)res;
-    conn_process(c);
-}
-
-static void conn_recv(struct conn *c)
-{
-    if (c->in.len - c->parser.start > c->srv->opt.query_limit) {
-        fprintf(stderr, "urt-kv: closing client %llu that reached the query buffer limit\n",
-                (unsigned long long)c->id);
-        conn_close(c);
-        return;
-    }
-    uint64_t want = c->parser.need > READ_CHUNK ? c->parser.need : READ_CHUNK;
-    if (want > READ_MAX_CHUNK)
-        want = READ_MAX_CHUNK;
-    if (buf_reserve(&c->in, (size_t)want)) {
-        conn_close(c);
-        return;
-    }
-    urt_io_init(&c->io, on_recv, c);
-    if (urt_io_recv(&c->io, c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0))
-        conn_close(c);
-}
-
-static enum urt_task_result conn_start(struct urt_task *t, void *arg)
-{
-    (void)t;
-    conn_recv(arg);
-    return URT_TASK_DONE;
-}
 
 /* ---- listeners -------------------------------------------------------------------- */
 
@@ -349,43 +55,7 @@ struct listener {
 };
 
 static void listener_arm(struct listener *l);
-
-static void reject(struct kv_server *s, int fd)
-{
-    static const char msg[] = "-ERR max number of clients reached\r\n";
-    ssize_t w = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)w;
-    close(fd);
-    atomic_fetch_add_explicit(&s->rejected_connections, 1, memory_order_relaxed);
-}
-
-static void conn_new(struct listener *l, int fd)
-{
-    struct kv_server *s = l->srv;
-    if (atomic_load_explicit(&s->connections, memory_order_relaxed) >= s->opt.maxclients) {
-        reject(s, fd);
-        return;
-    }
-    struct conn *c = calloc(1, sizeof(*c));
-    urt_lane *lane = c ? lane_get(s) : NULL;
-    if (!lane) {
-        free(c);
-        close(fd);
-        return;
-    }
-    if (l->tcp) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
-    struct resp_limits lim = {s->opt.max_bulk, s->opt.max_args, RESP_MAX_INLINE_DEFAULT};
-    resp_init(&c->parser, &lim);
-    c->srv = s;
-    c->fd = fd;
-    c->lane = lane;
-    c->id = atomic_fetch_add_explicit(&s->total_connections, 1, memory_order_relaxed) + 1;
-    atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
-    conn_hop(c, conn_start);
-}
+static enum urt_task_result listener_start(struct urt_task *t, void *arg);
 
 static void on_pause(struct urt_io *io, int32_t res, void *arg)
 {
@@ -393,25 +63,36 @@ static void on_pause(struct urt_io *io, int32_t res, void *arg)
     listener_arm(arg);
 }
 
+/* Pauses the listener for ACCEPT_PAUSE_NS (descriptors exhausted, or the
+ * submission queue full), then arms it again. */
+static void listener_pause(struct listener *l, int err)
+{
+    uint64_t now = urt_now_ns();
+    if (err != -EAGAIN && now - l->last_warn_ns > 1000000000u) {
+        fprintf(stderr, "urt-kv: accept: %s (connections wait in the backlog)\n", strerror(-err));
+        l->last_warn_ns = now;
+    }
+    urt_io_init(&l->io, on_pause, l);
+    if (urt_io_sleep(&l->io, ACCEPT_PAUSE_NS))
+        urt_spawn_at(l->srv->rt, now + ACCEPT_PAUSE_NS, listener_start, NULL, l, 0);
+}
+
+/* One multishot accept: a continuation per connection; when it ends (an
+ * error, or the kernel or the runtime ended it) the listener arms it again. */
 static void on_accept(struct urt_io *io, int32_t res, void *arg)
 {
-    (void)io;
     struct listener *l = arg;
-    if (res >= 0) {
-        conn_new(l, res);
-    } else if (res == -ECANCELED || atomic_load_explicit(&l->srv->stopping, memory_order_relaxed)) {
+    bool more = urt_io_flags(io) & URT_IO_F_MORE;
+    if (res >= 0)
+        kv_conn_new(l->srv, res, l->tcp);
+    if (more)
+        return;
+    if (res == -ECANCELED || atomic_load_explicit(&l->srv->stopping, memory_order_relaxed))
         return; /* shutting down */
-    } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
-        uint64_t now = urt_now_ns();
-        if (now - l->last_warn_ns > 1000000000u) {
-            fprintf(stderr, "urt-kv: accept: %s (connections wait in the backlog)\n", strerror(-res));
-            l->last_warn_ns = now;
-        }
-        urt_io_init(&l->io, on_pause, l);
-        if (urt_io_sleep(&l->io, ACCEPT_PAUSE_NS) == 0)
-            return;
-    }
-    listener_arm(l);
+    if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM || res == -EAGAIN)
+        listener_pause(l, res);
+    else
+        listener_arm(l);
 }
 
 static void listener_arm(struct listener *l)
@@ -419,8 +100,10 @@ static void listener_arm(struct listener *l)
     if (atomic_load_explicit(&l->srv->stopping, memory_order_relaxed))
         return;
     urt_io_init(&l->io, on_accept, l);
-    int rc = urt_io_accept(&l->io, l->fd, NULL, NULL, 0);
-    if (rc)
+    int rc = urt_io_accept(&l->io, l->fd, NULL, NULL, URT_IO_MULTISHOT);
+    if (rc == -EAGAIN)
+        listener_pause(l, rc);
+    else if (rc && rc != -ESHUTDOWN)
         fprintf(stderr, "urt-kv: urt_io_accept: %s\n", urt_last_error());
 }
 
@@ -555,6 +238,9 @@ int kv_listen(struct kv_server *s)
 int kv_server_start(struct kv_server *s)
 {
     uint32_t workers = urt_runtime_config(s->rt)->workers;
+    s->rings = calloc(workers, sizeof(*s->rings));
+    if (!s->rings)
+        return -ENOMEM;
     for (uint32_t i = 0; i < s->n_listeners; i++) {
         struct listener *l = calloc(1, sizeof(*l));
         if (!l)
@@ -620,7 +306,9 @@ void kv_server_stop(struct kv_server *s)
     log_barrier(s);
     urt_runtime_destroy(s->rt, URT_SHUTDOWN_CANCEL);
     s->rt = NULL;
-    lanes_destroy();
+    kv_conns_destroy();
+    free(s->rings); /* the rings themselves went with the runtime */
+    s->rings = NULL;
     for (uint32_t i = 0; i < s->n_listeners; i++) {
         close(s->listen_fds[i]);
         free(s->listeners[i]);
