@@ -418,6 +418,25 @@ Test(kv_server, maxmemory_refuses_growing_writes, .init = start_default, .fini =
     kvc_close(c);
 }
 
+Test(kv_server, a_client_past_the_query_buffer_limit_is_dropped, .init = start_default, .fini = stop_default,
+     .timeout = 120)
+{
+    const char *const extra[] = {"--client-query-buffer-limit", "1m", NULL};
+    restart_with(extra);
+    struct kvc *c = kvc_open(&srv, false);
+    kvc_send(c, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000000\r\n", 34);
+    static char chunk[64 * 1024];
+    memset(chunk, 'q', sizeof(chunk));
+    for (int i = 0; i < 64; i++) /* 4 MB of a 100 MB argument */
+        if (kvc_send(c, chunk, sizeof(chunk)))
+            break;
+    cr_assert_str_eq(kvc_reply(c), "(closed)");
+    struct kvc *other = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(other, "EXISTS k"), ":0");
+    kvc_close(other);
+    kvc_close(c);
+}
+
 Test(kv_server, maxclients, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     const char *const extra[] = {"--maxclients", "4", NULL};

@@ -369,10 +369,6 @@ static void conn_process(struct conn *c)
         send_rest(c);
     } else if (c->closing || c->peer_gone) {
         kill_conn(c);
-    } else if (c->in.len > c->srv->opt.query_limit) {
-        fprintf(stderr, "urt-kv: closing client %llu that reached the query buffer limit\n",
-                (unsigned long long)c->id);
-        kill_conn(c);
     }
     /* else: the receive is armed; the next bytes bring the next batch */
 }
@@ -429,6 +425,11 @@ static void on_rx(struct urt_io *io, int32_t res, void *arg)
     bool more = urt_io_flags(&c->rio) & URT_IO_F_MORE;
     if (!rx_take(c, res))
         c->dead = true;
+    if (c->in.len > c->srv->opt.query_limit && !c->dead) { /* also while a batch is out */
+        fprintf(stderr, "urt-kv: closing client %llu that reached the query buffer limit\n",
+                (unsigned long long)c->id);
+        c->dead = true;
+    }
     if (!more && res <= 0 && res != -EAGAIN)
         c->peer_gone = true; /* end of file (a request cut in the middle is dropped), or an error */
     if (!c->dead && !c->busy && res > 0)
