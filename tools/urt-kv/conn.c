@@ -182,6 +182,8 @@ static void kill_conn(struct conn *c)
     c->dead = true;
     if (c->rx_live)
         urt_io_cancel(&c->rio); /* its last call comes back with -ECANCELED */
+    if (c->busy)
+        urt_io_cancel(&c->wio); /* a send to a client that reads nothing; -EALREADY if none is out */
     reap(c);
 }
 
