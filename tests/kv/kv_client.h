@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -258,8 +259,12 @@ static inline void kvs_start_limited(struct kvs *s, long fd_limit, const char *c
     s->pid = fork();
     cr_assert_geq(s->pid, 0);
     if (s->pid == 0) {
+        /* the server dies with the test (a failed assertion must not leave it
+         * running), and holds none of the test's pipes (meson waits for them) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
+        dup2(fd, 1);
         if (fd_limit > 0) {
             struct rlimit rl = {(rlim_t)fd_limit, (rlim_t)fd_limit};
             setrlimit(RLIMIT_NOFILE, &rl);

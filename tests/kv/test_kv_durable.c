@@ -195,15 +195,29 @@ Test(kv_durable, kill9_under_set_load_loses_no_answered_set, .init = paths, .fin
     kvs_stop(&srv, false);
 }
 
-static long dir_files(const char *path, const char *prefix)
+/* Channel files in the log directory: how many, and how many of a
+ * generation older than the newest. */
+static void channel_files(const char *path, long *all, long *older)
 {
     DIR *d = opendir(path);
-    long n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    unsigned long long newest = 0;
+    *all = *older = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        unsigned long long gen;
+        if (sscanf(e->d_name, "ch-%llx-", &gen) == 1 && gen > newest)
+            newest = gen;
+    }
+    if (d)
+        rewinddir(d);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        unsigned long long gen;
+        if (sscanf(e->d_name, "ch-%llx-", &gen) != 1)
+            continue;
+        (*all)++;
+        *older += gen < newest;
+    }
     if (d)
         closedir(d);
-    return n;
 }
 
 Test(kv_durable, checkpoints_bound_the_log_and_recover_with_the_snapshot, .init = paths, .fini = cleanup, .timeout = 300)
@@ -211,20 +225,35 @@ Test(kv_durable, checkpoints_bound_the_log_and_recover_with_the_snapshot, .init 
     setenv("URT_LOG_SEGMENT_KB", "512", 1); /* small segments: the checkpoints delete them */
     long acked = 0, checked = 0;
     kill9_cycles(2, SCALE(1500, 2500), "1", true, &acked, &checked);
-    char snap[400];
+    char snap[400], log[400];
     snprintf(snap, sizeof(snap), "%s/snapshot", srv.data);
-    cr_assert_eq(access(snap, F_OK), 0, "no snapshot was written");
-    struct kvc *c = kvc_open(&srv, false);
-    const char *info = kvc_cmd(c, "INFO persistence");
-    kvc_close(c);
-    char log[400];
     snprintf(log, sizeof(log), "%s/log", srv.data);
-    long segments = dir_files(log, "ch-");
-    fprintf(stderr, "kv_durable checkpoints: %ld SETs (1 KB) answered, %ld checked; %ld channel files left\n%s\n",
-            acked, checked, segments, info);
-    /* without checkpoints every 512 KB segment of the ~1.1 KB records would stay */
-    long unbounded = acked * 1100 / (512 * 1024);
-    cr_assert_lt(segments, unbounded / 2 + 8, "the log was not bounded: %ld channel files (%ld without checkpoints)",
-                 segments, unbounded);
+    long before, older_before;
+    channel_files(log, &before, &older_before);
+    /* 2 MB more: at least one checkpoint in this session, which deletes every
+     * file of the earlier sessions (all their records are at or below it) */
+    struct kvc *c = kvc_open(&srv, false);
+    static char v[1000];
+    memset(v, 'c', sizeof(v));
+    for (int i = 0; i < 2000; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "more%d", i);
+        const char *set[] = {"SET", k, v};
+        size_t lens[] = {3, strlen(k), sizeof(v)};
+        kvc_cmdv(c, 3, set, lens);
+        cr_assert_str_eq(kvc_reply(c), "+OK");
+    }
+    cr_assert(WAIT_UNTIL(!strstr(kvc_cmd(c, "INFO persistence"), "checkpoints:0\r"), 20000),
+              "no checkpoint after 2 MB of log: %s", kvc_cmd(c, "INFO persistence"));
+    cr_assert_eq(access(snap, F_OK), 0, "no snapshot was written");
+    long after, older_after;
+    channel_files(log, &after, &older_after);
+    fprintf(stderr,
+            "kv_durable checkpoints: %ld SETs (1 KB) answered over 2 kill -9 cycles, %ld checked; channel files "
+            "%ld (%ld of earlier sessions) before the checkpoint, %ld (%ld) after\n",
+            acked, checked, before, older_before, after, older_after);
+    cr_assert_eq(older_after, 0, "files of earlier sessions survived a checkpoint that covers them");
+    cr_assert_eq(strncmp(kvc_cmd(c, "GET more1999"), "$cccc", 5), 0);
+    kvc_close(c);
     kvs_stop(&srv, false);
 }
