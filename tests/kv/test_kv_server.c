@@ -108,7 +108,8 @@ Test(kv_server, connection_and_server_commands, .init = start_default, .fini = s
 Test(kv_server, inline_commands, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     struct kvc *c = kvc_open(&srv, false);
-    kvc_send(c, "PING\r\nSET k v\r\nGET k\n", 22);
+    const char *three = "PING\r\nSET k v\r\nGET k\n";
+    kvc_send(c, three, strlen(three));
     cr_assert_str_eq(kvc_reply(c), "+PONG");
     cr_assert_str_eq(kvc_reply(c), "+OK");
     cr_assert_str_eq(kvc_reply(c), "$v");
@@ -268,7 +269,8 @@ Test(kv_server, malformed_input_closes_only_that_client, .init = start_default, 
     expect_error_then_close("*2000000\r\n", 10, "-ERR Protocol error: invalid multibulk length"); /* too many args */
     /* a good request before the bad one is answered first */
     struct kvc *c = kvc_open(&srv, false);
-    kvc_send(c, "*1\r\n$4\r\nPING\r\n*1\r\n:1\r\n", 21);
+    const char *good_bad = "*1\r\n$4\r\nPING\r\n*1\r\n:1\r\n";
+    kvc_send(c, good_bad, strlen(good_bad));
     cr_assert_str_eq(kvc_reply(c), "+PONG");
     cr_assert_str_eq(kvc_reply(c), "-ERR Protocol error: expected '$', got ':'");
     cr_assert_str_eq(kvc_reply(c), "(closed)");
@@ -424,7 +426,8 @@ Test(kv_server, a_client_past_the_query_buffer_limit_is_dropped, .init = start_d
     const char *const extra[] = {"--client-query-buffer-limit", "1m", NULL};
     restart_with(extra);
     struct kvc *c = kvc_open(&srv, false);
-    kvc_send(c, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000000\r\n", 34);
+    const char *head = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000000\r\n";
+    kvc_send(c, head, strlen(head));
     static char chunk[64 * 1024];
     memset(chunk, 'q', sizeof(chunk));
     for (int i = 0; i < 64; i++) /* 4 MB of a 100 MB argument */
