@@ -316,6 +316,8 @@ static inline void kvs_stop(struct kvs *s, bool kill9)
 static inline void kvs_cleanup(struct kvs *s)
 {
     kvs_stop(s, true);
+    if (getenv("KV_TEST_KEEP")) /* keep the server's stderr for a look */
+        return;
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
     if (system(cmd) != 0)

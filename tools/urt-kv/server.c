@@ -223,11 +223,11 @@ static int listen_unix(struct kv_server *s)
 
 int kv_listen(struct kv_server *s)
 {
-    int rc = 0;
-    if (s->opt.port > 0 && s->opt.bind && s->opt.bind[0])
-        rc = listen_tcp(s);
-    if (rc == 0 && s->opt.unix_path)
+    int rc = 0; /* the Unix socket first: a client that found the TCP port open finds it too */
+    if (s->opt.unix_path)
         rc = listen_unix(s);
+    if (rc == 0 && s->opt.port > 0 && s->opt.bind && s->opt.bind[0])
+        rc = listen_tcp(s);
     if (rc == 0 && s->n_listeners == 0) {
         fprintf(stderr, "urt-kv: nothing to listen on (--port 0 and no --unixsocket)\n");
         rc = -EINVAL;
