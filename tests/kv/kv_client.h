@@ -40,6 +40,7 @@ struct kvc {
 struct kvs {
     pid_t pid;
     int port;
+    bool new_port;      /* the next start takes a new port (after a kill -9) */
     char dir[256];      /* scratch directory: data in dir/data, socket dir/sock */
     char sock[300];
     char data[300];
@@ -247,8 +248,9 @@ static inline void kvs_paths(struct kvs *s, const char *tag)
  * its RLIMIT_NOFILE. */
 static inline void kvs_start_limited(struct kvs *s, long fd_limit, const char *const *extra)
 {
-    if (!s->port)
+    if (!s->port || s->new_port)
         s->port = kv_free_port();
+    s->new_port = false;
     char port[16];
     snprintf(port, sizeof(port), "%d", s->port);
     const char *argv[40] = {URT_KV, "--port", port, "--unixsocket", s->sock, "--workers", "2", "--quiet"};
@@ -306,7 +308,7 @@ static inline void kvs_stop(struct kvs *s, bool kill9)
      * down the dead process's rings (a connect could still reach it): the
      * next start takes a new port. */
     if (kill9)
-        s->port = 0;
+        s->new_port = true; /* not the port itself: client threads may still read it */
 }
 
 static inline void kvs_cleanup(struct kvs *s)
