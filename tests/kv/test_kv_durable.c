@@ -257,3 +257,64 @@ Test(kv_durable, checkpoints_bound_the_log_and_recover_with_the_snapshot, .init 
     kvc_close(c);
     kvs_stop(&srv, false);
 }
+
+/* Runs urt-kv on the data directory and expects it to refuse to start:
+ * exit status 1 and `says` on its standard error. */
+static void expect_refusal(const char *says)
+{
+    char port[16], cmd[1200];
+    snprintf(port, sizeof(port), "%d", kv_free_port());
+    snprintf(cmd, sizeof(cmd), "'%s' --port %s --workers 2 --dir '%s' --durability stored 2>'%s/refusal'", URT_KV,
+             port, srv.data, srv.dir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "urt-kv on a damaged snapshot: status %d", st);
+    char path[400], text[2048] = "";
+    snprintf(path, sizeof(path), "%s/refusal", srv.dir);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    text[n] = 0;
+    if (f)
+        fclose(f);
+    cr_assert(strstr(text, says), "its stderr: %s", text);
+}
+
+Test(kv_durable, a_damaged_snapshot_is_refused, .init = paths, .fini = cleanup, .timeout = 300)
+{
+    start_mode("stored", "1");
+    struct kvc *c = kvc_open(&srv, false);
+    static char v[1000];
+    memset(v, 's', sizeof(v));
+    for (int i = 0; i < 1500; i++) { /* 1.5 MB of log: a checkpoint */
+        char k[32];
+        snprintf(k, sizeof(k), "s%d", i);
+        const char *set[] = {"SET", k, v};
+        size_t lens[] = {3, strlen(k), sizeof(v)};
+        kvc_cmdv(c, 3, set, lens);
+        cr_assert_str_eq(kvc_reply(c), "+OK");
+    }
+    cr_assert(WAIT_UNTIL(!strstr(kvc_cmd(c, "INFO persistence"), "checkpoints:0\r"), 20000), "no checkpoint");
+    kvc_close(c);
+    kvs_stop(&srv, false);
+    char snap[400];
+    snprintf(snap, sizeof(snap), "%s/snapshot", srv.data);
+    FILE *f = fopen(snap, "r+b");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, size / 2, SEEK_SET); /* one byte in the middle of the entries */
+    int ch = fgetc(f);
+    fseek(f, size / 2, SEEK_SET);
+    fputc(ch ^ 0x40, f);
+    fclose(f);
+    expect_refusal("is damaged");
+    /* put it back: the server starts and has every key */
+    f = fopen(snap, "r+b");
+    fseek(f, size / 2, SEEK_SET);
+    fputc(ch, f);
+    fclose(f);
+    start_mode("stored", "1");
+    c = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(c, "DBSIZE"), ":1500");
+    kvc_close(c);
+    kvs_stop(&srv, false);
+}
