@@ -13,6 +13,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <sys/mount.h>
 #include <pthread.h>
 
 #include "helpers.h"
@@ -26,9 +27,17 @@ static void paths(void)
     kvs_paths(&srv, "dur");
 }
 
+static char mounted[280]; /* a tmpfs of the full-disk test, unmounted even when it failed */
+
 static void cleanup(void)
 {
     kvs_cleanup(&srv);
+    if (mounted[0]) {
+        for (int i = 0; i < 100 && umount(mounted); i++) /* the dead rings let go of the files asynchronously */
+            usleep(100000);
+        umount2(mounted, MNT_DETACH);
+        mounted[0] = 0;
+    }
 }
 
 
@@ -329,4 +338,45 @@ Test(kv_durable, a_damaged_snapshot_is_refused, .init = paths, .fini = cleanup, 
     cr_assert_str_eq(kvc_cmd(c, "DBSIZE"), ":1500");
     kvc_close(c);
     kvs_stop(&srv, false);
+}
+
+/* A full disk: the commit that cannot be written is never answered OK (its
+ * connection is closed), every later write gets MISCONF, reads go on. On a
+ * 12 MB tmpfs (root: skipped with the reason otherwise). */
+Test(kv_durable, a_full_disk_refuses_writes_and_never_answers_ok, .init = paths, .fini = cleanup, .timeout = 300)
+{
+    char mnt[280];
+    snprintf(mnt, sizeof(mnt), "%.250s/full", srv.dir);
+    cr_assert_eq(mkdir(mnt, 0755), 0);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=12m"))
+        cr_skip_test("cannot mount a tmpfs (%s): needs root", strerror(errno));
+    snprintf(mounted, sizeof(mounted), "%s", mnt);
+    snprintf(srv.data, sizeof(srv.data), "%s/data", mnt);
+    start_mode("stored", "0");
+    struct kvc *c = kvc_open(&srv, false);
+    static char v[1000000];
+    memset(v, 'f', sizeof(v));
+    int ok = 0;
+    const char *r = "";
+    for (int i = 0; i < 40; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "f%d", i);
+        const char *set[] = {"SET", k, v};
+        size_t lens[] = {3, strlen(k), sizeof(v)};
+        kvc_cmdv(c, 3, set, lens);
+        r = kvc_reply(c);
+        if (strcmp(r, "+OK"))
+            break;
+        ok++;
+    }
+    cr_assert_str_eq(r, "(closed)", "after %d SETs of 1 MB on 12 MB", ok);
+    cr_assert_gt(ok, 0);
+    kvc_close(c);
+    c = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(c, "SET small v"),
+                     "-MISCONF Errors writing to the log: urt-kv refuses writes (see its standard error)");
+    cr_assert_eq(strncmp(kvc_cmd(c, "GET f0"), "$ffff", 5), 0);
+    cr_assert(strstr(kvc_cmd(c, "INFO persistence"), "log_failed:1"));
+    kvc_close(c);
+    kvs_stop(&srv, false); /* a clean stop with a failed log: no final flush to wait for */
 }

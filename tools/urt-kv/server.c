@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <urt/io.h>
@@ -256,12 +257,20 @@ int kv_server_start(struct kv_server *s)
     return 0;
 }
 
+#define BARRIER_WAIT_S 10
+
 struct barrier {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool done;
     int status;
 };
+
+/* Static, like the commit: a barrier not answered within BARRIER_WAIT_S is
+ * answered by destroy (-ECANCELED) after log_barrier returned. */
+static struct barrier barrier = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
+static struct urt_commit barrier_commit;
+static struct kv_buf barrier_rec;
 
 static void barrier_done(struct urt_commit *c, int status, void *arg)
 {
@@ -274,27 +283,32 @@ static void barrier_done(struct urt_commit *c, int status, void *arg)
     pthread_mutex_unlock(&b->lock);
 }
 
-/* A stored commit of a no-op record, waited for: the durable marker then
- * covers every record committed before it on every channel, so the
- * `available` writes already answered survive a clean stop (urt does not
- * flush the log at destroy). */
+/* A stored commit of a no-op record, waited for (at most BARRIER_WAIT_S):
+ * the durable marker then covers every record committed before it on every
+ * channel, so the `available` writes already answered survive a clean stop
+ * (urt does not flush the log at destroy). Not after a failed log write: the
+ * log may never get durable again, and no write was answered since. */
 static void log_barrier(struct kv_server *s)
 {
-    static struct urt_commit commit;
-    struct barrier b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
-    struct kv_buf rec = {0};
-    if (s->opt.durability == KV_DUR_NONE || rec_nop(&rec) ||
-        urt_log_commit(s->rt, &commit, 0, rec.p, (uint32_t)rec.len, URT_COMMIT_STORED, barrier_done, &b)) {
-        buf_free(&rec);
+    struct barrier *b = &barrier;
+    if (s->opt.durability == KV_DUR_NONE || atomic_load(&s->log_failed) || rec_nop(&barrier_rec) ||
+        urt_log_commit(s->rt, &barrier_commit, 0, barrier_rec.p, (uint32_t)barrier_rec.len, URT_COMMIT_STORED,
+                       barrier_done, b))
         return;
-    }
-    pthread_mutex_lock(&b.lock);
-    while (!b.done)
-        pthread_cond_wait(&b.cond, &b.lock);
-    pthread_mutex_unlock(&b.lock);
-    if (b.status)
-        fprintf(stderr, "urt-kv: the log's final flush failed: %s\n", strerror(-b.status));
-    buf_free(&rec);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += BARRIER_WAIT_S;
+    pthread_mutex_lock(&b->lock);
+    int rc = 0;
+    while (!b->done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&b->cond, &b->lock, &until);
+    bool done = b->done;
+    int status = b->status;
+    pthread_mutex_unlock(&b->lock);
+    if (!done)
+        fprintf(stderr, "urt-kv: the log's final flush did not complete in %d s\n", BARRIER_WAIT_S);
+    else if (status)
+        fprintf(stderr, "urt-kv: the log's final flush failed: %s\n", strerror(-status));
 }
 
 void kv_server_stop(struct kv_server *s)
@@ -307,6 +321,7 @@ void kv_server_stop(struct kv_server *s)
     urt_runtime_destroy(s->rt, URT_SHUTDOWN_CANCEL);
     s->rt = NULL;
     kv_conns_destroy();
+    buf_free(&barrier_rec);
     free(s->rings); /* the rings themselves went with the runtime */
     s->rings = NULL;
     for (uint32_t i = 0; i < s->n_listeners; i++) {
