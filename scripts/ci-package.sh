@@ -40,9 +40,10 @@ echo "== examples against the installed package"
 pkg-config --modversion urt
 URT_INSTALLED=1 examples/check-installed.sh none
 echo "== installed man pages and tools"
-man -w urt_spawn urt urt-wal >/dev/null
+man -w urt_spawn urt urt-wal urt-kv >/dev/null
 urt-wal --version
 urt-load --version >/dev/null
+urt-kv --version >/dev/null
 echo "== remove them again (later CI steps test the tree, not the packages)"
 $SUDO apt-get remove -y -qq liburt0 liburt-dev urt-tools >/dev/null
 echo "ci-package: ok (packages in $OUT)"

@@ -15,6 +15,7 @@ PKGS=(
   man-db groff-base                              # man pages and their test (man/check_man.py)
   debhelper dpkg-dev lintian                     # Debian packages (scripts/ci-package.sh)
   gnuplot-nox                                    # charts (bench/plot)
+  redis-tools                                    # redis-cli for urt-kv's protocol tests (tests/kv)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/check_usage.py SRCDIR TOOL... — test 'tools usage' (suite 'tools').
 
-For each tool (a path to urt-load, urt-wal or urt-trace):
+For each tool (a path to urt-load, urt-wal, urt-kv or urt-trace):
   * --help and --version exit 0 and print on stdout;
   * each bad usage below exits 2 with exactly one line on stderr and nothing
     on stdout;
@@ -17,6 +17,8 @@ BAD = {
     "urt-load": [["--no-such-option"], ["a", "b"], ["--workers"], ["--workers", "0"], ["no_such_workload"]],
     "urt-wal": [[], ["--no-such-option"], ["frobnicate", "/tmp"], ["list"], ["dump", "/tmp", "--hex", "x"],
                 ["list", "/tmp", "extra"]],
+    "urt-kv": [["--no-such-option"], ["extra"], ["--port"], ["--port", "x"], ["--durability", "fast"],
+               ["--durability", "stored"], ["--workers", "0"], ["--dir", "/tmp", "--durability", "none"]],
     "urt-trace": [[], ["--no-such-option"], ["-p"], ["-p", "abc"], ["-p", "1", "0"], ["-p", "1", "1", "1", "x"]],
 }
 

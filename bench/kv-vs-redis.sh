@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# bench/kv-vs-redis.sh — urt-kv against redis-server with a client neither
+# wrote: redis-benchmark, in one go, same machine, same run.
+#
+#   bench/kv-vs-redis.sh [label]
+#
+# Installs Debian's redis-server and redis-tools when missing, builds urt-kv
+# (build-release), then for each server configuration runs
+#   redis-benchmark -p PORT -c 50 -n 200000 -t set,get,incr --threads 2 --csv -P {1,16}
+# Durability pairs (docs/kv.md):
+#   redis --appendonly yes --appendfsync always   <->  urt-kv --durability stored
+#   redis --appendonly yes --appendfsync everysec <->  urt-kv --durability available
+#   redis --appendonly no                          <->  urt-kv --durability none
+# Redis single-threaded and with --io-threads 2 (--io-threads-do-reads yes);
+# both with --save "" and their data in a fresh directory under TMPDIR.
+# Output: bench/results/<date>-kv-<label>.txt: every CSV row (server, config,
+# pipeline, test, rps, p50 ms, p99 ms) and a table of ratios against the
+# targets (durable SET >= 2x Redis's rps with a lower p99; GET and INCR >=
+# 1.3x the better Redis configuration of the same durability pair).
+# Environment: N (200000), CLIENTS (50), PIPELINES ("1 16"), KV_WORKERS (2),
+# PORT (6390), ROUNDS (1: each configuration runs ROUNDS times, interleaved),
+# KV_BIN (an urt-kv binary to use instead of building build-release).
+set -euo pipefail
+LABEL=${1:-run}
+N=${N:-200000}
+CLIENTS=${CLIENTS:-50}
+PIPELINES=${PIPELINES:-"1 16"}
+KV_WORKERS=${KV_WORKERS:-2}
+PORT=${PORT:-6390}
+ROUNDS=${ROUNDS:-1}
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+install_redis() {
+  command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null && return 0
+  echo "[kv-vs-redis] installing redis-server and redis-tools" >&2
+  local sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo=sudo
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends redis-server redis-tools >&2
+  # Debian starts a redis-server service on 6379 where systemd runs: ours use $PORT
+}
+
+KV_BIN=${KV_BIN:-build-release/tools/urt-kv}
+build_kv() {
+  [[ $KV_BIN != build-release/tools/urt-kv ]] && return 0
+  scripts/deps.sh
+  [[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
+  ninja -C build-release tools/urt-kv >/dev/null
+}
+
+wait_ready() {
+  for _ in $(seq 1 300); do
+    redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && return 0
+    sleep 0.1
+  done
+  echo "[kv-vs-redis] server on $PORT did not answer" >&2
+  return 1
+}
+
+SERVER_PID=""
+DATA=""
+stop_server() {
+  [[ -n $SERVER_PID ]] || return 0
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+  [[ -n $DATA ]] && rm -rf "$DATA"
+  DATA=""
+}
+trap stop_server EXIT
+
+# start_server NAME: redis-always-1, redis-everysec-2, kv-stored, ...
+start_server() {
+  local name=$1
+  DATA=$(mktemp -d "${TMPDIR:-/tmp}/kv-bench-XXXXXX")
+  case $name in
+    redis-*)
+      local mode=${name#redis-}; mode=${mode%-*}; local threads=${name##*-}
+      local aof=(--appendonly yes --appendfsync "$mode")
+      [[ $mode == no ]] && aof=(--appendonly no)
+      local io=()
+      [[ $threads -gt 1 ]] && io=(--io-threads "$threads" --io-threads-do-reads yes)
+      redis-server --port "$PORT" --bind 127.0.0.1 --save "" --dir "$DATA" "${aof[@]}" "${io[@]}" \
+        --daemonize no --logfile "$DATA/redis.log" &
+      ;;
+    kv-*)
+      local mode=${name#kv-}
+      local dir=(--dir "$DATA")
+      [[ $mode == none ]] && dir=()
+      "$KV_BIN" --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" \
+        --quiet 2>"$DATA.kv.log" &
+      ;;
+  esac
+  SERVER_PID=$!
+  wait_ready
+}
+
+run_one() {
+  local name=$1 p=$2
+  redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$N" -t set,get,incr --threads 2 --csv -P "$p" 2>/dev/null |
+    tail -n +2 | tr -d '"' | awk -F, -v s="$name" -v p="$p" '{ printf "%s,%s,%s,%s,%s,%s\n", s, p, $1, $2, $5, $7 }'
+}
+
+install_redis
+build_kv
+mkdir -p bench/results
+OUT=bench/results/$(date +%F-%H%M)-kv-$LABEL.txt
+CONFIGS=(redis-always-1 redis-always-2 kv-stored redis-everysec-1 redis-everysec-2 kv-available
+         redis-no-1 redis-no-2 kv-none)
+{
+  echo "# urt-kv vs redis-server $(redis-server --version | grep -o 'v=[0-9.]*'), urt $(git rev-parse --short HEAD), $(date -u '+%F %T UTC'), label=$LABEL"
+  echo "# redis-benchmark -c $CLIENTS -n $N -t set,get,incr --threads 2 --csv -P {$PIPELINES}; urt-kv --workers $KV_WORKERS; rounds $ROUNDS"
+  echo "# data under ${TMPDIR:-/tmp} ($(df -T "${TMPDIR:-/tmp}" | awk 'NR==2 {print $2}')); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "server,pipeline,test,rps,p50_ms,p99_ms"
+} >"$OUT"
+for r in $(seq 1 "$ROUNDS"); do
+  for cfg in "${CONFIGS[@]}"; do
+    start_server "$cfg"
+    for p in $PIPELINES; do
+      run_one "$cfg" "$p" | tee -a "$OUT" >&2
+    done
+    stop_server
+  done
+done
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT"
+python3 bench/kv-table.py "$OUT" >>"$OUT"
+cat "$OUT"
