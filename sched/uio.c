@@ -306,6 +306,18 @@ static enum urt_task_result cont_run(struct urt_task *t, void *arg)
 
 static void io_ended(struct urt_job *job, struct urt_lane *lane);
 
+/* Off the workers at destroy the buffer rings are gone (each worker freed
+ * its own on its way out): a completion whose data sits in a ring's buffer
+ * is delivered as -ECANCELED with no buffer (urt/io.h rule 9), never as a
+ * pointer into freed memory. */
+static void off_worker_result(struct uio *u)
+{
+    if (u->cflags & IORING_CQE_F_BUFFER) {
+        u->cflags &= ~(uint32_t)IORING_CQE_F_BUFFER;
+        u->res = -ECANCELED;
+    }
+}
+
 /* Destroy cancelled a multishot delivery after the workers stopped: the
  * completions still queued (the last one among them: a worker leaves only
  * once every operation's last CQE arrived) are delivered here, on the
@@ -322,6 +334,7 @@ static void drain_off_worker(struct urt_io *io, struct urt_job *job, struct urt_
         m->n--;
         u->res = e.res;
         u->cflags = e.cflags;
+        off_worker_result(u);
         cont_call(io); /* the last one frees the queue */
         if (!(e.cflags & IORING_CQE_F_MORE)) {
             io_ended(job, lane);
@@ -366,6 +379,7 @@ static void cont_cancel(struct urt_task *t, void *arg)
     } else {
         struct urt_job *job = t->priv.job;
         tls_off_worker_shutdown = true;
+        off_worker_result(u);
         cont_call(arg); /* destroy: the workers are gone */
         tls_off_worker_shutdown = false;
         if (more)

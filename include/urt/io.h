@@ -83,7 +83,8 @@
  *     a continuation that was already queued as a task when
  *     destroy(URT_SHUTDOWN_CANCEL) stopped the workers is cancelled with the
  *     other queued tasks, and runs, with the operation's result, on the
- *     destroying thread.)
+ *     destroying thread; a receive whose data is in a buffer ring's buffer
+ *     then gets -ECANCELED and no buffer: the workers freed their rings.)
  * 10. One descriptor may have several operations in flight (a read and a
  *     write on one socket is normal); two reads of one stream socket at once
  *     complete in an order the kernel chooses — serialize them (a lane) if

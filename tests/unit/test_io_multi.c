@@ -19,6 +19,7 @@
 #include "io_helpers.h"
 
 #include <poll.h>
+#include <pthread.h>
 
 #define NO_IO_FEATURES (URT_RING_MULTISHOT_ACCEPT | URT_RING_MULTISHOT_RECV | URT_RING_BUFRING | URT_RING_SEND_ZC | \
                         URT_RING_FIXED_ACCEPT | URT_RING_LINK_TIMEOUT)
@@ -718,4 +719,116 @@ Test(io_multi, lane_multishot_hops_workers_and_puts_from_afar)
     close(sv[1]);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
     free(x);
+}
+
+/* destroy(CANCEL) with multishot completions queued behind a busy task: the
+ * continuations that run after the workers stopped (on the destroying thread)
+ * never get a pointer into a freed buffer ring (ASan reads every byte they
+ * are handed); a completion whose data was in a ring's buffer then comes as
+ * -ECANCELED without one (urt/io.h rule 9). On the probed ring and on the
+ * pool fallback. */
+struct uaf {
+    struct urt_io io;
+    struct urt_bufring *br;
+    int fd, peer;
+    _Atomic int armed, busy, go, calls, ended, bad;
+    unsigned sum;
+};
+
+static void uaf_cont(struct urt_io *io, int32_t res, void *arg)
+{
+    struct uaf *u = arg;
+    unsigned f = urt_io_flags(io);
+    atomic_fetch_add(&u->calls, 1);
+    uint16_t bid;
+    unsigned char *b = urt_io_buffer(io, &bid);
+    if (b) {
+        if (res <= 0 || !(f & URT_IO_F_BUFFER))
+            atomic_store(&u->bad, 1);
+        for (int32_t i = 0; i < res; i++)
+            u->sum += b[i]; /* a freed buffer is a use-after-free here */
+        if (urt_current_worker(g_rt) >= 0)
+            urt_bufring_put(u->br, bid);
+    } else if (res > 0 && (f & URT_IO_F_BUFFER)) {
+        atomic_store(&u->bad, 2); /* data said to be in a buffer, and no buffer */
+    }
+    if (!(f & URT_IO_F_MORE))
+        atomic_store(&u->ended, 1);
+}
+
+static void uaf_arm(void *arg)
+{
+    struct uaf *u = arg;
+    int err = urt_bufring_create(8, 64, &u->br);
+    if (!err) {
+        urt_io_init(&u->io, uaf_cont, u);
+        err = urt_io_recv_bufring(&u->io, u->fd, u->br, 0);
+    }
+    atomic_store(&u->armed, err ? err : 1);
+}
+
+/* A lane task that yields until the runtime is destroyed: it stays the
+ * lane's head, so the receive's continuations (tasks of the same lane) queue
+ * up behind it while the worker reaps their completions between its runs;
+ * destroy(CANCEL) then cancels them off the workers, after the rings were
+ * freed. */
+static enum urt_task_result uaf_hold(struct urt_task *t, void *arg)
+{
+    struct uaf *u = arg;
+    (void)t;
+    atomic_store(&u->busy, 1);
+    return URT_TASK_YIELD;
+}
+
+static enum urt_task_result uaf_arm_task(struct urt_task *t, void *arg)
+{
+    (void)t;
+    uaf_arm(arg);
+    return URT_TASK_DONE;
+}
+
+static void destroy_with_queued_buffers(uint32_t disable)
+{
+    for (int round = 0; round < 4; round++) {
+        urt_runtime *rt = rt_with(1, disable, 64);
+        g_rt = rt;
+        int sv[2];
+        tcp_pair(sv);
+        struct uaf *u = calloc(1, sizeof(*u));
+        cr_assert_not_null(u);
+        u->fd = sv[0];
+        u->peer = sv[1];
+        urt_lane *lane;
+        cr_assert_eq(urt_lane_create(rt, &lane), 0);
+        struct urt_task arm, hold;
+        urt_task_init(&arm, uaf_arm_task, u);
+        urt_task_init(&hold, uaf_hold, u);
+        cr_assert_eq(urt_lane_submit(lane, &arm, 0), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&u->armed) != 0, 10000));
+        cr_assert_eq(atomic_load(&u->armed), 1, "arming: %d", atomic_load(&u->armed));
+        cr_assert_eq(urt_lane_submit(lane, &hold, 0), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&u->busy), 10000));
+        for (int i = 0; i < 6; i++) {
+            cr_assert_eq(write(sv[1], "0123456789abcdef", 16), 16);
+            sleep_us(1000);
+        }
+        sleep_us(5000); /* the completions are reaped and queued behind the holder */
+        cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
+        cr_assert_eq(atomic_load(&u->ended), 1, "round %d: the receive never ended", round);
+        cr_assert_eq(atomic_load(&u->bad), 0, "round %d: bad completion (%d)", round, atomic_load(&u->bad));
+        cr_assert_eq(urt_lane_destroy(lane), 0);
+        close(sv[0]);
+        close(sv[1]);
+        free(u);
+    }
+}
+
+Test(io_multi, destroy_cancel_hands_out_no_freed_buffer)
+{
+    destroy_with_queued_buffers(0);
+}
+
+Test(io_multi, destroy_cancel_hands_out_no_freed_buffer_fallback_pool)
+{
+    destroy_with_queued_buffers(URT_RING_MULTISHOT_RECV | URT_RING_BUFRING);
 }
