@@ -18,6 +18,9 @@ BAD = {
     "urt-wal": [[], ["--no-such-option"], ["frobnicate", "/tmp"], ["list"], ["dump", "/tmp", "--hex", "x"],
                 ["list", "/tmp", "extra"]],
     "urt-trace": [[], ["--no-such-option"], ["-p"], ["-p", "abc"], ["-p", "1", "0"], ["-p", "1", "1", "1", "x"]],
+    "urt-dispatch": [[], ["--no-such-option"], ["frobnicate"], ["enqueue"], ["enqueue", "noop", "0"],
+                     ["run", "--pool", "0"], ["run", "--pool", "x"], ["run", "--payload", "p"], ["migrate", "extra"],
+                     ["run", "--lease-ms", "100", "--budget-ms", "200"], ["--conninfo"]],
 }
 
 srcdir, tools = sys.argv[1], sys.argv[2:]

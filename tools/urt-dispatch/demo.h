@@ -1,0 +1,39 @@
+/*
+ * tools/urt-dispatch/demo.h — the demo handlers of urt-dispatch and the
+ * helpers its commands share.
+ *
+ * Demo kinds (payload in parentheses):
+ *   noop          done at once
+ *   sleep (MS)    done after MS ms (urt_io_sleep: the worker is not held)
+ *   fail (N)      fails while its try count is <= N, then done
+ *   nap (N:MS)    naps MS ms until it has run N times, then done
+ *   record (MS)   records its run in urt_dispatch_runs (start, then end
+ *                 after MS ms), done with this pid as exit value; the run
+ *                 log that `urt-dispatch verify` and the tests check
+ *   hang (N)      blocks its worker while its try count is <= N (apoptosis
+ *                 ends the process), then done
+ * record and nap use urt_dispatch_sql (statements on the dispatcher's run
+ * connections, their callbacks as tasks of the run's job).
+ */
+#ifndef URT_DISPATCH_TOOL_DEMO_H
+#define URT_DISPATCH_TOOL_DEMO_H
+
+#include <stdint.h>
+
+#include <urt/io.h>
+#include <urt/urt.h>
+
+#define DEMO_KINDS "noop,sleep,fail,nap,record,hang"
+
+/* The run log's table (created by `run` when record or nap is handled). */
+#define DEMO_RUNS_DDL                                                                                         \
+    "CREATE TABLE IF NOT EXISTS urt_dispatch_runs ("                                                          \
+    " run bigserial PRIMARY KEY, strand uuid NOT NULL, pid integer NOT NULL, partition integer NOT NULL,"     \
+    " try integer NOT NULL, old boolean NOT NULL,"                                                           \
+    " started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz)"
+
+/* Registers the handler of demo kind `kind` on d. 0, or -EINVAL for a kind
+ * that is not a demo kind (message recorded as by urt_dispatch_handle). */
+int demo_register(urt_dispatch *d, const char *kind, uint32_t partition);
+
+#endif
