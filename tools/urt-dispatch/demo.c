@@ -160,8 +160,8 @@ static void h_record(struct urt_dispatch_run *run, const struct urt_dispatch_str
     snprintf(try, sizeof(try), "%u", s->try_count);
     const char *p[5] = {s->id, pid, part, try, s->old_strand ? "true" : "false"};
     if (urt_dispatch_sql(run,
-                         "INSERT INTO urt_dispatch_runs (strand, pid, partition, try, old) "
-                         "VALUES ($1, $2, $3, $4, $5) RETURNING run",
+                         "INSERT INTO urt_dispatch_runs (strand, pid, partition, try, old, lease_until) "
+                         "SELECT $1, $2, $3, $4, $5, lease FROM urt_strand WHERE id = $1 RETURNING run",
                          p, 5, rec_started, st) < 0) {
         urt_dispatch_fail(run, urt_last_error());
         free(st);
@@ -196,8 +196,9 @@ static void h_nap(struct urt_dispatch_run *run, const struct urt_dispatch_strand
     snprintf(try, sizeof(try), "%u", s->try_count);
     const char *p[5] = {s->id, pid, part, try, s->old_strand ? "true" : "false"};
     if (urt_dispatch_sql(run,
-                         "WITH r AS (INSERT INTO urt_dispatch_runs (strand, pid, partition, try, old, ended) "
-                         "VALUES ($1, $2, $3, $4, $5, clock_timestamp()) RETURNING 1) "
+                         "WITH r AS (INSERT INTO urt_dispatch_runs (strand, pid, partition, try, old, ended, "
+                         "lease_until) SELECT $1, $2, $3, $4, $5, clock_timestamp(), lease FROM urt_strand "
+                         "WHERE id = $1 RETURNING 1) "
                          "SELECT count(*) + 1 FROM urt_dispatch_runs WHERE strand = $1",
                          p, 5, nap_counted, NULL) < 0)
         urt_dispatch_fail(run, urt_last_error());

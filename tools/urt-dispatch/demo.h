@@ -7,9 +7,10 @@
  *   sleep (MS)    done after MS ms (urt_io_sleep: the worker is not held)
  *   fail (N)      fails while its try count is <= N, then done
  *   nap (N:MS)    naps MS ms until it has run N times, then done
- *   record (MS)   records its run in urt_dispatch_runs (start, then end
- *                 after MS ms), done with this pid as exit value; the run
- *                 log that `urt-dispatch verify` and the tests check
+ *   record (MS)   records its run in urt_dispatch_runs (start and the
+ *                 strand's lease, then end after MS ms), done with this pid
+ *                 as exit value; the run log that `urt-dispatch verify`
+ *                 and the tests check (DEMO_OVERLAPS)
  *   hang (N)      blocks its worker while its try count is <= N (apoptosis
  *                 ends the process), then done
  * record and nap use urt_dispatch_sql (statements on the dispatcher's run
@@ -30,7 +31,16 @@
     "CREATE TABLE IF NOT EXISTS urt_dispatch_runs ("                                                          \
     " run bigserial PRIMARY KEY, strand uuid NOT NULL, pid integer NOT NULL, partition integer NOT NULL,"     \
     " try integer NOT NULL, old boolean NOT NULL,"                                                           \
-    " started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz)"
+    " started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz, lease_until timestamptz)"
+
+/* Two runs of one strand overlap when their intervals do: from its start to
+ * its end, or to the end of its lease for a run that never recorded its end
+ * (its process died, or its last statement failed) — a run may not go on
+ * past its lease (the release would find it violated). */
+#define DEMO_OVERLAPS                                                                                         \
+    "SELECT count(*) FROM urt_dispatch_runs a JOIN urt_dispatch_runs b ON a.strand = b.strand AND a.run < b.run" \
+    " WHERE tstzrange(a.started, greatest(a.started, coalesce(a.ended, a.lease_until)))"                      \
+    " && tstzrange(b.started, greatest(b.started, coalesce(b.ended, b.lease_until)))"
 
 /* Registers the handler of demo kind `kind` on d. 0, or -EINVAL for a kind
  * that is not a demo kind (message recorded as by urt_dispatch_handle). */

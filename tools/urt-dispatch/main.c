@@ -169,10 +169,15 @@ static int run_register(const struct tool_opts *o, urt_dispatch *d)
     return 0;
 }
 
+/* The run log's table; a fleet starting at once creates it once (the
+ * advisory lock serializes concurrent CREATE TABLE IF NOT EXISTS, which can
+ * otherwise fail on the catalog's unique index). */
 static int demo_table(const char *conninfo)
 {
     PGconn *pg = PQconnectdb(conninfo);
-    PGresult *r = PQstatus(pg) == CONNECTION_OK ? PQexec(pg, DEMO_RUNS_DDL) : NULL;
+    PGresult *r = PQstatus(pg) == CONNECTION_OK
+                      ? PQexec(pg, "BEGIN; SELECT pg_advisory_xact_lock(7526981253474304837); " DEMO_RUNS_DDL "; COMMIT")
+                      : NULL;
     int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
         fprintf(stderr, "urt-dispatch: creating urt_dispatch_runs: %s", PQerrorMessage(pg));

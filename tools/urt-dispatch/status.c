@@ -12,6 +12,7 @@
 
 #include <libpq-fe.h>
 
+#include "demo.h"
 #include "opts.h"
 
 static PGconn *connect_or_say(const char *conninfo)
@@ -123,9 +124,7 @@ int cmd_verify(const struct tool_opts *o)
     if (!pg)
         return 1;
     PGresult *r = query(pg,
-        "SELECT (SELECT count(*) FROM urt_dispatch_runs a JOIN urt_dispatch_runs b"
-        "         ON a.strand = b.strand AND a.run < b.run AND a.ended IS NOT NULL AND b.ended IS NOT NULL"
-        "        AND tstzrange(a.started, a.ended) && tstzrange(b.started, b.ended)),"
+        "SELECT (" DEMO_OVERLAPS "),"
         " (SELECT count(*) FROM urt_dispatch_runs WHERE ended IS NULL),"
         " (SELECT count(*) FROM (SELECT strand FROM urt_dispatch_runs WHERE ended IS NOT NULL"
         "                        GROUP BY strand HAVING count(*) > 1) m),"
@@ -136,7 +135,8 @@ int cmd_verify(const struct tool_opts *o)
         return 1;
     long overlaps = atol(PQgetvalue(r, 0, 0));
     printf("runs overlapping another run of their strand: %ld\n"
-           "runs that never ended (their process died, or they are running): %s\n"
+           "runs that never recorded their end (process died, statement failed, or running; counted to their "
+           "lease's end): %s\n"
            "strands with more than one ended run: %s\n"
            "strands in the run log: %s; record strands not finished: %s\n",
            overlaps, PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
