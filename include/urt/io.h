@@ -29,7 +29,10 @@
  *     a lane): as a task of that lane, so the lane's one-at-a-time order holds
  *     (it is queued behind the lane's other tasks when the completion arrives);
  *     while the operation is in flight the transaction counts it as a task in
- *     flight (a commit waits for its continuation, an abort cancels it);
+ *     flight (a commit waits for its continuation, an abort cancels it). A
+ *     lane (urt_lane_create) must not be destroyed while I/O of its tasks is
+ *     in flight; a multishot operation may not belong to a transaction
+ *     (-EOPNOTSUPP: each of its completions would have to be counted);
  *   - a task of a job (urt/job.h): as a task of that job; the operation is
  *     live work of the job from submission until its continuation returned, so
  *     the teardown waits for it; cancelling the job or reaching its deadline
@@ -72,15 +75,21 @@
  *     every continuation still runs exactly once (with -ECANCELED where the
  *     operation did not complete), on the worker, before destroy returns; the
  *     runtime never closes a descriptor the caller owns. A submission after
- *     destroy began fails with -ESHUTDOWN.
+ *     destroy began fails with -ESHUTDOWN. (One exception to "on the worker":
+ *     a continuation that was already queued as a task when
+ *     destroy(URT_SHUTDOWN_CANCEL) stopped the workers is cancelled with the
+ *     other queued tasks, and runs, with the operation's result, on the
+ *     destroying thread.)
  * 10. One descriptor may have several operations in flight (a read and a
  *     write on one socket is normal); two reads of one stream socket at once
  *     complete in an order the kernel chooses — serialize them (a lane) if
  *     the order of bytes matters. The runtime never retries a short read or
- *     write on its own: the continuation sees the count. -EAGAIN and -EINTR
- *     are handled inside (the kernel retries or the runtime re-arms); the
- *     continuation never sees them, except -EAGAIN from a descriptor opened
- *     O_NONBLOCK by its owner on purpose for a one-shot read or write.
+ *     write on its own: the continuation sees the count. -EAGAIN is handled
+ *     by the kernel (io_uring waits for readiness), so the continuation does
+ *     not see it, except from a descriptor opened O_NONBLOCK by its owner on
+ *     purpose for a one-shot read or write; io_uring reports -EINTR only for
+ *     an operation that was being cancelled, which the continuation sees as
+ *     -ECANCELED (or -ETIME for an expired linked timeout).
  *
  * Kernel features are probed at runtime creation (urt_runtime_features(),
  * urt/runtime.h, field io_features, URT_IO_FEAT_*): multishot accept and
@@ -92,7 +101,9 @@
  *
  * Timed submission (urt_task_submit_at, urt_spawn_at) puts a task on the one
  * timer facility of a worker's ring and runs it at or after a point in time
- * (urt_now_ns() clock), from any thread.
+ * (urt_now_ns() clock), from any thread. At destroy, URT_SHUTDOWN_DRAIN waits
+ * for the timed tasks and runs them at their time; URT_SHUTDOWN_CANCEL calls
+ * the cancel callback of those not yet due.
  */
 #ifndef URT_IO_H
 #define URT_IO_H
@@ -163,10 +174,15 @@ URT_API int urt_io_init2(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned f
  *               kernel feature: those fall back);
  *   -ENOMEM     no room for the operation's state (fixed, registered tables
  *               full);
+ *   -EAGAIN     the ring's submission queue is full and the kernel takes no
+ *               more SQEs now (rare: it drains the queue first); try again
+ *               from a later task;
  *   -ESHUTDOWN  the runtime is being destroyed (rule 9);
  *   -ECANCELED  the calling task's job was cancelled or the transaction ended.
  * Errors of the operation itself (-EBADF, -ECONNRESET, -ENOENT ...) arrive in
- * the continuation, never from the submitting call. */
+ * the continuation, never from the submitting call. A continuation is not
+ * counted by max_pending_tasks (urt/limits.h): it is the rest of a task that
+ * was. */
 
 /* Files. off: a byte offset, or URT_IO_CURPOS. */
 URT_API int urt_io_read(struct urt_io *io, int fd, void *buf, size_t len, int64_t off);
@@ -221,7 +237,10 @@ URT_API int urt_io_set_timeout(struct urt_io *io, uint64_t ns);
 
 /* Rule 6. Returns 0 (asked; the continuation will tell), -EALREADY (not in
  * flight, or its last completion is being delivered), -EPERM (not on a
- * worker of the io's runtime). */
+ * worker of the io's runtime), -EINVAL (NULL io). From another worker than
+ * the io's, the cancel is carried out by the io's worker when it next runs
+ * its queues; the caller must make sure the io is not freed meanwhile (its
+ * continuation has not run yet). */
 URT_API int urt_io_cancel(struct urt_io *io);
 
 /* In the continuation: the URT_IO_F_* flags of this completion. */
@@ -256,10 +275,13 @@ URT_API int urt_io_register_buffers(const struct iovec *iov, unsigned n);
 
 /* Timed submission: runs task (or fn) at or after due_ns (urt_now_ns()
  * clock) on a worker (the caller's if it is one, else as urt_task_submit
- * places it), through that worker's timer facility. Flags, job and lane rules
- * and returns as urt_task_submit / urt_spawn_ex; a due time in the past runs
- * at once. Cancelled tasks (runtime destroyed in cancel mode before due) get
- * their cancel callback. Any thread. */
+ * places it), through that worker's timer facility; when due, the task is
+ * submitted from that worker with flags (URT_SUBMIT_LOCAL: it runs there).
+ * Flags and returns as urt_task_submit / urt_spawn_ex (-EINVAL, -ESHUTDOWN,
+ * -EAGAIN, -ENOMEM); with max_pending_tasks the task is pending from the
+ * call on. A due time in the past runs at once. Cancelled tasks (runtime
+ * destroyed in cancel mode before due) get their cancel callback. Any
+ * thread. */
 URT_API int urt_task_submit_at(urt_runtime *rt, struct urt_task *task, uint64_t due_ns, unsigned flags);
 URT_API int urt_spawn_at(urt_runtime *rt, uint64_t due_ns, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
                          unsigned flags);
