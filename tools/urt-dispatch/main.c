@@ -186,6 +186,20 @@ static int demo_table(const char *conninfo)
     return ok ? 0 : 1;
 }
 
+/* Until SIGINT/SIGTERM, or duration_s seconds (0: no limit). io_uring's
+ * task work on this thread (the ring it wakes workers from) interrupts
+ * sigtimedwait with EINTR: wait again for the rest. */
+static void wait_signal(const sigset_t *set, uint64_t duration_s)
+{
+    uint64_t end = urt_now_ns() + (duration_s ? duration_s : 365ull * 86400) * 1000000000ull;
+    for (uint64_t now = urt_now_ns(); now < end; now = urt_now_ns()) {
+        struct timespec ts = {.tv_sec = (time_t)((end - now) / 1000000000ull),
+                              .tv_nsec = (long)((end - now) % 1000000000ull)};
+        if (sigtimedwait(set, NULL, &ts) >= 0 || errno != EINTR)
+            return;
+    }
+}
+
 static int cmd_run(const struct tool_opts *o)
 {
     sigset_t set;
@@ -205,8 +219,7 @@ static int cmd_run(const struct tool_opts *o)
         printf("urt-dispatch: pid %d running kinds %s, partition %u, pool %u, %u connections\n", (int)getpid(),
                o->kinds, o->dopt.partition, o->dopt.pool, o->dopt.connections);
         fflush(stdout);
-        struct timespec ts = {.tv_sec = o->duration_s ? (time_t)o->duration_s : 365 * 86400};
-        sigtimedwait(&set, NULL, &ts);
+        wait_signal(&set, o->duration_s);
         if (urt_dispatch_stop(d, URT_WAIT_FOREVER) < 0)
             r = fail("stop");
         struct urt_dispatch_metrics m;
