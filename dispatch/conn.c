@@ -193,6 +193,10 @@ static void send_next(struct dconn *c)
 {
     while (c->state == DC_READY && !c->cur && c->head) {
         struct dreq *r = fifo_pop(c);
+        if (r->abandon && atomic_load_explicit(r->abandon, memory_order_acquire)) {
+            complete(r, NULL, -ECANCELED, "abandoned before it was sent");
+            continue;
+        }
         if (!send_one(c, r)) {
             fifo_push_front(c, r);
             conn_break(c, PQerrorMessage(c->pg));

@@ -16,7 +16,8 @@
  * time, in FIFO order. Each request's callback runs once, on the lane, with
  * the PGresult of the statement (or NULL and an error: -EIO the statement
  * failed, -ECONNRESET the connection broke under it, -ESHUTDOWN the
- * connection closed). The callback must not keep the PGresult.
+ * connection closed, -ECANCELED its abandon flag was set before it was
+ * sent). The callback must not keep the PGresult.
  *
  * States:  DOWN -> CONNECTING -> READY <-> (a request in flight)
  *            ^          |           |
@@ -83,6 +84,8 @@ struct dreq {
     const char *const *params; /* text values, NULL = SQL NULL; valid until the callback */
     dreq_fn *fn;
     void *arg;
+    const _Atomic bool *abandon; /* optional: when true before it is sent, it is not sent
+                                    (-ECANCELED): a statement of a run that ended */
     bool resend; /* safe to send again after a break (else -ECONNRESET) */
     bool resent; /* was in flight on a connection that broke */
 };

@@ -69,6 +69,7 @@ struct urt_dispatch_run {
     struct urt_dispatch_strand strand;
     urt_job *job;
     _Atomic(urt_job *) watch_job;  /* for the watchdog callback (apoptosis) */
+    _Atomic bool job_ended;        /* its statements not sent yet are not sent */
     int job_status;
     /* the result */
     _Atomic int result;            /* enum run_result */

@@ -29,7 +29,10 @@
  * writes the eventfd (write(2) orders the stores before the poll's
  * completion, which runs the continuation), then drops its gate share. A
  * wait cancelled by the deadline leaves the request to finish alone; the
- * eventfd is drained before the slot's next statement.
+ * eventfd is drained before the slot's next statement. A statement still
+ * queued at its connection when the job ended is not sent at all (its
+ * request's abandon flag, job_ended): a run's statements never execute
+ * after the run is over.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -105,6 +108,7 @@ static void slot_reset(struct urt_dispatch_run *run)
     atomic_store_explicit(&run->gate, 1, memory_order_relaxed);
     atomic_store_explicit(&run->sql_busy, false, memory_order_relaxed);
     atomic_store_explicit(&run->sql_req_busy, false, memory_order_relaxed);
+    atomic_store_explicit(&run->job_ended, false, memory_order_relaxed);
 }
 
 /* ---- the take ------------------------------------------------------------- */
@@ -197,6 +201,7 @@ static void job_done(urt_job *job, int status, void *arg)
     if (status == -ETIME)
         atomic_fetch_add_explicit(&run->d->ctr.budget_exceeded, 1, memory_order_relaxed);
     atomic_store_explicit(&run->watch_job, NULL, memory_order_relaxed);
+    atomic_store_explicit(&run->job_ended, true, memory_order_release); /* pairs with send_next's acquire */
     urt_job_release(job);
     gate_drop(run);
 }
@@ -445,6 +450,7 @@ URT_API int urt_dispatch_sql(struct urt_dispatch_run *run, const char *sql, cons
     q->params = run->sql_params;
     q->fn = sql_req_done;
     q->arg = run;
+    q->abandon = &run->job_ended; /* a statement still queued when the run ended is dropped */
     if (dconn_submit(dispatch_pick_conn(run->d), q) < 0)
         sql_req_done(q, NULL, -ECONNRESET, "the run connection refused the statement");
     return 0;

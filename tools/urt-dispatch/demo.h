@@ -26,12 +26,23 @@
 
 #define DEMO_KINDS "noop,sleep,fail,nap,record,hang"
 
-/* The run log's table (created by `run` when record or nap is handled). */
+/* The run log's table (created by `run` when record or nap is handled), and
+ * a trigger that ends a run's row when its lease is given back (the release
+ * statement lowers the lease): a run whose handler could not record its end
+ * (its last statement was cancelled by the run's budget, or failed) still
+ * ends where the dispatcher says the run ended. Only the row of the lease
+ * being released is ended: a dead process's run keeps its lease's end. */
 #define DEMO_RUNS_DDL                                                                                         \
     "CREATE TABLE IF NOT EXISTS urt_dispatch_runs ("                                                          \
     " run bigserial PRIMARY KEY, strand uuid NOT NULL, pid integer NOT NULL, partition integer NOT NULL,"     \
     " try integer NOT NULL, old boolean NOT NULL,"                                                           \
-    " started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz, lease_until timestamptz)"
+    " started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz, lease_until timestamptz);"   \
+    "CREATE INDEX IF NOT EXISTS urt_dispatch_runs_strand ON urt_dispatch_runs (strand);"                     \
+    "CREATE OR REPLACE FUNCTION urt_dispatch_runs_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"         \
+    " UPDATE urt_dispatch_runs SET ended = clock_timestamp()"                                                \
+    " WHERE strand = NEW.id AND ended IS NULL AND lease_until = OLD.lease; RETURN NULL; END $$;"             \
+    "CREATE OR REPLACE TRIGGER urt_dispatch_runs_end AFTER UPDATE OF lease ON urt_strand FOR EACH ROW"       \
+    " WHEN (NEW.lease < OLD.lease) EXECUTE FUNCTION urt_dispatch_runs_end()"
 
 /* Two runs of one strand overlap when their intervals do: from its start to
  * its end, or to the end of its lease for a run that never recorded its end
