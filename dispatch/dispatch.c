@@ -557,10 +557,10 @@ URT_API int urt_dispatch_partitions(const urt_dispatch *cd, struct urt_dispatch_
     memcpy(out->first_id, d->pub_lo, UUID_TEXT);
     memcpy(out->last_id, d->pub_hi, UUID_TEXT);
     for (uint32_t p = 1; p <= PARTITION_MAX; p++) {
-        uint64_t seen = d->pub_pmap.seen[p];
-        if (seen && now - seen <= stale) {
+        uint64_t seen = d->pub_pmap.seen[p], age = seen > now ? 0 : now - seen; /* seen on another thread */
+        if (seen && age <= stale) {
             out->live[out->n_live] = p;
-            out->age_ns[out->n_live++] = now - seen;
+            out->age_ns[out->n_live++] = age;
         }
     }
     pthread_mutex_unlock(&d->pub_lock);

@@ -184,8 +184,11 @@ Test(dispatch_fleet, exactly_once, .timeout = 300)
     fleet_init(&f, "fleet_exactly_once");
     int n = SCALE(10000, 2000);
     enqueue(&f, "record", "0", n);
+    /* exactly once: no run may fail, even on a starved machine (a run past
+     * its budget fails and runs again): a long lease and budget */
+    const char *extra[] = {"--lease-ms", "600000", "--budget-ms", "500000", NULL};
     for (int i = 0; i < 3; i++)
-        fleet_start(&f, i, (unsigned)i + 1, NULL);
+        fleet_start(&f, i, (unsigned)i + 1, extra);
     wait_finished(&f, 240);
     fleet_stop(&f);
     check_no_loss_no_overlap(&f);
@@ -193,6 +196,8 @@ Test(dispatch_fleet, exactly_once, .timeout = 300)
     long long twice = pg_ll(f.pg, "SELECT count(*) FROM (SELECT strand FROM urt_dispatch_runs GROUP BY strand "
                                   "HAVING count(*) <> 1) x");
     long long pids = pg_ll(f.pg, "SELECT count(DISTINCT pid) FROM urt_dispatch_runs");
+    if (runs != n || twice)
+        fleet_dump(&f);
     cr_assert_eq(runs, n, "%lld runs for %d strands", runs, n);
     cr_assert_eq(twice, 0, "%lld strands ran other than once", twice);
     cr_assert_eq(pids, 3, "only %lld of 3 processes ran strands", pids);
@@ -206,7 +211,7 @@ Test(dispatch_fleet, kill9, .timeout = 300)
     fleet_init(&f, "fleet_kill9");
     int n = SCALE(300, 120);
     enqueue(&f, "record", "100", n);
-    const char *extra[] = {"--lease-ms", "1500", "--watchdog-ms", "500", "--budget-ms", "1200", NULL};
+    const char *extra[] = {"--lease-ms", "2500", "--watchdog-ms", "1000", "--budget-ms", "2000", NULL};
     for (int i = 0; i < 3; i++)
         fleet_start(&f, i, 0, extra);
     cr_assert(WAIT_UNTIL(ended_runs(&f) >= n / 4, 120000), "no progress");
@@ -317,7 +322,7 @@ Test(dispatch_fleet, apoptosis, .timeout = 300)
     fleet_init(&f, "fleet_apoptosis");
     enqueue(&f, "hang", "1", 1);
     enqueue(&f, "record", "20", SCALE(100, 50));
-    const char *extra[] = {"--lease-ms", "2000", "--watchdog-ms", "400", NULL};
+    const char *extra[] = {"--lease-ms", "2500", "--watchdog-ms", "1000", NULL};
     for (int i = 0; i < 3; i++)
         fleet_start(&f, i, 0, extra);
     int died = -1, st = 0;

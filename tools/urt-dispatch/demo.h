@@ -31,18 +31,23 @@
  * statement lowers the lease): a run whose handler could not record its end
  * (its last statement was cancelled by the run's budget, or failed) still
  * ends where the dispatcher says the run ended. Only the row of the lease
- * being released is ended: a dead process's run keeps its lease's end. */
+ * being released is ended: a dead process's run keeps its lease's end.
+ * Created only if the table is missing: the trigger's DDL locks urt_strand,
+ * and while a fleet runs that would deadlock against its releases (which
+ * hold urt_strand's row lock and then, in the trigger, want the run log). */
 #define DEMO_RUNS_DDL                                                                                         \
-    "CREATE TABLE IF NOT EXISTS urt_dispatch_runs ("                                                          \
+    "DO $do$ BEGIN IF to_regclass('urt_dispatch_runs') IS NULL THEN "                                         \
+    "CREATE TABLE urt_dispatch_runs ("                                                                        \
     " run bigserial PRIMARY KEY, strand uuid NOT NULL, pid integer NOT NULL, partition integer NOT NULL,"     \
     " try integer NOT NULL, old boolean NOT NULL,"                                                           \
     " started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz, lease_until timestamptz);"   \
-    "CREATE INDEX IF NOT EXISTS urt_dispatch_runs_strand ON urt_dispatch_runs (strand);"                     \
-    "CREATE OR REPLACE FUNCTION urt_dispatch_runs_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"         \
+    "CREATE INDEX urt_dispatch_runs_strand ON urt_dispatch_runs (strand);"                                   \
+    "CREATE FUNCTION urt_dispatch_runs_end() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN"                 \
     " UPDATE urt_dispatch_runs SET ended = clock_timestamp()"                                                \
-    " WHERE strand = NEW.id AND ended IS NULL AND lease_until = OLD.lease; RETURN NULL; END $$;"             \
-    "CREATE OR REPLACE TRIGGER urt_dispatch_runs_end AFTER UPDATE OF lease ON urt_strand FOR EACH ROW"       \
-    " WHEN (NEW.lease < OLD.lease) EXECUTE FUNCTION urt_dispatch_runs_end()"
+    " WHERE strand = NEW.id AND ended IS NULL AND lease_until = OLD.lease; RETURN NULL; END $fn$;"           \
+    "CREATE TRIGGER urt_dispatch_runs_end AFTER UPDATE OF lease ON urt_strand FOR EACH ROW"                  \
+    " WHEN (NEW.lease < OLD.lease) EXECUTE FUNCTION urt_dispatch_runs_end();"                                \
+    "END IF; END $do$"
 
 /* Two runs of one strand overlap when their intervals do: from its start to
  * its end, or to the end of its lease for a run that never recorded its end

@@ -169,9 +169,8 @@ static int run_register(const struct tool_opts *o, urt_dispatch *d)
     return 0;
 }
 
-/* The run log's table; a fleet starting at once creates it once (the
- * advisory lock serializes concurrent CREATE TABLE IF NOT EXISTS, which can
- * otherwise fail on the catalog's unique index). */
+/* The run log's table, when it is missing (DEMO_RUNS_DDL); a fleet starting
+ * at once creates it once: the advisory lock serializes the processes' checks. */
 static int demo_table(const char *conninfo)
 {
     PGconn *pg = PQconnectdb(conninfo);
