@@ -62,6 +62,7 @@ trap cleanup EXIT
   "-k $DIR -c listen_addresses= -c max_connections=400 -c synchronous_commit=$SYNC -c shared_buffers=256MB" \
   start >/dev/null
 PSQL=(psql -qtAX -h "$DIR" -U postgres)
+export PGOPTIONS="-c client_min_messages=warning"
 
 newdb() { "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null; }
 unfinished() { "${PSQL[@]}" -d "$1" -c "SELECT count(*) FROM urt_strand WHERE exitval IS NULL"; }
@@ -151,7 +152,7 @@ ceiling() { # procs -> tps
 for p in $PROCS; do
   read -r rate p50 p95 p99 < <(dispatcher "$p")
   tps=$(ceiling "$p")
-  ratio=$(awk -v a="$rate" -v b="$tps" 'BEGIN {printf "%.0f %%", b > 0 ? 100 * a / b : 0}')
+  ratio=$(awk -v a="$rate" -v b="$tps" 'BEGIN {printf "%.0f %%", (b > 0 ? 100 * a / b : 0)}')
   echo "| $p | $((p * (CONNS + 1))) | $rate | $tps | $ratio | $p50 | $p95 | $p99 |" | tee -a "$OUT"
 done
 echo "dispatch-pgbench: wrote $OUT"

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -262,6 +263,11 @@ const char *pg_cluster(void)
     return g_conninfo;
 }
 
+const char *pg_cluster_dir(void)
+{
+    return g_dir;
+}
+
 int pg_restart(void)
 {
     char data[96];
@@ -333,9 +339,13 @@ void pg_create_db(const char *name, char *conninfo, size_t len)
 pid_t proc_spawn(char *const argv[], const char *log)
 {
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) /* the test ended before prctl */
+            _exit(127);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 1);

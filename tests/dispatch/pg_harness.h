@@ -31,6 +31,9 @@
  * starting the cluster if this run has none yet; skips the test when
  * PostgreSQL is missing. */
 const char *pg_cluster(void);
+/* The cluster's directory (removed with it when the run ends: scratch files
+ * of the tests may go there). After pg_cluster(). */
+const char *pg_cluster_dir(void);
 /* Creates database `name` (dropping an old one) and writes a connection
  * string for it into conninfo. */
 void pg_create_db(const char *name, char *conninfo, size_t len);
@@ -44,7 +47,9 @@ void pg_ok(PGconn *pg, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 long long pg_ll(PGconn *pg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Child processes (the urt-dispatch tool). spawn runs argv[0] with argv,
- * stdout and stderr to log (appended). */
+ * stdout and stderr to log (appended); the child gets SIGKILL when the
+ * test's process ends (PR_SET_PDEATHSIG), so a failed test leaves none
+ * behind. */
 pid_t proc_spawn(char *const argv[], const char *log);
 /* Waits up to ms for pid to exit; true and *status if it did. */
 bool proc_wait(pid_t pid, int ms, int *status);

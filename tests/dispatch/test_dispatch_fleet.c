@@ -58,7 +58,9 @@ static void fleet_init(struct fleet *f, const char *name)
 {
     memset(f, 0, sizeof(*f));
     pg_create_db(name, f->ci, sizeof(f->ci));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/urt-fleet-%s-%d", name, (int)getpid());
+    /* the processes' logs: in the cluster's directory, removed with it
+     * when the run ends, whatever the test's outcome */
+    snprintf(f->dir, sizeof(f->dir), "%s/%s", pg_cluster_dir(), name);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", f->dir, f->dir);
     cr_assert_eq(system(cmd), 0);
