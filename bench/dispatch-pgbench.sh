@@ -15,12 +15,14 @@
 #               the processes' metrics windows (200 runs each) give total
 #               delay p50 / p95 / p99 (median over the windows) and the
 #               lease delay;
-#   ceiling     pgbench -M prepared with P x (CONNS + 1) connections (every
-#               connection the fleet opened), each transaction the
-#               dispatcher's own take and release statements (bench/
-#               dispatch-pgbench.sql) on a strand of the client's own range,
-#               for PGBENCH_S seconds: its tps is strands/s the database
-#               can take and release.
+#   ceiling     pgbench -M prepared, each transaction the dispatcher's own
+#               take and release statements (bench/dispatch-pgbench.sql) on
+#               a strand of the client's own range, for PGBENCH_S seconds:
+#               its tps is the strands/s the database can take and release.
+#               Twice: with P x CONNS connections (the fleet's run
+#               connections, the ones that send takes and releases: the
+#               ratio column) and with P x (CONNS + 1) (every connection the
+#               fleet opened, the control connections' scans included).
 # The cluster is private (initdb in a temporary directory, a Unix socket
 # there; as the postgres user when run as root), started with
 # synchronous_commit=$SYNC (default off: the statements' CPU, not the disk's
@@ -38,6 +40,7 @@ STRANDS=${STRANDS:-20000}
 DELAY_S=${DELAY_S:-5}
 PGBENCH_S=${PGBENCH_S:-10}
 SYNC=${SYNC:-off}
+WORKERS=${WORKERS:-1}
 BUILD=${BUILD:-build-bench-dispatch}
 OUT=${OUT:-bench/results/$(date +%Y-%m-%d-%H%M)-dispatch-pgbench.md}
 
@@ -79,7 +82,7 @@ run_fleet() { # procs db -> starts the processes (logs in $DIR/p<i>.log)
   PIDS=()
   for ((i = 1; i <= n; i++)); do
     "$TOOL" --conninfo "host=$DIR user=postgres dbname=$db" run --kinds noop --partition "$i" \
-      --pool "$POOL" --connections "$CONNS" --sleep-min-ms 10 --sleep-max-ms 100 --heartbeat-ms 200 \
+      --workers "$WORKERS" --pool "$POOL" --connections "$CONNS" --sleep-min-ms 10 --sleep-max-ms 100 --heartbeat-ms 200 \
       --metrics-every 200 >"$DIR/p$i.log" 2>&1 &
     PIDS+=($!)
   done
@@ -125,8 +128,8 @@ dispatcher() { # procs -> "strands/s p50 p95 p99"
   echo "$rate $per"
 }
 
-ceiling() { # procs -> tps
-  local n=$1 db=pgb_$1 clients=$(($1 * (CONNS + 1)))
+ceiling() { # procs clients -> tps
+  local n=$1 db=pgb_$1 clients=$2
   newdb "$db"
   "$TOOL" --conninfo "host=$DIR user=postgres dbname=$db" migrate >/dev/null
   "${PSQL[@]}" -d "$db" -c "INSERT INTO urt_strand (id, kind) SELECT md5(g::text)::uuid, 'pgb'
@@ -141,18 +144,21 @@ ceiling() { # procs -> tps
   echo
   echo "bench/dispatch-pgbench.sh: PROCS=\"$PROCS\" CONNS=$CONNS POOL=$POOL STRANDS=$STRANDS DELAY_S=$DELAY_S"
   echo "PGBENCH_S=$PGBENCH_S SYNC=$SYNC; $(nproc) CPUs; $("$BIN/postgres" --version)."
-  echo "Strands/s: noop strands (take, run as a urt job, done-release) between 10 % and 90 % of a backlog."
-  echo "Ceiling: pgbench -M prepared running the same take and release statements with every connection"
-  echo "the fleet opened (P x (CONNS + 1)). Delays: total delay (schedule -> lease answered) at 80 % of the"
-  echo "fleet's rate, median over its metrics windows."
+  echo "WORKERS=$WORKERS worker(s) per process. Strands/s: noop strands (take, run as a urt job,"
+  echo "done-release) between 10 % and 90 % of a backlog. Ceiling: pgbench -M prepared running the same"
+  echo "take and release statements, with the fleet's run connections (P x CONNS: the ratio) and with"
+  echo "every connection it opened (P x (CONNS + 1): ratio all). Delays: total delay (schedule -> lease"
+  echo "answered) at 80 % of the fleet's rate, median over its metrics windows."
   echo
-  echo "| processes | connections | dispatcher strands/s | pgbench tps (ceiling) | ratio | delay p50 ms | p95 ms | p99 ms |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| processes | run conns | dispatcher strands/s | pgbench tps | ratio | pgbench tps, +control conns | ratio all | delay p50 ms | p95 ms | p99 ms |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$OUT"
+pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f %%", (b > 0 ? 100 * a / b : 0)}'; }
 for p in $PROCS; do
   read -r rate p50 p95 p99 < <(dispatcher "$p")
-  tps=$(ceiling "$p")
-  ratio=$(awk -v a="$rate" -v b="$tps" 'BEGIN {printf "%.0f %%", (b > 0 ? 100 * a / b : 0)}')
-  echo "| $p | $((p * (CONNS + 1))) | $rate | $tps | $ratio | $p50 | $p95 | $p99 |" | tee -a "$OUT"
+  tps=$(ceiling "$p" $((p * CONNS)))
+  tps_all=$(ceiling "$p" $((p * (CONNS + 1))))
+  echo "| $p | $((p * CONNS)) | $rate | ${tps%.*} | $(pct "$rate" "$tps") | ${tps_all%.*} | $(pct "$rate" "$tps_all") |" \
+       "$p50 | $p95 | $p99 |" | tee -a "$OUT"
 done
 echo "dispatch-pgbench: wrote $OUT"

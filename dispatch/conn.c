@@ -474,9 +474,11 @@ int dconn_init(struct dconn *c, struct urt_dispatch *d, uint32_t id, const struc
     return urt_lane_create(d->rt, &c->lane);
 }
 
+/* URT_SUBMIT_BLOCK: at the runtime's pending-task limit a thread that is
+ * not a worker waits for a slot; a worker gets -EAGAIN (its callers retry). */
 int dconn_start(struct dconn *c)
 {
-    return urt_lane_spawn(c->lane, start_task, NULL, c, 0);
+    return urt_lane_spawn(c->lane, start_task, NULL, c, URT_SUBMIT_BLOCK);
 }
 
 int dconn_submit(struct dconn *c, struct dreq *r)
@@ -484,13 +486,13 @@ int dconn_submit(struct dconn *c, struct dreq *r)
     r->conn = c;
     r->resent = false;
     urt_task_init(&r->task, accept_req, r);
-    return urt_lane_submit(c->lane, &r->task, 0);
+    return urt_lane_submit(c->lane, &r->task, URT_SUBMIT_BLOCK);
 }
 
 int dconn_close(struct dconn *c)
 {
     urt_task_init(&c->close_req.task, close_task, c);
-    return urt_lane_submit(c->lane, &c->close_req.task, 0);
+    return urt_lane_submit(c->lane, &c->close_req.task, URT_SUBMIT_BLOCK);
 }
 
 void dconn_fini(struct dconn *c)

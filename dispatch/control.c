@@ -19,7 +19,7 @@
  *   old scan   partitioned: every old_scan_interval_ns (at once again if it
  *              found some) the takeover scan over every partition;
  *   runs       start_runs() hands queued strands to free slots (run_take);
- *              a slot coming back (control_run_finished) adds its sample to
+ *              a slot coming back (control_run_finished, run.c's handoff) adds its sample to
  *              the window, frees the slot, starts more and ticks.
  * The timer (one urt_io sleep on this lane) is armed for the earliest due
  * event; an earlier need cancels and re-arms it.
@@ -93,10 +93,13 @@ static void notify_done(struct dreq *r, PGresult *res, int err, const char *msg)
     (void)err; /* a lost heartbeat is sent again at the next one */
 }
 
+static void send_listen(struct control *ctl);
+
 static void heartbeat(struct control *ctl, uint64_t now)
 {
     struct urt_dispatch *d = ctl_d(ctl);
     ctl->next_hb = now + 2 * d->opt.heartbeat_ns;
+    send_listen(ctl);
     if (!ctl->notify_busy) {
         struct dreq *q = &ctl->notify_req;
         memset(q, 0, sizeof(*q));
@@ -304,12 +307,10 @@ static enum urt_task_result finish_task(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-void control_run_finished(struct urt_dispatch_run *run)
+int control_run_finished(struct urt_dispatch_run *run)
 {
     urt_task_init(&run->finish_task, finish_task, run);
-    int err = urt_lane_submit(run->d->ctl.conn.lane, &run->finish_task, 0);
-    if (err < 0) /* the runtime is going away: the slot stays taken, the lease expires */
-        dispatch_log(run->d, "strand %s: its slot could not be handed back: %s", run->id, urt_last_error());
+    return urt_lane_submit(run->d->ctl.conn.lane, &run->finish_task, 0);
 }
 
 /* ---- the timer and tick ------------------------------------------------------- */
@@ -336,8 +337,10 @@ static void arm_timer(struct control *ctl, uint64_t now)
         if (parted && ctl->qlen < ctl->qcap && ctl->next_old < due)
             due = ctl->next_old;
     }
-    if (due == UINT64_MAX || due <= now)
+    if (due == UINT64_MAX)
         return;
+    if (due <= now) /* due but not sent (the admission limit refused it): again in 1 ms */
+        due = now + 1000000;
     if (ctl->tio_busy) {
         if (ctl->tio_due > due + 1000000)
             urt_io_cancel(&ctl->tio); /* its continuation ticks and re-arms */
@@ -375,26 +378,36 @@ static void listen_done(struct dreq *r, PGresult *res, int err, const char *msg)
 {
     (void)res;
     struct control *ctl = r->arg;
+    ctl->listen_busy = false;
+    ctl->listening = err == 0;
     if (err == -EIO)
         dispatch_log(ctl_d(ctl), "LISTEN failed: %s", msg);
+}
+
+/* LISTEN on the channel: after each connect (a new session listens to
+ * nothing), and again at a heartbeat if it did not go through. */
+static void send_listen(struct control *ctl)
+{
+    if (ctl->listening || ctl->listen_busy)
+        return;
+    struct dreq *q = &ctl->listen_req;
+    memset(q, 0, sizeof(*q));
+    q->kind = DREQ_SIMPLE;
+    q->sql = ctl->listen_sql;
+    q->fn = listen_done;
+    q->arg = ctl;
+    ctl->listen_busy = dconn_submit(&ctl->conn, q) == 0;
 }
 
 static void on_ready(struct dconn *c)
 {
     struct control *ctl = c->owner;
-    struct urt_dispatch *d = ctl_d(ctl);
     ctl->connected = true;
     if (ctl->pmap.self) {
-        struct dreq *q = &ctl->listen_req;
-        memset(q, 0, sizeof(*q));
-        q->kind = DREQ_SIMPLE;
-        q->sql = ctl->listen_sql;
-        q->fn = listen_done;
-        q->arg = ctl;
-        dconn_submit(c, q);
+        ctl->listening = false;
+        send_listen(ctl);
         ctl->next_hb = 0; /* announce at once: the others repartition now */
     }
-    (void)d;
     tick(ctl);
 }
 
@@ -464,5 +477,5 @@ static enum urt_task_result stop_task(struct urt_task *t, void *arg)
 int control_stop(struct urt_dispatch *d)
 {
     urt_task_init(&d->ctl.stop_task, stop_task, &d->ctl);
-    return urt_lane_submit(d->ctl.conn.lane, &d->ctl.stop_task, 0);
+    return urt_lane_submit(d->ctl.conn.lane, &d->ctl.stop_task, URT_SUBMIT_BLOCK);
 }

@@ -92,6 +92,8 @@ struct urt_dispatch_run {
     const char *take_params[4], *rel_params[4];
     struct urt_task handler_task;
     struct urt_task finish_task;   /* back to the control lane */
+    struct urt_io retry_io;        /* a hand-over refused at the admission limit, tried again */
+    int retry_what;
 };
 
 /* One entry of the bounded queue (control lane only). */
@@ -129,7 +131,7 @@ struct control {
     char limit[16], old_delay[24];
     char listen_sql[96];
     char self_text[8];
-    bool notify_busy;
+    bool notify_busy, listen_busy, listening;
     struct partition_map pmap;
     char lo[UUID_TEXT], hi[UUID_TEXT];
     struct dsample *win;           /* metrics window */
@@ -173,8 +175,9 @@ int control_init(struct urt_dispatch *d);
 void control_fini(struct urt_dispatch *d);
 int control_start(struct urt_dispatch *d);
 int control_stop(struct urt_dispatch *d);
-/* A run slot is back (any thread: hands it to the control lane). */
-void control_run_finished(struct urt_dispatch_run *run);
+/* Hands a run slot back to the control lane (a lane submission: 0 or its
+ * error; run.c's handoff retries -EAGAIN). Any thread. */
+int control_run_finished(struct urt_dispatch_run *run);
 void control_publish_partitions(struct urt_dispatch *d);
 
 /* run.c */

@@ -13,6 +13,15 @@
  *   last gate holder  send_release: done / nap / release statement
  *   run connection    release_done: violated lease? -> back to the control lane
  *
+ * Hand-overs (handoff): the take and the release to a run connection, the
+ * slot back to the control lane. Each is a lane submission, which the
+ * runtime's admission limit (max_pending_tasks, urt/limits.h) may refuse
+ * with -EAGAIN: then it is tried again 1 ms later from the continuation of
+ * a sleep on the slot's retry io (a continuation is the runtime's own task,
+ * not counted), so no slot is ever lost to the limit. Any other refusal
+ * (the runtime is being destroyed) is logged; a take or release that cannot
+ * go out sends the slot back (its lease, if any, expires).
+ *
  * The gate. The release may go out only when the job ended AND no statement
  * of urt_dispatch_sql is still at the database (the job ends early when its
  * deadline cancels the wait for one). gate = 1 for the job + 1 per statement
@@ -47,6 +56,40 @@
 #include "dispatch/dispatch_int.h"
 
 static void send_release(struct urt_dispatch_run *run);
+
+/* ---- hand-overs -------------------------------------------------------------- */
+
+enum handoff { HO_TAKE, HO_RELEASE, HO_FINISH };
+
+static void handoff(struct urt_dispatch_run *run, enum handoff what);
+
+static void retry_handoff(struct urt_io *io, int32_t res, void *arg)
+{
+    (void)io;
+    (void)res;
+    struct urt_dispatch_run *run = arg;
+    handoff(run, (enum handoff)run->retry_what);
+}
+
+static void handoff(struct urt_dispatch_run *run, enum handoff what)
+{
+    struct urt_dispatch *d = run->d;
+    int err = what == HO_TAKE      ? dconn_submit(&d->conns[run->conn], &run->take)
+              : what == HO_RELEASE ? dconn_submit(dispatch_pick_conn(d), &run->release)
+                                   : control_run_finished(run);
+    if (err == 0)
+        return;
+    if (err == -EAGAIN) {
+        run->retry_what = (int)what;
+        urt_io_init(&run->retry_io, retry_handoff, run);
+        if (urt_io_sleep(&run->retry_io, 1000000) == 0)
+            return;
+    }
+    static const char *const names[] = {"its lease take", "its release", "its slot's return"};
+    dispatch_log(d, "strand %s: %s could not be handed over: %s", run->id, names[what], strerror(-err));
+    if (what != HO_FINISH)
+        handoff(run, HO_FINISH); /* a lease taken and not released expires */
+}
 
 /* ---- slots ---------------------------------------------------------------- */
 
@@ -131,12 +174,8 @@ void run_take(struct urt_dispatch_run *run)
     q->params = run->take_params;
     q->fn = take_done;
     q->arg = run;
-    struct dconn *c = dispatch_pick_conn(d);
-    run->conn = (uint32_t)(c - d->conns);
-    if (dconn_submit(c, q) < 0) {
-        run->sample.lease_delay_ns = 0;
-        control_run_finished(run);
-    }
+    run->conn = (uint32_t)(dispatch_pick_conn(d) - d->conns);
+    handoff(run, HO_TAKE);
 }
 
 static void keep_payload(struct urt_dispatch_run *run, const char *p)
@@ -170,7 +209,7 @@ static void take_done(struct dreq *r, PGresult *res, int err, const char *msg)
         else if (err == 0)
             atomic_fetch_add_explicit(&d->ctr.leases_missed, 1, memory_order_relaxed);
         run->sample.acquired = false;
-        control_run_finished(run);
+        handoff(run, HO_FINISH);
         return;
     }
     run->sample.acquired = true;
@@ -339,11 +378,7 @@ static void send_release(struct urt_dispatch_run *run)
         dispatch_log(d, "strand %s (%s, try %u) failed: %s", run->id, run->strand.kind, run->strand.try_count,
                      why);
     }
-    if (dconn_submit(dispatch_pick_conn(d), q) < 0) {
-        dispatch_log(d, "strand %s: its release could not be queued (%s); the lease will expire", run->id,
-                     urt_last_error());
-        control_run_finished(run);
-    }
+    handoff(run, HO_RELEASE);
 }
 
 static void release_done(struct dreq *r, PGresult *res, int err, const char *msg)
@@ -365,7 +400,7 @@ static void release_done(struct dreq *r, PGresult *res, int err, const char *msg
         _Atomic uint64_t *c = what == RES_DONE ? &d->ctr.done : what == RES_NAP ? &d->ctr.naps : &d->ctr.failed;
         atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
     }
-    control_run_finished(run);
+    handoff(run, HO_FINISH);
 }
 
 /* ---- urt_dispatch_sql ----------------------------------------------------- */

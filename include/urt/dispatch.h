@@ -62,6 +62,11 @@
  * libpq resolves a host name with a blocking getaddrinfo() while connecting:
  * give a Unix socket directory or hostaddr= in conninfo.
  *
+ * With a pending-task limit (max_pending_tasks, urt/limits.h) the
+ * dispatcher's own hand-overs count like any lane task: a worker's refused
+ * hand-over is tried again 1 ms later, a thread that is not a worker waits
+ * (URT_SUBMIT_BLOCK); nothing is lost to the limit.
+ *
  * Metrics (seed 003's respirate metrics): every metrics_every runs the
  * scan, queue, lease and total delays (average, p50, p75, p85, p95, p99,
  * max), queue size and free slots seen by each run, the lease-acquire,
@@ -267,7 +272,8 @@ URT_API void urt_dispatch_destroy(urt_dispatch *d);
  * the call), or -errno (-EIO: the statement failed; -ESHUTDOWN: stopped
  * first) and no ids. Returns 0 (fn will run), or -EINVAL (NULL d or kind, a
  * bad kind, count out of range), -ENOTCONN (not started, or stopping),
- * -ENOMEM. Any thread. */
+ * -ENOMEM, -EAGAIN (on a worker, at the runtime's pending-task limit,
+ * urt/limits.h; other threads wait for a slot). Any thread. */
 typedef void urt_dispatch_enqueued_fn(void *arg, int status, uint32_t count, const char *const *ids);
 URT_API int urt_dispatch_enqueue(urt_dispatch *d, const char *kind, const char *payload, uint64_t delay_ns,
                                  uint32_t count, urt_dispatch_enqueued_fn *fn, void *arg);
@@ -275,7 +281,8 @@ URT_API int urt_dispatch_enqueue(urt_dispatch *d, const char *kind, const char *
 /* Makes strand id due now (a napping strand runs at once; a nap that was
  * being released keeps the wake). fn (optional) as for enqueue, count 1 if a
  * strand was woken, 0 if none (unknown id, or finished). Returns 0, -EINVAL
- * (NULL d, id not a uuid), -ENOTCONN, -ENOMEM. Any thread. */
+ * (NULL d, id not a uuid), -ENOTCONN, -ENOMEM, -EAGAIN (as enqueue). Any
+ * thread. */
 URT_API int urt_dispatch_wake(urt_dispatch *d, const char *id, urt_dispatch_enqueued_fn *fn, void *arg);
 
 /* The result of a run (lifecycle rule 2 of a run): done with exitval (NULL =
@@ -310,8 +317,10 @@ typedef void urt_dispatch_sql_fn(struct urt_dispatch_run *run, const struct urt_
  * -EINVAL (NULL run, sql or fn; n_params > 64), -EBUSY (a statement of this
  * run is in flight), -EALREADY (the run has its result, or ended),
  * -ECANCELED (the run's job was cancelled), -ENOMEM, -EPERM (not on a
- * worker: the wait is job work on the worker's ring). Worker only, in a
- * task of the run's job. */
+ * worker: the wait is job work on the worker's ring), or an error of
+ * urt_io_poll (urt/io.h: -ESHUTDOWN, -EAGAIN ...). A refused hand-over to
+ * the connection (the runtime's pending-task limit) is not an error of the
+ * call: fn sees -ECONNRESET. Worker only, in a task of the run's job. */
 URT_API int urt_dispatch_sql(struct urt_dispatch_run *run, const char *sql, const char *const *params,
                              uint32_t n_params, urt_dispatch_sql_fn *fn, void *arg);
 

@@ -417,3 +417,32 @@ Test(dispatch, reconnect_and_stop, .timeout = 120)
     cr_assert_eq(metrics(&e).leases_violated, 0);
     env_fini(&e);
 }
+
+/* ---- the admission limit: hand-overs refused with -EAGAIN are retried ----------------------------- */
+
+Test(dispatch, admission_limit_loses_nothing, .timeout = 120)
+{
+    struct env e;
+    env_init(&e, "dispatch_admission");
+    /* a runtime of its own, with a tiny pending-task limit */
+    rt_destroy_clean(e.rt, URT_SHUTDOWN_DRAIN, 0);
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.task_runtime_limit_us = 2000000;
+    cfg.max_pending_tasks = 3;
+    e.rt = rt_create_or_skip(&cfg);
+    e.opt.pool = 8;
+    e.opt.connections = 3;
+    env_create(&e);
+    urt_dispatch_handle(e.d, "sleepy", h_sleepy, NULL);
+    int n = 60;
+    pg_ok(e.pg, "INSERT INTO urt_strand (kind) SELECT 'sleepy' FROM generate_series(1, %d)", n);
+    cr_assert_eq(urt_dispatch_start(e.d), 0);
+    cr_assert(WAIT_UNTIL(unfinished(&e) == 0, 60000), "%lld strands unfinished", unfinished(&e));
+    struct urt_admission_stats a;
+    urt_admission_stats(e.rt, &a);
+    cr_assert_gt(a.rejected, 0, "the limit never refused anything: the test tests nothing");
+    env_fini(&e);
+    cr_assert_eq(pg_ll(e.pg = pg_open(e.ci), "SELECT count(*) FROM urt_strand WHERE lease > now()"), 0);
+    PQfinish(e.pg);
+}
