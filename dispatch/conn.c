@@ -216,6 +216,15 @@ static void finish_cur(struct dconn *c)
     c->res = NULL;
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (!ok && r->resend && PQstatus(c->pg) == CONNECTION_BAD) {
+        /* the server ended the session under the statement (FATAL: a
+         * restart, a terminated backend): not the statement's error, send
+         * it again on the next connection */
+        c->cur = r;
+        c->res = res;
+        conn_break(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
+        return;
+    }
     if (r->kind == DREQ_PREPARE) {
         if (!ok) {
             copy_msg(c, res ? PQresultErrorMessage(res) : "no result");
