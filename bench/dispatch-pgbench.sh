@@ -29,7 +29,11 @@
 # flush, is what both sides pay; SYNC=on to include it), and removed at exit.
 # Writes bench/results/<date>-dispatch-pgbench.md (OUT to override).
 #
+# ROUNDS (default 1) repeats the whole set, one row per process count and
+# round, interleaved (a shared machine: compare within a round).
+#
 #   bench/dispatch-pgbench.sh                    # PROCS="1 2 4" CONNS=4 POOL=32 STRANDS=20000
+#   ROUNDS=5 bench/dispatch-pgbench.sh           # the final same-run comparison
 #   PROCS="1 2" STRANDS=5000 bench/dispatch-pgbench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +42,8 @@ CONNS=${CONNS:-4}
 POOL=${POOL:-32}
 STRANDS=${STRANDS:-20000}
 DELAY_S=${DELAY_S:-5}
+ROUNDS=${ROUNDS:-1}
+PIPELINE=${PIPELINE:-16}
 PGBENCH_S=${PGBENCH_S:-10}
 SYNC=${SYNC:-off}
 WORKERS=${WORKERS:-1}
@@ -82,7 +88,7 @@ run_fleet() { # procs db -> starts the processes (logs in $DIR/p<i>.log)
   PIDS=()
   for ((i = 1; i <= n; i++)); do
     "$TOOL" --conninfo "host=$DIR user=postgres dbname=$db" run --kinds noop --partition "$i" \
-      --workers "$WORKERS" --pool "$POOL" --connections "$CONNS" --sleep-min-ms 10 --sleep-max-ms 100 --heartbeat-ms 200 \
+      --workers "$WORKERS" --pool "$POOL" --connections "$CONNS" --pipeline "$PIPELINE" --sleep-min-ms 10 --sleep-max-ms 100 --heartbeat-ms 200 \
       --metrics-every 200 >"$DIR/p$i.log" 2>&1 &
     PIDS+=($!)
   done
@@ -144,21 +150,23 @@ ceiling() { # procs clients -> tps
   echo
   echo "bench/dispatch-pgbench.sh: PROCS=\"$PROCS\" CONNS=$CONNS POOL=$POOL STRANDS=$STRANDS DELAY_S=$DELAY_S"
   echo "PGBENCH_S=$PGBENCH_S SYNC=$SYNC; $(nproc) CPUs; $("$BIN/postgres" --version)."
-  echo "WORKERS=$WORKERS worker(s) per process. Strands/s: noop strands (take, run as a urt job,"
+  echo "WORKERS=$WORKERS worker(s) per process, PIPELINE=$PIPELINE statements in flight per connection. Strands/s: noop strands (take, run as a urt job,"
   echo "done-release) between 10 % and 90 % of a backlog. Ceiling: pgbench -M prepared running the same"
   echo "take and release statements, with the fleet's run connections (P x CONNS: the ratio) and with"
   echo "every connection it opened (P x (CONNS + 1): ratio all). Delays: total delay (schedule -> lease"
   echo "answered) at 80 % of the fleet's rate, median over its metrics windows."
   echo
-  echo "| processes | run conns | dispatcher strands/s | pgbench tps | ratio | pgbench tps, +control conns | ratio all | delay p50 ms | p95 ms | p99 ms |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| round | processes | run conns | dispatcher strands/s | pgbench tps | ratio | pgbench tps, +control conns | ratio all | delay p50 ms | p95 ms | p99 ms |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$OUT"
 pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f %%", (b > 0 ? 100 * a / b : 0)}'; }
-for p in $PROCS; do
-  read -r rate p50 p95 p99 < <(dispatcher "$p")
-  tps=$(ceiling "$p" $((p * CONNS)))
-  tps_all=$(ceiling "$p" $((p * (CONNS + 1))))
-  echo "| $p | $((p * CONNS)) | $rate | ${tps%.*} | $(pct "$rate" "$tps") | ${tps_all%.*} | $(pct "$rate" "$tps_all") |" \
-       "$p50 | $p95 | $p99 |" | tee -a "$OUT"
+for ((round = 1; round <= ROUNDS; round++)); do
+  for p in $PROCS; do
+    read -r rate p50 p95 p99 < <(dispatcher "$p")
+    tps=$(ceiling "$p" $((p * CONNS)))
+    tps_all=$(ceiling "$p" $((p * (CONNS + 1))))
+    echo "| $round | $p | $((p * CONNS)) | $rate | ${tps%.*} | $(pct "$rate" "$tps") | ${tps_all%.*} |" \
+         "$(pct "$rate" "$tps_all") | $p50 | $p95 | $p99 |" | tee -a "$OUT"
+  done
 done
 echo "dispatch-pgbench: wrote $OUT"

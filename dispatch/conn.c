@@ -70,6 +70,31 @@ static struct dreq *fifo_pop(struct dconn *c)
     return r;
 }
 
+/* The requests sent and not answered, in send order (the pipeline). */
+static void fly_push(struct dconn *c, struct dreq *r)
+{
+    r->next = NULL;
+    if (c->fly_tail)
+        c->fly_tail->next = r;
+    else
+        c->fly_head = r;
+    c->fly_tail = r;
+    c->n_fly++;
+}
+
+static struct dreq *fly_pop(struct dconn *c)
+{
+    struct dreq *r = c->fly_head;
+    if (r) {
+        c->fly_head = r->next;
+        if (!c->fly_head)
+            c->fly_tail = NULL;
+        r->next = NULL;
+        c->n_fly--;
+    }
+    return r;
+}
+
 static void complete(struct dreq *r, PGresult *res, int err, const char *msg)
 {
     if (r->kind == DREQ_PREPARE)
@@ -152,6 +177,7 @@ static void connect_step(struct dconn *c)
     case PGRES_POLLING_OK:
         c->state = DC_READY;
         c->backoff_ns = 0;
+        c->pipelined = c->depth > 1 && PQenterPipelineMode(c->pg) == 1;
         prepare_all(c);
         arm_read(c);
         return;
@@ -169,8 +195,8 @@ static bool send_one(struct dconn *c, struct dreq *r)
         return PQsendQueryPrepared(c->pg, dsql[r->stmt].name, r->nparams, r->params, NULL, NULL, 0);
     case DREQ_PARAMS:
         return PQsendQueryParams(c->pg, r->sql, r->nparams, NULL, r->params, NULL, NULL, 0);
-    case DREQ_SIMPLE:
-        return PQsendQuery(c->pg, r->sql);
+    case DREQ_SIMPLE: /* extended protocol without parameters: allowed in pipeline mode */
+        return PQsendQueryParams(c->pg, r->sql, 0, NULL, NULL, NULL, NULL, 0);
     case DREQ_PREPARE:
         return PQsendPrepare(c->pg, dsql[r->stmt].name, dsql[r->stmt].text, dsql[r->stmt].nparams, NULL);
     }
@@ -189,30 +215,35 @@ static void flush_step(struct dconn *c)
         arm_write(c);
 }
 
+/* Sends what waits, up to depth requests in flight. In pipeline mode each
+ * statement is followed by a Sync: its own implicit transaction, as without
+ * a pipeline (an error aborts nothing else). */
 static void send_next(struct dconn *c)
 {
-    while (c->state == DC_READY && !c->cur && c->head) {
+    bool sent = false;
+    while (c->state == DC_READY && c->head && c->n_fly < c->depth) {
         struct dreq *r = fifo_pop(c);
         if (r->abandon && atomic_load_explicit(r->abandon, memory_order_acquire)) {
             complete(r, NULL, -ECANCELED, "abandoned before it was sent");
             continue;
         }
-        if (!send_one(c, r)) {
+        if (!send_one(c, r) || (c->pipelined && !PQpipelineSync(c->pg))) {
             fifo_push_front(c, r);
             conn_break(c, PQerrorMessage(c->pg));
             return;
         }
-        c->cur = r;
-        flush_step(c);
+        fly_push(c, r);
+        sent = true;
     }
+    if (sent)
+        flush_step(c);
 }
 
-/* The statement of cur is complete: hand its result over. */
-static void finish_cur(struct dconn *c)
+/* The oldest statement in flight is complete: hand its result over. */
+static void finish_head(struct dconn *c)
 {
-    struct dreq *r = c->cur;
+    struct dreq *r = fly_pop(c);
     PGresult *res = c->res;
-    c->cur = NULL;
     c->res = NULL;
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
@@ -220,7 +251,11 @@ static void finish_cur(struct dconn *c)
         /* the server ended the session under the statement (FATAL: a
          * restart, a terminated backend): not the statement's error, send
          * it again on the next connection */
-        c->cur = r;
+        r->next = c->fly_head;
+        c->fly_head = r;
+        if (!c->fly_tail)
+            c->fly_tail = r;
+        c->n_fly++;
         c->res = res;
         conn_break(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
         return;
@@ -265,16 +300,22 @@ static void read_step(struct dconn *c)
     }
     if (c->flushing)
         flush_step(c);
-    while (c->state == DC_READY && c->cur && !PQisBusy(c->pg)) {
+    /* per statement: its results, then NULL; in pipeline mode then its
+     * Sync's PGRES_PIPELINE_SYNC (skipped) */
+    while (c->state == DC_READY && c->fly_head && !PQisBusy(c->pg)) {
         PGresult *res = PQgetResult(c->pg);
         if (!res) {
-            finish_cur(c);
-            send_next(c);
+            finish_head(c);
+            continue;
+        }
+        if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+            PQclear(res);
             continue;
         }
         PQclear(c->res);
         c->res = res;
     }
+    send_next(c);
     if (c->state == DC_READY)
         drain_notifies(c);
     if (c->state == DC_READY && PQstatus(c->pg) == CONNECTION_BAD)
@@ -345,18 +386,31 @@ static void conn_break(struct dconn *c, const char *why)
     c->flushing = false;
     PQclear(c->res);
     c->res = NULL;
-    struct dreq *r = c->cur;
-    c->cur = NULL;
     /* the statements are prepared again on the next connection */
     while (c->head && c->head->kind == DREQ_PREPARE)
         fifo_pop(c);
-    if (r && r->kind != DREQ_PREPARE) {
+    /* what was in flight: the resendable ones go back to the head of the
+     * queue, in their order; the others fail (they may or may not have run) */
+    struct dreq *again = NULL, *again_tail = NULL, *r;
+    while ((r = fly_pop(c))) {
+        if (r->kind == DREQ_PREPARE)
+            continue;
         if (r->resend && !c->closing) {
             r->resent = true;
-            fifo_push_front(c, r);
+            if (again_tail)
+                again_tail->next = r;
+            else
+                again = r;
+            again_tail = r;
         } else {
             complete(r, NULL, -ECONNRESET, c->msg);
         }
+    }
+    if (again) {
+        again_tail->next = c->head;
+        c->head = again;
+        if (!c->tail)
+            c->tail = again_tail;
     }
     cancel_io(c);
     settle(c);
@@ -460,9 +514,8 @@ static enum urt_task_result close_task(struct urt_task *t, void *arg)
     (void)t;
     struct dconn *c = arg;
     c->closing = true;
-    struct dreq *r = c->cur;
-    c->cur = NULL;
-    if (r)
+    struct dreq *r;
+    while ((r = fly_pop(c)))
         complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
     PQclear(c->res);
     c->res = NULL;
@@ -479,6 +532,7 @@ int dconn_init(struct dconn *c, struct urt_dispatch *d, uint32_t id, const struc
     c->ops = ops;
     c->owner = owner;
     c->fd = -1;
+    c->depth = d->opt.pipeline;
     c->rng = 0x9e3779b9u ^ (id * 2654435761u) ^ (uint32_t)urt_now_ns();
     return urt_lane_create(d->rt, &c->lane);
 }

@@ -12,8 +12,12 @@
  * which is the "one worker at a time" of the connection.
  *
  * Requests (struct dreq) are handed over from any thread with dconn_submit
- * (a lane task embedded in the request: no allocation) and run one at a
- * time, in FIFO order. Each request's callback runs once, on the lane, with
+ * (a lane task embedded in the request: no allocation) and are sent in FIFO
+ * order. With options.pipeline = 1 one statement is at the server at a
+ * time; with more, libpq's pipeline mode keeps up to that many in flight,
+ * each followed by a Sync (so each is its own implicit transaction, as
+ * without a pipeline, and an error aborts nothing else); their results come
+ * back in send order. Each request's callback runs once, on the lane, with
  * the PGresult of the statement (or NULL and an error: -EIO the statement
  * failed, -ECONNRESET the connection broke under it, -ESHUTDOWN the
  * connection closed, -ECANCELED its abandon flag was set before it was
@@ -25,9 +29,9 @@
  *          BACKOFF <- BROKEN <------+            CLOSED (dconn_close)
  * After each connect the statements of dispatch/dispatch.sql are prepared
  * (internal requests at the head of the FIFO), then ops->ready runs. A break
- * fails the request in flight with -ECONNRESET, or puts it back at the head
- * when it was marked resend (statements that are safe to send twice); the
- * queued ones wait for the next connection. Reconnection waits
+ * fails the requests in flight with -ECONNRESET, or puts them back at the
+ * head, in order, when marked resend (statements that are safe to send
+ * twice); the queued ones wait for the next connection. Reconnection waits
  * reconnect_min_ns, doubling up to reconnect_max_ns, with jitter; a connect
  * that reached READY resets it.
  *
@@ -109,8 +113,10 @@ struct dconn {
     PGconn *pg;
     int fd;
     struct dreq *head, *tail; /* waiting */
-    struct dreq *cur;         /* sent, its result not complete */
-    PGresult *res;            /* the last result of cur */
+    struct dreq *fly_head, *fly_tail; /* sent, not answered yet (send order) */
+    uint32_t n_fly, depth;    /* in flight, and at most (options.pipeline) */
+    bool pipelined;           /* libpq pipeline mode is on (depth > 1) */
+    PGresult *res;            /* the last result of the oldest in flight */
     bool flushing;            /* PQflush returned 1: unsent data */
     bool closing;
     bool rio_busy, wio_busy, sio_busy;

@@ -68,6 +68,7 @@ URT_API void urt_dispatch_options_init(struct urt_dispatch_options *opt)
     opt->pool = 16;
     opt->queue_ratio = 4;
     opt->connections = 2;
+    opt->pipeline = 16;
     opt->metrics_every = 200;
     opt->lease_ns = 120 * S;
     opt->run_budget_ns = 0; /* lease / 4 */
@@ -128,6 +129,7 @@ static const struct range ranges[] = {
     R32(pool, 1, 4096),
     R32(queue_ratio, 1, 64),
     R32(connections, 1, 256),
+    R32(pipeline, 1, 256),
     R32(metrics_every, 10, 1000000),
     R64(lease_ns, 10 * MS, 86400 * S),
     R64(run_budget_ns, 0, 86400 * S),

@@ -51,8 +51,10 @@
  *
  * No worker ever blocks on the database: each connection is libpq's
  * non-blocking API with its socket watched through the rings (urt_io_poll,
- * urt/io.h), served by a lane of its own (one connection, one lane, one
- * statement at a time). A connection that breaks is re-established with
+ * urt/io.h), served by a lane of its own (one connection, one lane). Up to
+ * `pipeline` statements are in flight per connection (libpq's pipeline
+ * mode, each statement followed by a Sync: its own transaction, as without
+ * one); 1 sends one at a time. A connection that breaks is re-established with
  * exponential backoff (reconnect_min_ns .. reconnect_max_ns); strands whose
  * leases are held keep running, and their releases are sent again on the new
  * connection (a release whose first attempt may have committed and that then
@@ -191,6 +193,8 @@ struct urt_dispatch_options {
     uint32_t pool;                  /* concurrent runs, 1..4096 (default 16) */
     uint32_t queue_ratio;           /* queue capacity = pool x this, 1..64 (default 4) */
     uint32_t connections;           /* run connections, 1..256 (default 2) */
+    uint32_t pipeline;              /* statements in flight per connection, 1..256 (default 16;
+                                       1 = one at a time, no pipeline mode) */
     uint32_t metrics_every;         /* runs per metrics window, 10..1000000 (default 200) */
     uint32_t flags;                 /* URT_DISPATCH_* */
     uint64_t lease_ns;              /* lease time (default 120 s; >= 2 x the watchdog limit) */

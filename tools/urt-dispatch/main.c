@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "  enqueue KIND [COUNT]    insert COUNT (default 1) strands [--payload P] [--delay-ms N]\n"
             "  run                     run a dispatcher with the demo handlers until SIGINT/SIGTERM\n"
             "      --partition N (1..256, 0 none; or URT_DISPATCH_PARTITION)  --kinds K,K (default %s)\n"
-            "      --pool N  --connections N  --queue-ratio N  --metrics-every N  --workers N\n"
+            "      --pool N  --connections N  --pipeline N  --queue-ratio N  --metrics-every N  --workers N\n"
             "      --lease-ms N  --budget-ms N  --watchdog-ms N  --backoff-ms N  --backoff-max-ms N\n"
             "      --sleep-min-ms N  --sleep-max-ms N  --heartbeat-ms N  --old-delay-ms N  --old-scan-ms N\n"
             "      --duration-s N  --quiet (no per-window line)\n"

@@ -32,6 +32,7 @@ static const struct numopt numopts[] = {
     {"--partition", C_RUN, 0, 256, U32, D(partition)},
     {"--pool", C_RUN, 1, 4096, U32, D(pool)},
     {"--connections", C_RUN, 1, 256, U32, D(connections)},
+    {"--pipeline", C_RUN, 1, 256, U32, D(pipeline)},
     {"--queue-ratio", C_RUN, 1, 64, U32, D(queue_ratio)},
     {"--metrics-every", C_RUN, 10, 1000000, U32, D(metrics_every)},
     {"--workers", C_RUN, 1, 1024, U32, T(workers)},
