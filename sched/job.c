@@ -476,6 +476,11 @@ int job_io_begin(struct urt_job *j)
     return 0;
 }
 
+void job_io_more(struct urt_job *j)
+{
+    job_count_in(j); /* the operation holds a count: cannot fail (J1) */
+}
+
 void job_io_end(struct urt_job *j)
 {
     atomic_fetch_sub_explicit(&j->ios, 1, memory_order_relaxed);

@@ -79,6 +79,8 @@ void job_task_cancelled(struct sched *s, struct worker *w, struct urt_job *job);
  * with I/O in flight asks sched_clients.io_sweep to cancel it (J8). */
 int job_io_begin(struct urt_job *job);
 void job_io_end(struct urt_job *job);
+/* One more continuation task of a multishot operation of job (live + 1). */
+void job_io_more(struct urt_job *job);
 
 
 #endif

@@ -57,6 +57,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 
@@ -97,7 +98,7 @@ static void ops_add(struct uio_worker *uw, struct uio *u)
     uw->ops[uw->n++] = u;
 }
 
-static void ops_remove(struct uio_worker *uw, struct uio *u)
+void uio_ops_remove(struct uio_worker *uw, struct uio *u)
 {
     struct uio *last = uw->ops[--uw->n];
     uw->ops[u->slot] = last;
@@ -157,12 +158,14 @@ int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sq
         return urt__error(-ENOMEM, "%s: out of memory for the worker's table of operations", fn);
     if (sqes && sched_io_reserve(w, sqes + (tmo ? 1 : 0)))
         return urt__error(-EAGAIN, "%s: the ring's submission queue is full and the kernel takes no more now", fn);
-    if (kind == UIO_K_SLEEP && timerq_reserve(&w->timers, 1))
+    bool timer = kind == UIO_K_SLEEP || (tmo && !(uio_features(w) & RING_IO_LINK_TIMEOUT));
+    if (timer && timerq_reserve(&w->timers, 1))
         return urt__error(-ENOMEM, "%s: out of memory for the worker's timer queue", fn);
     int err = ctx_capture(w, cx, kind, fn);
     if (err)
         return err;
     u->kind = (uint8_t)kind;
+    u->flags &= UIO_F_TIMEOUT;
     return 0;
 }
 
@@ -170,23 +173,45 @@ static enum urt_task_result cont_run(struct urt_task *t, void *arg);
 static void cont_cancel(struct urt_task *t, void *arg);
 static void uio_cqe(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags);
 static void uio_tmo_cqe(struct ring_op *op, int32_t res, uint32_t cqe_flags);
+static void uio_tmo_fire(sched_timer *t, int32_t res);
+
+/* The deadline of rule 8: a linked timeout SQE behind the operation, or,
+ * without the kernel feature, a timer of the worker that cancels it. */
+static void arm_deadline(struct worker *w, struct uio *u)
+{
+    if (uio_features(w) & RING_IO_LINK_TIMEOUT) {
+        struct io_uring_sqe *t = sched_io_sqe(w); /* reserved by uio_begin */
+        io_uring_prep_link_timeout(t, &u->sio.ts, 0);
+        u->tmo.complete = uio_tmo_cqe;
+        io_uring_sqe_set_data(t, &u->tmo);
+        w->io_inflight++;
+        u->cqes++;
+        return;
+    }
+    uint64_t ns = (uint64_t)u->sio.ts.tv_sec * 1000000000ull + (uint64_t)u->sio.ts.tv_nsec;
+    u->sio.tm = (sched_timer){0};
+    timerq_add(&w->timers, &u->sio.tm, urt_now_ns() + ns, uio_tmo_fire); /* room reserved by uio_begin */
+    timerq_sync(&w->timers);
+    u->flags |= UIO_F_TMO_TIMER;
+}
 
 void uio_submit_sqe(struct uio_ctx *cx, struct urt_io *io, struct io_uring_sqe *sqe)
 {
     struct uio *u = uio_of(io);
     struct worker *w = cx->w;
     bool tmo = u->flags & UIO_F_TIMEOUT;
-    sched_io_bind(w, sqe, &u->sio, uio_cqe, tmo);
+    bool link = tmo && (uio_features(w) & RING_IO_LINK_TIMEOUT);
+    u->flags &= ~UIO_F_TIMEOUT;
+    sched_io_bind(w, sqe, &u->sio, uio_cqe, link);
     u->cqes = 1;
-    if (tmo) {
-        struct io_uring_sqe *t = sched_io_sqe(w); /* reserved by uio_begin */
-        io_uring_prep_link_timeout(t, &u->sio.ts, 0);
-        u->tmo.complete = uio_tmo_cqe;
-        io_uring_sqe_set_data(t, &u->tmo);
-        w->io_inflight++;
-        u->cqes = 2;
-    }
+    if (tmo)
+        arm_deadline(w, u);
     uio_submit_done(cx, io);
+}
+
+void uio_rebind(struct worker *w, struct io_uring_sqe *sqe, struct uio *u)
+{
+    sched_io_bind(w, sqe, &u->sio, uio_cqe, false);
 }
 
 void uio_submit_done(struct uio_ctx *cx, struct urt_io *io)
@@ -194,7 +219,6 @@ void uio_submit_done(struct uio_ctx *cx, struct urt_io *io)
     struct uio *u = uio_of(io);
     struct worker *w = cx->w;
     struct urt_task *t = &io->task;
-    u->flags = 0;
     u->res = 0;
     u->cflags = 0;
     urt_task_init(t, cont_run, io);
@@ -209,22 +233,111 @@ void uio_submit_done(struct uio_ctx *cx, struct urt_io *io)
 
 /* ---- the continuation ----------------------------------------------------------------- */
 
-/* Calls fn with the completion being delivered: the io is the caller's
- * again first (rule 3). */
+/* Calls fn with the completion being delivered. The last one makes the io
+ * the caller's again first (rule 3); a multishot one with more to come
+ * (IORING_CQE_F_MORE) leaves it in flight. */
 static void cont_call(struct urt_io *io)
 {
     struct uio *u = uio_of(io);
     int32_t res = u->res;
+    if (uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE)) {
+        io->fn(io, res, io->arg);
+        return;
+    }
+    if (u->more)
+        uio_more_free(u);
     uint64_t tag = atomic_load_explicit(&u->tag, memory_order_relaxed);
     atomic_store_explicit(&u->tag, tag & (UIO_T_WORKER | UIO_T_RT), memory_order_release);
     io->fn(io, res, io->arg);
 }
 
+static void deliver_next(struct worker *w, struct uio *u);
+
+static enum urt_task_result pump_run(struct urt_task *t, void *arg);
+static void pump_cancel(struct urt_task *t, void *arg);
+
+/* After a multishot continuation returned (F_MORE: the io is still ours):
+ * the next queued completion goes out. Its queue is its worker's; a lane's
+ * continuation may have run elsewhere, so the task goes back to the worker
+ * first (as a pump: no job count, the context kept in priv.lane). */
+static void multi_after(struct urt_io *io, bool more)
+{
+    if (!more)
+        return;
+    struct uio *u = uio_of(io);
+    struct worker *w = u->sio.w, *self = sched_self();
+    if (self == w) {
+        u->flags &= ~UIO_F_QUEUED;
+        if (u->more->n)
+            deliver_next(w, u);
+        return;
+    }
+    struct urt_task *t = &io->task;
+    if (t->priv.job)
+        t->priv.lane = &t->priv.job->lane; /* a serial job's: kept through the hop */
+    t->priv.job = NULL;
+    t->fn = pump_run;
+    t->cancel = pump_cancel;
+    sched_push_sticky(w->s, w, t);
+}
+
+static enum urt_task_result pump_run(struct urt_task *t, void *arg)
+{
+    struct urt_lane *l = t->priv.lane;
+    t->fn = cont_run;
+    t->cancel = cont_cancel;
+    if (l && l->kind == LANE_JOB) {
+        t->priv.job = l->ctx;
+        t->priv.lane = NULL;
+    }
+    multi_after(arg, true);
+    return URT_TASK_DONE;
+}
+
 static enum urt_task_result cont_run(struct urt_task *t, void *arg)
 {
+    struct uio *u = uio_of(arg);
+    bool more = uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE);
     (void)t;
     cont_call(arg);
+    multi_after(arg, more);
     return URT_TASK_DONE;
+}
+
+static void io_ended(struct urt_job *job, struct urt_lane *lane);
+
+/* Destroy cancelled a multishot delivery after the workers stopped: the
+ * completions still queued (the last one among them: a worker leaves only
+ * once every operation's last CQE arrived) are delivered here, on the
+ * destroying thread, in order; the last one ends the io's job count. */
+static void drain_off_worker(struct urt_io *io, struct urt_job *job, struct urt_lane *lane)
+{
+    struct uio *u = uio_of(io);
+    struct sched *s = u->sio.w->s; /* the workers' memory lives until the leftovers are cancelled */
+    tls_off_worker_shutdown = true;
+    while (u->more && u->more->n) {
+        struct uio_more *m = u->more;
+        struct uio_ent e = m->e[m->head];
+        m->head = (m->head + 1) % m->cap;
+        m->n--;
+        u->res = e.res;
+        u->cflags = e.cflags;
+        cont_call(io); /* the last one frees the queue */
+        if (!(e.cflags & IORING_CQE_F_MORE)) {
+            io_ended(job, lane);
+            if (job)
+                sched_clients.job_task_finished(s, NULL, job);
+            break;
+        }
+    }
+    tls_off_worker_shutdown = false;
+}
+
+static void pump_cancel(struct urt_task *t, void *arg)
+{
+    struct urt_lane *l = t->priv.lane;
+    struct urt_job *job = l && l->kind == LANE_JOB ? l->ctx : NULL;
+    drain_off_worker(arg, job, job ? NULL : l);
 }
 
 /* A counted lane (a transaction's) uncounts a continuation that did not run
@@ -242,15 +355,21 @@ static void cont_cancel(struct urt_task *t, void *arg)
     struct worker *w = sched_self();
     struct urt_lane *lane = t->priv.job ? NULL : t->priv.lane;
     uint32_t tf = t->priv.flags;
+    struct uio *u = uio_of(arg);
+    bool more = uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE);
     if (w) {
         struct urt_job *saved = w->running_job;
         w->running_job = t->priv.job; /* its submissions see the cancelled job (-ECANCELED) */
         cont_call(arg);
         w->running_job = saved;
+        multi_after(arg, more);
     } else {
+        struct urt_job *job = t->priv.job;
         tls_off_worker_shutdown = true;
-        cont_call(arg);
+        cont_call(arg); /* destroy: the workers are gone */
         tls_off_worker_shutdown = false;
+        if (more)
+            drain_off_worker(arg, job, lane); /* the rest of a multishot, here */
     }
     lane_leave_counted(lane, tf);
 }
@@ -268,7 +387,7 @@ static void io_ended(struct urt_job *job, struct urt_lane *lane)
 
 /* Destroy: the worker left its loop, nothing runs tasks any more; the
  * continuation runs here, on the worker, in the task's context. */
-static void run_in_place(struct worker *w, struct urt_io *io)
+static void run_in_place(struct worker *w, struct urt_io *io, bool last)
 {
     struct urt_task *t = &io->task;
     struct urt_job *job = t->priv.job;
@@ -278,55 +397,137 @@ static void run_in_place(struct worker *w, struct urt_io *io)
     struct urt_lane *sl = w->running_lane;
     w->running_job = job;
     w->running_lane = job ? (job->serial ? &job->lane : NULL) : lane;
-    cont_call(io); /* io may be gone from here on */
+    cont_call(io); /* io may be gone from here on when last */
     w->running_job = sj;
     w->running_lane = sl;
     lane_leave_counted(lane, tf);
-    io_ended(job, lane);
+    if (last)
+        io_ended(job, lane);
     if (job)
         sched_clients.job_task_finished(w->s, w, job);
 }
 
-static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u)
+/* Queues io's task in its context; last: the io's final completion. */
+static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool last)
 {
     struct urt_io *io = uio_io(u);
     struct urt_task *t = &io->task;
     struct urt_job *job = t->priv.job;
     struct urt_lane *lane = t->priv.lane;
+    if (!last && job)
+        job_io_more(job); /* each multishot delivery is a task of the job; the last uses the io's count */
     if (uw->exiting) {
-        run_in_place(w, io);
+        run_in_place(w, io, last);
         return;
     }
     if (job && job->serial)
         lane_submit(&job->lane, t, 0); /* from the worker: cannot fail */
     else if (lane)
         lane_submit(lane, t, 0);
-    else if (u->opts & URT_IO_STEALABLE)
+    else if ((u->opts & URT_IO_STEALABLE) && !uio_kind_multi(u->kind))
         sched_local_push(w, t);
     else
         inbox_push(&w->sticky, t); /* never stolen; we are awake */
-    io_ended(job, lane);           /* after the queueing: a transaction's lane holds it now (T5) */
+    if (last)
+        io_ended(job, lane); /* after the queueing: a transaction's lane holds it now (T5) */
+}
+
+/* Multishot: the oldest queued completion goes out (on u's worker). */
+static void deliver_next(struct worker *w, struct uio *u)
+{
+    struct uio_worker *uw = w->uio;
+    do {
+        struct uio_more *m = u->more;
+        struct uio_ent e = m->e[m->head];
+        m->head = (m->head + 1) % m->cap;
+        m->n--;
+        u->res = e.res;
+        u->cflags = e.cflags;
+        u->flags |= UIO_F_QUEUED;
+        bool last = !(e.cflags & IORING_CQE_F_MORE);
+        if (last)
+            atomic_fetch_or_explicit(&u->tag, UIO_T_DELIVERING, memory_order_acq_rel);
+        deliver(w, uw, u, last);
+        if (last || !uw->exiting)
+            return;
+        u->flags &= ~UIO_F_QUEUED; /* ran in place: the next one, without recursion */
+    } while (u->more->n);
+}
+
+static int more_grow(struct uio_more *m)
+{
+    uint32_t cap = m->cap ? m->cap * 2 : 16;
+    struct uio_ent *e = malloc(cap * sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < m->n; i++)
+        e[i] = m->e[(m->head + i) % m->cap];
+    free(m->e);
+    m->e = e;
+    m->head = 0;
+    m->cap = cap;
+    return 0;
+}
+
+void uio_push(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags)
+{
+    struct uio_more *m = u->more;
+    bool last = !(cqe_flags & IORING_CQE_F_MORE);
+    if (last)
+        uio_ops_remove(w->uio, u);
+    if (m->n == m->cap && more_grow(m)) {
+        /* No memory to queue it (the queue is sized for a buffer ring's
+         * buffers, so only accepts get here): a new connection is closed,
+         * never leaked; a last completion takes the place of the newest. */
+        if (!last) {
+            if (res >= 0 && m->op == UIO_MOP_ACCEPT)
+                uio_drop_accepted(w, u, res);
+            return;
+        }
+        m->n--;
+    }
+    m->e[(m->head + m->n) % m->cap] = (struct uio_ent){res, cqe_flags};
+    m->n++;
+    if (!(u->flags & UIO_F_QUEUED))
+        deliver_next(w, u);
 }
 
 static void finish(struct worker *w, struct uio *u)
 {
     struct uio_worker *uw = w->uio;
-    ops_remove(uw, u);
+    uio_ops_remove(uw, u);
     int32_t res = u->res;
     if ((u->flags & UIO_F_TIMED_OUT) && (res == -ECANCELED || res == -EINTR))
         res = -ETIME; /* rule 8 */
     else if (res == -EINTR && (u->flags & UIO_F_CANCEL_SENT))
         res = -ECANCELED; /* an io-wq worker interrupted by the cancel */
+    if (res >= 0 && (u->flags & UIO_F_FIXED))
+        res = uio_accepted_fixed(w, u, res); /* an accept into the file table */
     u->res = res;
     atomic_fetch_or_explicit(&u->tag, UIO_T_DELIVERING, memory_order_acq_rel);
-    deliver(w, uw, u);
+    deliver(w, uw, u, true);
 }
 
 static void uio_cqe(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags)
 {
     struct uio *u = (struct uio *)(void *)sio; /* sio is its first member */
-    u->res = res;
-    u->cflags = cqe_flags;
+    if (uio_kind_multi(u->kind)) {
+        uio_multi_cqe(w, u, res, cqe_flags);
+        return;
+    }
+    if (cqe_flags & IORING_CQE_F_NOTIF) {
+        u->cflags |= IORING_CQE_F_NOTIF; /* zero-copy send: the buffer is the caller's again */
+    } else {
+        u->res = res;
+        u->cflags = cqe_flags & ~IORING_CQE_F_MORE;
+        if (cqe_flags & IORING_CQE_F_MORE)
+            u->cqes++; /* a zero-copy send's notification follows */
+    }
+    if (u->flags & UIO_F_TMO_TIMER) {
+        u->flags &= ~UIO_F_TMO_TIMER;
+        timerq_remove(&w->timers, &u->sio.tm);
+        timerq_sync(&w->timers);
+    }
     if (--u->cqes == 0)
         finish(w, u);
 }
@@ -343,6 +544,19 @@ static void uio_tmo_cqe(struct ring_op *op, int32_t res, uint32_t cqe_flags)
         finish(w, u);
 }
 
+/* The timer that stands in for a linked timeout fired: cancel the op. */
+static void uio_tmo_fire(sched_timer *t, int32_t res)
+{
+    struct uio *u = (struct uio *)(void *)((char *)t - offsetof(struct uio, sio.tm));
+    struct worker *w = u->sio.w;
+    u->flags &= ~UIO_F_TMO_TIMER;
+    if (res != -ETIME)
+        return;
+    u->flags |= UIO_F_TIMED_OUT;
+    uio_cancel_now(w, w->uio, u);
+    sched_io_flush(w); /* from the worker's loop, not a task */
+}
+
 void uio_timer_done(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags)
 {
     struct uio *u = (struct uio *)(void *)sio;
@@ -354,13 +568,17 @@ void uio_timer_done(struct sched_io *sio, struct worker *w, int32_t res, uint32_
 
 /* ---- cancel and sweeps ------------------------------------------------------------------ */
 
-static void cancel_now(struct worker *w, struct uio_worker *uw, struct uio *u)
+void uio_cancel_now(struct worker *w, struct uio_worker *uw, struct uio *u)
 {
     if (u->flags & UIO_F_CANCEL_SENT)
         return;
     u->flags |= UIO_F_CANCEL_SENT;
     if (u->kind == UIO_K_SLEEP) {
         sched_timer_cancel(w, &u->sio); /* uio_timer_done(-ECANCELED) runs now */
+        return;
+    }
+    if (u->flags & UIO_F_WAIT_BUF) {
+        uio_multi_end(w, u, -ECANCELED); /* nothing in the kernel: it ends here */
         return;
     }
     struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
@@ -396,7 +614,7 @@ static void cancel_walk(struct worker *w, struct uio_worker *uw, bool all)
             continue;
         struct uio *u = uw->ops[i];
         if (all || sweep_wants(u))
-            cancel_now(w, uw, u);
+            uio_cancel_now(w, uw, u);
     }
 }
 
@@ -456,6 +674,7 @@ void uio_stop(struct worker *w, bool exiting)
     if (walk)
         cancel_walk(w, uw, true);
     if (exiting && uw->n == 0 && !uw->timed) {
+        uio_buf_exit(w, uw);
         free(uw->ops);
         free(uw);
         w->uio = NULL;
@@ -522,7 +741,7 @@ URT_API int urt_io_cancel(struct urt_io *io)
     if (((tag & UIO_T_RT) >> UIO_T_RT_SHIFT) != (s->id & 0xff) || idx >= s->n_workers)
         return urt__error(-EPERM, "urt_io_cancel: io %p belongs to another runtime", (void *)io);
     if (idx == w->index) {
-        cancel_now(w, w->uio, u);
+        uio_cancel_now(w, w->uio, u);
         return 0;
     }
     /* Another worker's: mark it, and that worker's sweep cancels it. */

@@ -53,18 +53,28 @@
 
 /* kinds */
 enum uio_kind {
-    UIO_K_OP = 0,    /* one SQE (plus an optional linked timeout), one CQE */
-    UIO_K_SLEEP = 1, /* a timer of the worker's timer queue */
-    UIO_K_MULTI = 2, /* multishot SQE: CQEs with IORING_CQE_F_MORE, then a last one */
-    UIO_K_REARM = 3, /* multishot by re-arming a single-shot SQE (kernel without the feature) */
+    UIO_K_OP = 0,       /* one SQE (plus an optional linked timeout), one CQE; a zero-copy send
+                           also its notification (one continuation call for both) */
+    UIO_K_SLEEP = 1,    /* a timer of the worker's timer queue */
+    UIO_K_MULTI = 2,    /* multishot SQE: CQEs with IORING_CQE_F_MORE, then a last one */
+    UIO_K_REARM = 3,    /* multishot by a single-shot accept / buffer-selecting recv, re-armed */
+    UIO_K_POLLRECV = 4, /* multishot receive by readiness (poll) and recv(2) into a pool buffer */
 };
+
+static inline bool uio_kind_multi(unsigned kind)
+{
+    return kind >= UIO_K_MULTI;
+}
 
 /* owner flags */
 #define UIO_F_TIMEOUT 0x1u     /* urt_io_set_timeout: the next submission gets a linked timeout */
 #define UIO_F_TIMED_OUT 0x2u   /* the linked timeout fired */
-#define UIO_F_CANCEL_SENT 0x4u /* an async cancel was prepared */
-#define UIO_F_QUEUED 0x8u      /* the continuation task is queued or running (multishot) */
-#define UIO_F_LAST 0x10u       /* the last completion arrived (multishot) */
+#define UIO_F_CANCEL_SENT 0x4u /* an async cancel was prepared (or the op was ended here) */
+#define UIO_F_QUEUED 0x8u      /* multishot: a completion is being delivered (the task is out) */
+#define UIO_F_WAIT_BUF 0x10u   /* multishot receive: waits for a buffer (the ring ran dry) */
+#define UIO_F_INSTALL 0x20u    /* accept into the file table without the kernel's help */
+#define UIO_F_TMO_TIMER 0x40u  /* the deadline is a timer of the worker (no linked timeouts) */
+#define UIO_F_FIXED 0x80u      /* accept into the worker's file table (res: an index) */
 
 /* What a submission returns to (captured from the submitting task). */
 struct uio_ctx {
@@ -73,7 +83,24 @@ struct uio_ctx {
     struct urt_lane *lane; /* else the task's lane (plain or a transaction's), or NULL */
 };
 
-struct uio_more;
+/* Multishot state (allocated at submission, freed with the last delivery):
+ * what re-arming needs and the completions waiting for their turn (owner
+ * only; a FIFO in kernel order). */
+enum uio_mop { UIO_MOP_ACCEPT = 0, UIO_MOP_RECV = 1 };
+
+struct uio_ent {
+    int32_t res;
+    uint32_t cflags; /* IORING_CQE_F_* (F_BUFFER with the buffer id in the high 16 bits) */
+};
+
+struct uio_more {
+    int fd;
+    int msg_flags;
+    uint8_t op;            /* enum uio_mop */
+    struct uio *next_wait; /* the buffer ring's list of receives waiting for a buffer */
+    uint32_t head, n, cap;
+    struct uio_ent *e;
+};
 
 struct uio {
     struct sched_io sio;   /* the operation's CQE (sched/io.h) or its timer; sio.ts: the linked timeout */
@@ -119,6 +146,23 @@ struct uio_worker {
     bool stopped;              /* destroy began: everything in flight was asked to cancel */
     bool exiting;              /* the worker left its loop: continuations run in place */
     bool retry;                /* a cancel found no SQE: io_stop tries again */
+    /* registered files (sched/uio_buf.c): a sparse table of `files` slots */
+    bool files_ready;          /* the table is registered */
+    bool kernel_alloc;         /* the upper half is the kernel's (accept into the table) */
+    uint32_t files;            /* slots (urt_config.io_fixed_files) */
+    uint32_t lo_next, hi_next; /* slots never used yet: lower half, upper half (when ours) */
+    uint32_t *free_lo, n_free_lo, *free_hi, n_free_hi; /* slots given back */
+    /* registered buffers */
+    struct iovec *bufs;
+    uint32_t n_bufs;
+    uint8_t *used;             /* per slot: registered (1) */
+    /* buffer rings: group ids, and the rings not destroyed yet (freed at exit) */
+    uint16_t next_bgid;
+    uint16_t *free_bgid;
+    uint32_t n_free_bgid;
+    struct urt_bufring *rings;
+    _Atomic uint32_t returns_queued; /* returns_task is queued (sched/uio_buf.c) */
+    struct urt_task returns_task;    /* gives back buffers other workers put */
 };
 
 /* The calling worker's state, created on first use (NULL: -ENOMEM). */
@@ -139,6 +183,65 @@ void uio_timer_done(struct sched_io *sio, struct worker *w, int32_t res, uint32_
 
 /* Records the message of a refused argument: "fn: what" (returns err). */
 int uio_arg_error(int err, const char *fn, const char *what);
+/* The runtime's RING_IO_* features (what the probe found minus ring_disable). */
+static inline uint32_t uio_features(const struct worker *w)
+{
+    return w->s->caps.io_features;
+}
+/* Prepares an async cancel of u's request (or ends it here when it has
+ * none in the kernel); once. */
+void uio_cancel_now(struct worker *w, struct uio_worker *uw, struct uio *u);
+/* Removes u from its worker's in-flight array (its last completion). */
+void uio_ops_remove(struct uio_worker *uw, struct uio *u);
+
+/* Multishot (sched/uio_multi.c). uio_multi_cqe: a CQE of a multishot kind
+ * (re-arms, waits for buffers, queues completions). uio_multi_end: ends a
+ * multishot io that has no request in the kernel (a receive waiting for a
+ * buffer) with res, on its worker. uio_push: queues one completion for the
+ * continuation (the last one: no IORING_CQE_F_MORE) and delivers it if none
+ * is out; uio_rearm_wanted: re-arms the receives waiting on br. */
+void uio_multi_cqe(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags);
+void uio_multi_end(struct worker *w, struct uio *u, int32_t res);
+void uio_push(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags);
+/* Frees a multishot io's state after its last delivery. */
+void uio_more_free(struct uio *u);
+
+/* Buffers and files (sched/uio_buf.c). */
+struct urt_bufring;
+bool uio_bufring_kernel(const struct urt_bufring *br);  /* a kernel buffer ring (else the pool) */
+uint16_t uio_bufring_bgid(const struct urt_bufring *br);
+struct worker *uio_bufring_worker(const struct urt_bufring *br);
+uint32_t uio_bufring_count(const struct urt_bufring *br);
+/* Pool: a free buffer (its id, marked the caller's) or -1. return: gives
+ * one back without re-arming anyone (it was never delivered). mark: the
+ * kernel delivered buffer bid (the caller's until urt_bufring_put). */
+int uio_bufring_take(struct urt_bufring *br, void **buf, uint32_t *size);
+void uio_bufring_return(struct urt_bufring *br, uint16_t bid);
+void uio_bufring_mark(struct urt_bufring *br, uint16_t bid);
+/* urt_io_accept with URT_IO_MULTISHOT (sched/uio_multi.c). */
+int uio_multi_accept(struct urt_io *io, int fd, unsigned flags);
+void uio_bufring_use(struct urt_bufring *br, int delta); /* receives using it */
+/* The receives waiting for a buffer (a list through uio_more.next_wait). */
+void uio_bufring_wait(struct urt_bufring *br, struct uio *u);
+void uio_bufring_unwait(struct urt_bufring *br, struct uio *u);
+/* The registered buffer holding [buf, buf+len) on w, or -1. */
+int uio_fixed_buf(struct worker *w, const void *buf, size_t len);
+/* Accept into the table: 0 (the kernel allocates in the upper half), or
+ * -errno when the table cannot be made. */
+int uio_files_ready(struct worker *w, struct uio_worker *uw);
+/* An accepted connection of u (UIO_F_FIXED): with UIO_F_INSTALL the
+ * descriptor res goes into a free slot of the upper half (and is closed);
+ * either way the slot is marked in use. Returns the slot, or -ENFILE /
+ * -errno (the descriptor closed). uio_drop_accepted: one that cannot be
+ * delivered is closed (its slot freed). */
+int32_t uio_accepted_fixed(struct worker *w, struct uio *u, int32_t res);
+void uio_drop_accepted(struct worker *w, struct uio *u, int32_t res);
+/* Frees what is left of w's buffers and files at its exit. */
+void uio_buf_exit(struct worker *w, struct uio_worker *uw);
+/* Re-arms the receives that waited for a buffer of br (on its worker). */
+void uio_multi_resume(struct worker *w, struct uio *u);
+/* Tags a re-armed multishot SQE (no deadline) with u (sched_io_bind). */
+void uio_rebind(struct worker *w, struct io_uring_sqe *sqe, struct uio *u);
 
 /* The client entry points (sched/clients.c). */
 void uio_sweep_post(struct sched *s);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "base/error.h"
@@ -78,7 +79,11 @@ URT_API int urt_io_read(struct urt_io *io, int fd, void *buf, size_t len, int64_
     int err = check_buf("urt_io_read", buf, len);
     if (err || (err = check_off("urt_io_read", off)) || (err = op_begin(io, "urt_io_read", &cx, &sqe)))
         return err;
-    io_uring_prep_read(sqe, fd, buf, (unsigned)len, (uint64_t)off);
+    int bi = uio_fixed_buf(cx.w, buf, len); /* in a registered buffer: the fixed-buffer read */
+    if (bi >= 0)
+        io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, (uint64_t)off, bi);
+    else
+        io_uring_prep_read(sqe, fd, buf, (unsigned)len, (uint64_t)off);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
 }
@@ -90,7 +95,11 @@ URT_API int urt_io_write(struct urt_io *io, int fd, const void *buf, size_t len,
     int err = check_buf("urt_io_write", buf, len);
     if (err || (err = check_off("urt_io_write", off)) || (err = op_begin(io, "urt_io_write", &cx, &sqe)))
         return err;
-    io_uring_prep_write(sqe, fd, buf, (unsigned)len, (uint64_t)off);
+    int bi = uio_fixed_buf(cx.w, buf, len);
+    if (bi >= 0)
+        io_uring_prep_write_fixed(sqe, fd, buf, (unsigned)len, (uint64_t)off, bi);
+    else
+        io_uring_prep_write(sqe, fd, buf, (unsigned)len, (uint64_t)off);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
 }
@@ -191,21 +200,48 @@ URT_API int urt_io_fallocate(struct urt_io *io, int fd, int mode, int64_t off, i
 
 /* ---- sockets ------------------------------------------------------------------------------ */
 
+/* URT_IO_FIXED_FILE on an accept: the new connection goes into the file
+ * table's upper half, by the kernel (IORING_FILE_INDEX_ALLOC) or, without
+ * that feature, installed at completion (UIO_F_INSTALL). 0 and the flags. */
+static int accept_fixed(const char *fn, unsigned *uflags)
+{
+    struct worker *w = sched_self();
+    if (!w)
+        return 0; /* uio_begin says -EPERM */
+    struct uio_worker *uw = uio_worker(w);
+    int err = uw ? uio_files_ready(w, uw) : -ENOMEM;
+    if (err)
+        return urt__error(-ENOMEM, "%s: no registered file table on this worker (io_fixed_files %u): %s", fn,
+                          w->s->cfg->io_fixed_files, strerror(-err));
+    *uflags = UIO_F_FIXED | ((uw->kernel_alloc && (uio_features(w) & RING_IO_FIXED_ACCEPT)) ? 0 : UIO_F_INSTALL);
+    return 0;
+}
+
 URT_API int urt_io_accept(struct urt_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, unsigned flags)
 {
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
-    int err = check_flags("urt_io_accept", flags, URT_IO_FIXED_FILE);
+    unsigned fixed = 0;
+    int err = check_flags("urt_io_accept", flags, URT_IO_FIXED_FILE | URT_IO_MULTISHOT);
     if (err)
         return err;
     if (!addr != !addrlen)
         return urt__error(-EINVAL, "urt_io_accept: %s is NULL but not %s", addr ? "addrlen" : "addr",
                           addr ? "addr" : "addrlen");
+    if (flags & URT_IO_MULTISHOT) {
+        if (addr)
+            return urt__error(-EINVAL, "urt_io_accept: addr must be NULL with URT_IO_MULTISHOT");
+        return uio_multi_accept(io, fd, flags);
+    }
+    if ((flags & URT_IO_FIXED_FILE) && (err = accept_fixed("urt_io_accept", &fixed)))
+        return err;
     if ((err = op_begin(io, "urt_io_accept", &cx, &sqe)))
         return err;
-    io_uring_prep_accept(sqe, fd, addr, addrlen, SOCK_CLOEXEC);
-    if (flags & URT_IO_FIXED_FILE)
-        sqe->flags |= IOSQE_FIXED_FILE;
+    if (fixed && !(fixed & UIO_F_INSTALL)) /* liburing adds 1 to the index: ALLOC - 1 lets the kernel pick */
+        io_uring_prep_accept_direct(sqe, fd, addr, addrlen, 0, IORING_FILE_INDEX_ALLOC - 1);
+    else
+        io_uring_prep_accept(sqe, fd, addr, addrlen, SOCK_CLOEXEC);
+    uio_of(io)->flags |= (uint8_t)fixed;
     uio_submit_sqe(&cx, io, sqe);
     return 0;
 }
@@ -241,10 +277,23 @@ URT_API int urt_io_send(struct urt_io *io, int fd, const void *buf, size_t len, 
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_send", buf, len);
-    if (err || (err = check_flags("urt_io_send", flags, URT_IO_FIXED_FILE)) ||
-        (err = op_begin(io, "urt_io_send", &cx, &sqe)))
+    if (err || (err = check_flags("urt_io_send", flags, URT_IO_FIXED_FILE | URT_IO_ZEROCOPY | URT_IO_FIXED_BUF)))
         return err;
-    io_uring_prep_send(sqe, fd, buf, len, msg_flags);
+    struct worker *self = sched_self();
+    int bi = self ? uio_fixed_buf(self, buf, len) : -1;
+    if ((flags & URT_IO_FIXED_BUF) && self && bi < 0)
+        return urt__error(-EINVAL, "urt_io_send: URT_IO_FIXED_BUF but buf is not in a buffer registered on this "
+                                   "worker (urt_io_register_buffers)");
+    if ((err = op_begin(io, "urt_io_send", &cx, &sqe)))
+        return err;
+    if ((flags & URT_IO_ZEROCOPY) && (uio_features(cx.w) & RING_IO_SEND_ZC)) {
+        if (bi >= 0)
+            io_uring_prep_send_zc_fixed(sqe, fd, buf, len, msg_flags, 0, (unsigned)bi);
+        else
+            io_uring_prep_send_zc(sqe, fd, buf, len, msg_flags, 0);
+    } else {
+        io_uring_prep_send(sqe, fd, buf, len, msg_flags); /* URT_IO_ZEROCOPY without the feature: a copy */
+    }
     if (flags & URT_IO_FIXED_FILE)
         sqe->flags |= IOSQE_FIXED_FILE;
     uio_submit_sqe(&cx, io, sqe);

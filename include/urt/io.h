@@ -63,10 +63,14 @@
  *     completions, each a call of the continuation with URT_IO_F_MORE set in
  *     urt_io_flags(io) while more will come; the call without it is the last
  *     (the io is the caller's again). A multishot operation ends by
- *     urt_io_cancel(), an error, or the kernel ending it (then the last call
- *     carries the result; a caller that wants to go on submits again).
- *     Completions of one multishot io are delivered in kernel order, one
- *     continuation at a time (never two concurrently, even on a plain task).
+ *     urt_io_cancel() (-ECANCELED), an error, end of file (a receive: 0),
+ *     destroy (-ECANCELED), or -EAGAIN when the runtime could not re-arm it
+ *     (its submission queue full); a caller that wants to go on submits
+ *     again. When the kernel ends a multishot request on its own with a
+ *     result, or a buffer ring runs dry (-ENOBUFS), the runtime re-arms it:
+ *     the continuation never sees -ENOBUFS. Completions of one multishot io
+ *     are delivered in kernel order, one continuation at a time (never two
+ *     concurrently, even on a plain task).
  *  8. Deadline: urt_io_set_timeout(io, ns) before the submission links a
  *     timeout to the next operation (IORING_OP_LINK_TIMEOUT): if it did not
  *     complete within ns nanoseconds it is cancelled and its continuation
@@ -86,18 +90,24 @@
  *     the order of bytes matters. The runtime never retries a short read or
  *     write on its own: the continuation sees the count. -EAGAIN is handled
  *     by the kernel (io_uring waits for readiness), so the continuation does
- *     not see it, except from a descriptor opened O_NONBLOCK by its owner on
- *     purpose for a one-shot read or write; io_uring reports -EINTR only for
- *     an operation that was being cancelled, which the continuation sees as
- *     -ECANCELED (or -ETIME for an expired linked timeout).
+ *     not see it; only a descriptor its owner made O_NONBLOCK may complete
+ *     a one-shot read or receive with -EAGAIN, on kernels that honour the
+ *     flag (Linux 6.x waits for a socket's readiness anyway). io_uring
+ *     reports -EINTR only for an operation that was being cancelled, which
+ *     the continuation sees as -ECANCELED (or -ETIME for an expired linked
+ *     timeout).
  *
  * Kernel features are probed at runtime creation (urt_runtime_features(),
  * urt/runtime.h, field io_features, URT_IO_FEAT_*): multishot accept and
- * recv, provided buffer rings, zero-copy send, fixed-file accept. Where one
- * is missing the runtime falls back (documented per operation: multishot by
- * re-arming a single-shot operation after each completion, a buffer ring by
- * a buffer taken from the same pool at completion, zero copy by a copy) and
- * the observable behaviour is the same, except where noted.
+ * recv, provided buffer rings, zero-copy send, fixed-file accept, linked
+ * timeouts. Where one is missing (or forbidden by urt_config.ring_disable)
+ * the runtime falls back: multishot by re-arming a single-shot operation
+ * after each completion, a buffer ring by a buffer taken from the same pool
+ * at completion (readiness, then recv(2)), zero copy by a copy (no
+ * URT_IO_F_NOTIF), accept into the file table by installing the accepted
+ * descriptor there, a linked timeout by a timer of the worker that cancels
+ * the operation. The observable behaviour is the same (docs/io.md, "Feature
+ * probe").
  *
  * Timed submission (urt_task_submit_at, urt_spawn_at) puts a task on the one
  * timer facility of a worker's ring and runs it at or after a point in time
@@ -152,8 +162,11 @@ struct urt_io {
 /* Per-operation flags (the `flags` argument of the ops that take one). */
 #define URT_IO_MULTISHOT 0x100u /* accept, recv: many completions (rule 7) */
 #define URT_IO_ZEROCOPY 0x200u  /* send: IORING_OP_SEND_ZC where probed, else a copy */
-#define URT_IO_FIXED_FILE 0x400u /* fd is an index into the worker's registered files */
-#define URT_IO_FIXED_BUF 0x800u  /* buf lies in a buffer registered with urt_io_register_buffers */
+#define URT_IO_FIXED_FILE 0x400u /* send: fd is an index into the worker's registered files;
+                                    accept: the new connection goes into that table (res: its index) */
+#define URT_IO_FIXED_BUF 0x800u  /* send: buf lies in a buffer registered with urt_io_register_buffers
+                                    (-EINVAL if not); a read or write whose buffer lies in one uses
+                                    it without a flag */
 
 /* Completion flags, read with urt_io_flags() inside the continuation. */
 #define URT_IO_F_MORE 0x1u      /* multishot: more completions will come (rule 7) */
@@ -199,8 +212,12 @@ URT_API int urt_io_statx(struct urt_io *io, int dirfd, const char *path, int fla
 URT_API int urt_io_fallocate(struct urt_io *io, int fd, int mode, int64_t off, int64_t len);
 
 /* Sockets. accept: res is the new descriptor (SOCK_CLOEXEC added); with
- * URT_IO_MULTISHOT one per incoming connection (rule 7). addr/addrlen may be
- * NULL (and must be with URT_IO_MULTISHOT). */
+ * URT_IO_MULTISHOT one per incoming connection (rule 7); with
+ * URT_IO_FIXED_FILE the connection is installed in the calling worker's
+ * registered file table instead (upper half of io_fixed_files) and res is
+ * its index, for URT_IO_FIXED_FILE sends; urt_io_unregister_file(index)
+ * closes it (-ENOMEM: no table, io_fixed_files 0). addr/addrlen may be NULL
+ * (and must be with URT_IO_MULTISHOT). */
 URT_API int urt_io_accept(struct urt_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, unsigned flags);
 URT_API int urt_io_connect(struct urt_io *io, int fd, const struct sockaddr *addr, socklen_t addrlen);
 /* recv into buf; msg_flags as recv(2) (MSG_WAITALL ...). res 0: the peer
@@ -208,13 +225,17 @@ URT_API int urt_io_connect(struct urt_io *io, int fd, const struct sockaddr *add
 URT_API int urt_io_recv(struct urt_io *io, int fd, void *buf, size_t len, int msg_flags);
 /* Multishot receive into buffers of a buffer ring (URT_IO_MULTISHOT is
  * implied): each completion's data is in urt_io_buffer(); the continuation
- * gives the buffer back with urt_bufring_put() when done with it. A ring that
- * runs dry (the kernel's -ENOBUFS) is re-armed by the runtime once a buffer
- * was returned; no byte is dropped: the data waits in the socket. */
+ * gives the buffer back with urt_bufring_put() when done with it (now or
+ * later, from a task on any worker). A ring that runs dry (the
+ * kernel's -ENOBUFS) is re-armed by the runtime once a buffer was returned;
+ * no byte is dropped: the data waits in the socket. Worker only, on the
+ * ring's worker (-EINVAL from another worker). The last call: 0 at end of
+ * file, or -errno. */
 URT_API int urt_io_recv_bufring(struct urt_io *io, int fd, struct urt_bufring *br, int msg_flags);
-/* send: URT_IO_ZEROCOPY sends without copying where the kernel can (the
- * buffer stays the caller's until the continuation's last call, which has
- * URT_IO_F_NOTIF). */
+/* send: URT_IO_ZEROCOPY sends without copying where the kernel can: the
+ * continuation is called once, after the kernel released the buffer, with
+ * the send's result and URT_IO_F_NOTIF in urt_io_flags() (no flag: it was
+ * copied; the buffer is the caller's again either way). */
 URT_API int urt_io_send(struct urt_io *io, int fd, const void *buf, size_t len, int msg_flags, unsigned flags);
 URT_API int urt_io_sendmsg(struct urt_io *io, int fd, const struct msghdr *msg, int msg_flags);
 URT_API int urt_io_recvmsg(struct urt_io *io, int fd, struct msghdr *msg, int msg_flags);
@@ -253,22 +274,33 @@ URT_API void *urt_io_buffer(const struct urt_io *io, uint16_t *bid);
 URT_API int urt_io_worker(const struct urt_io *io);
 
 /* Buffer rings (provided buffers) of one worker, for multishot receives.
- * count (a power of two, 1..32768) buffers of size bytes each, allocated by
- * the runtime. Worker only: the ring belongs to the calling worker; receives
- * using it must be submitted there. Falls back to the same pool handed out
- * at completion where the kernel has no buffer rings. */
+ * count (a power of two, 1..32768) buffers of size bytes each (count x size
+ * at most 4 GiB), allocated by the runtime. Worker only: the ring belongs to
+ * the calling worker; receives using it must be submitted there. Falls back
+ * to the same pool handed out at completion where the kernel has no buffer
+ * rings. 0, -EINVAL (NULL out, count or size out of range), -EPERM (not a
+ * worker), -ENOMEM. A ring not destroyed is freed with the runtime. */
 URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring **out);
-/* Gives a buffer back for the kernel to fill again. Worker only, on the
- * ring's worker. */
+/* Gives a buffer back for the kernel to fill again. From any worker of the
+ * ring's runtime (a lane's continuation may run on another worker than the
+ * ring's: the buffer is then handed to the ring's worker, which re-arms a
+ * receive that waited for it). A buffer the caller does not hold (out of
+ * range, or put already), or a thread that is not a worker, is refused with
+ * a message for urt_last_error() and changes nothing. */
 URT_API void urt_bufring_put(struct urt_bufring *br, uint16_t bid);
-/* Frees the ring: -EBUSY while a receive uses it. Worker only, its worker. */
+/* Frees the ring (its buffers too: put back or not): 0, -EBUSY while a
+ * receive uses it, -EINVAL (NULL), -EPERM (not its worker). */
 URT_API int urt_bufring_destroy(struct urt_bufring *br);
 
-/* Registered files and buffers of the calling worker (worker only). Files:
- * returns the index (>= 0) to use with URT_IO_FIXED_FILE, or -ENFILE when the
- * worker's table (urt_config.io_fixed_files) is full; unregister gives it
- * back. Buffers: registers iov[0..n) once per worker (-EBUSY if registered
- * already). */
+/* Registered files and buffers of the calling worker (worker only: -EPERM
+ * elsewhere). Files: returns the index (>= 0) to use with
+ * URT_IO_FIXED_FILE, or -ENFILE when the worker's half of its table
+ * (urt_config.io_fixed_files / 2) is full, -EBADF (negative fd), -ENOMEM (no
+ * table) or the kernel's error; unregister gives an index back (a registered
+ * file's, or an accepted connection's: that closes it), -EINVAL for an
+ * index not in use. Buffers: registers iov[0..n) (n 1..16384) once per
+ * worker: -EBUSY if registered already, -EINVAL, or the kernel's error (e.g.
+ * -ENOMEM past RLIMIT_MEMLOCK). */
 URT_API int urt_io_register_file(int fd);
 URT_API int urt_io_unregister_file(int index);
 URT_API int urt_io_register_buffers(const struct iovec *iov, unsigned n);

@@ -14,7 +14,10 @@
  * admitted, and refusing one would strand them), and log commits
  * (urt_log_commit, urt_tx_commit): a commit is the end of work that was
  * admitted, its memory is the caller's, and the log bounds its own backlog by
- * group commit.
+ * group commit. Timed submissions (urt_task_submit_at, urt_spawn_at, urt/io.h)
+ * count from the call on, while they wait for their time. An I/O
+ * continuation (urt/io.h) is exempt: it is the rest of a task that was
+ * admitted, and refusing it would lose the operation's result.
  * A yield is not a completion. At the limit a submission fails with -EAGAIN,
  * or, with URT_SUBMIT_BLOCK, waits until a slot frees up. Blocked submitters
  * get slots in the order they blocked (first come, first served: a slot freed

@@ -600,6 +600,12 @@ static int io_sleep_timeout(void *c)
     return urt_io_sleep(&t, 1);
 }
 static int io_cancel_idle(void *c) { (void)c; return urt_io_cancel(&g_io); }
+static int io_bufring_count(void *c) { (void)c; struct urt_bufring *b; return urt_bufring_create(6, 8, &b); }
+static int io_bufring_null(void *c) { (void)c; return urt_bufring_destroy(NULL); }
+static int io_recv_bufring_null(void *c) { (void)c; return urt_io_recv_bufring(&g_io, 0, NULL, 0); }
+static int io_register_bad_fd(void *c) { (void)c; return urt_io_register_file(-1); }
+static int io_unregister_unused(void *c) { (void)c; return urt_io_unregister_file(5); }
+static int io_register_buffers_null(void *c) { (void)c; return urt_io_register_buffers(NULL, 1); }
 
 Test(errors, io, .timeout = 30)
 {
@@ -659,6 +665,22 @@ Test(errors, io, .timeout = 30)
     CHECK_ON_WORKER(rt, io_sleep_until_busy, NULL, "urt_io_sleep_until", "in flight", IO_COMMON);
     CHECK_ON_WORKER(rt, io_sleep_timeout, NULL, "urt_io_sleep", "timeout", IO_COMMON);
     CHECK_ON_WORKER(rt, io_cancel_idle, NULL, "urt_io_cancel", "not in flight", -EALREADY, -EPERM, -EINVAL);
+    /* buffer rings, registered files and buffers */
+    struct urt_bufring *br;
+    CHECK(urt_bufring_create(4, 8, &br), "urt_bufring_create", "not a worker", -EINVAL, -EPERM, -ENOMEM);
+    CHECK(urt_io_register_file(0), "urt_io_register_file", "not a worker", -EPERM, -ENFILE, -EBADF, -ENOMEM);
+    CHECK(urt_io_unregister_file(0), "urt_io_unregister_file", "not a worker", -EPERM, -EINVAL);
+    CHECK(urt_io_register_buffers(&g_iov, 1), "urt_io_register_buffers", "not a worker", -EPERM, -EINVAL,
+          -EBUSY, -ENOMEM);
+    CHECK(urt_io_recv_bufring(&g_io, 0, NULL, 0), "urt_io_recv_bufring", "br", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_bufring_count, NULL, "urt_bufring_create", "count", -EINVAL, -EPERM, -ENOMEM);
+    CHECK_ON_WORKER(rt, io_bufring_null, NULL, "urt_bufring_destroy", "br", -EINVAL, -EPERM, -EBUSY);
+    CHECK_ON_WORKER(rt, io_recv_bufring_null, NULL, "urt_io_recv_bufring", "br", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_register_bad_fd, NULL, "urt_io_register_file", "fd", -EPERM, -ENFILE, -EBADF,
+                    -ENOMEM);
+    CHECK_ON_WORKER(rt, io_unregister_unused, NULL, "urt_io_unregister_file", "index", -EPERM, -EINVAL);
+    CHECK_ON_WORKER(rt, io_register_buffers_null, NULL, "urt_io_register_buffers", "iov", -EPERM, -EINVAL,
+                    -EBUSY, -ENOMEM);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 

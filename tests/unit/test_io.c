@@ -11,7 +11,10 @@
  *    worker (-ECANCELED once, -EALREADY after);
  *  - refusals: a thread that is not a worker (-EPERM), an io in flight
  *    (-EBUSY), bad arguments (-EINVAL, -EOPNOTSUPP), each with a message;
- *  - timed submission from a worker and from another thread.
+ *  - timed submission from a worker and from another thread;
+ *  - bad input: two receives on one socket at once (every byte once), a
+ *    descriptor its owner made O_NONBLOCK (the kernel waits, or -EAGAIN at
+ *    once: rule 10).
  * Jobs, lanes, transactions and shutdown with I/O in flight are in
  * tests/unit/test_io_ctx.c.
  */
@@ -500,5 +503,69 @@ Test(io, many_timed_tasks_run_in_due_order_per_worker)
     for (int i = 0; i < N; i++)
         cr_assert_geq(atomic_load(&x[i].ran_ns), due[i], "task %d ran early", i);
     free(x);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- bad input: two receives on one socket, a descriptor made O_NONBLOCK ----------------- */
+
+Test(io, two_receives_on_one_socket_share_the_bytes)
+{
+    urt_runtime *rt = io_rt(2);
+    int sv[2];
+    tcp_pair(sv);
+    char a[16] = {0}, b[16] = {0};
+    struct req ra = {.op = OP_RECV, .fd = sv[0], .buf = a, .len = sizeof(a)};
+    struct req rb = {.op = OP_RECV, .fd = sv[0], .buf = b, .len = sizeof(b)};
+    start_op(rt, &ra);
+    start_op(rt, &rb);
+    cr_assert(WAIT_UNTIL(atomic_load(&ra.submitted) && atomic_load(&rb.submitted), 5000));
+    sleep_us(5000);
+    cr_assert_eq(write(sv[1], "01234", 5), 5);
+    cr_assert(WAIT_UNTIL(atomic_load(&ra.calls) + atomic_load(&rb.calls) >= 1, 5000));
+    sleep_us(5000);
+    cr_assert_eq(write(sv[1], "56789", 5), 5);
+    int32_t na = wait_op(&ra), nb = wait_op(&rb);
+    cr_assert(na > 0 && nb > 0, "results %d and %d", na, nb);
+    cr_assert_eq(na + nb, 10, "%d + %d bytes: lost or doubled", na, nb);
+    char all[11] = {0};
+    bool a_first = memcmp(a, "0", 1) == 0;
+    memcpy(all, a_first ? a : b, (size_t)(a_first ? na : nb));
+    memcpy(all + (a_first ? na : nb), a_first ? b : a, (size_t)(a_first ? nb : na));
+    cr_assert_str_eq(all, "0123456789", "the two receives took %.*s and %.*s", na, a, nb, b);
+    cr_assert_eq(atomic_load(&ra.calls), 1);
+    cr_assert_eq(atomic_load(&rb.calls), 1);
+    close(sv[0]);
+    close(sv[1]);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io, nonblocking_descriptor_is_defined)
+{
+    /* A descriptor its owner made O_NONBLOCK: depending on the kernel,
+     * io_uring either waits for readiness anyway (Linux 6.x for sockets) or
+     * completes at once with -EAGAIN (rule 10); never a lost byte, never a
+     * hang once data comes. */
+    urt_runtime *rt = io_rt(1);
+    int sv[2];
+    tcp_pair(sv);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    char buf[8];
+    struct req r = {.op = OP_RECV, .fd = sv[0], .buf = buf, .len = sizeof(buf)};
+    start_op(rt, &r);
+    sleep_us(20000);
+    if (atomic_load(&r.calls) == 1) {
+        cr_assert_eq(atomic_load(&r.res), -EAGAIN);
+        cr_log_info("O_NONBLOCK socket: -EAGAIN at once");
+        cr_assert_eq(write(sv[1], "x", 1), 1);
+        struct req r2 = {.op = OP_RECV, .fd = sv[0], .buf = buf, .len = sizeof(buf)};
+        cr_assert_eq(run_op(rt, &r2), 1);
+    } else {
+        cr_log_info("O_NONBLOCK socket: the kernel waits for readiness");
+        cr_assert_eq(write(sv[1], "x", 1), 1);
+        cr_assert_eq(wait_op(&r), 1);
+    }
+    cr_assert_eq(buf[0], 'x');
+    close(sv[0]);
+    close(sv[1]);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
