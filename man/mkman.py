@@ -89,6 +89,19 @@ PAGES = [
      "wait for, cancel and inspect a batch", ["urt_batch_start", "urt_batch_stmt_done"]),
     ("urt_last_error", "common.h", ["urt_last_error", "urt_now_ns"],
      "the last error message of this thread; the clock", []),
+    ("urt_dispatch_create", "dispatch.h", ["urt_dispatch_options_init", "urt_dispatch_options_from_env",
+                                           "urt_dispatch_migrate", "urt_dispatch_create", "urt_dispatch_handle",
+                                           "urt_dispatch_start", "urt_dispatch_stop", "urt_dispatch_destroy"],
+     "durable work shared by many processes through PostgreSQL",
+     ["urt_dispatch_done", "urt_dispatch_enqueue", "urt_dispatch_metrics", "urt_admission_stats", "urt-dispatch"]),
+    ("urt_dispatch_done", "dispatch.h", ["urt_dispatch_done", "urt_dispatch_nap", "urt_dispatch_fail",
+                                         "urt_dispatch_run_strand", "urt_dispatch_run_job", "urt_dispatch_sql"],
+     "a run of a strand: its result and its statements", ["urt_dispatch_create", "urt_job_create"]),
+    ("urt_dispatch_enqueue", "dispatch.h", ["urt_dispatch_enqueue", "urt_dispatch_wake"],
+     "add strands, make a strand due now", ["urt_dispatch_create", "urt_dispatch_done"]),
+    ("urt_dispatch_metrics", "dispatch.h", ["urt_dispatch_metrics", "urt_dispatch_partitions",
+                                            "urt_dispatch_partition_range"],
+     "a dispatcher's delay metrics and partition map", ["urt_dispatch_create", "urt-dispatch"]),
 ]
 
 # The types each page shows (DATA TYPES), copied from its header with their comments.
@@ -113,9 +126,15 @@ TYPES = {
     "urt_config_init": ["enum urt_placement", "enum urt_log_sync", "enum urt_ring_feature", "struct urt_config"],
     "urt_stats_snapshot": ["enum urt_latency_kind", "struct urt_latency", "struct urt_worker_stats",
                            "struct urt_stats"],
+    "urt_dispatch_create": ["struct urt_dispatch_options", "urt_dispatch_handler_fn", "urt_dispatch_metrics_fn",
+                            "urt_dispatch_log_fn"],
+    "urt_dispatch_done": ["struct urt_dispatch_strand", "struct urt_dispatch_sql_result", "urt_dispatch_sql_fn"],
+    "urt_dispatch_enqueue": ["urt_dispatch_enqueued_fn"],
+    "urt_dispatch_metrics": ["struct urt_dispatch_dist", "struct urt_dispatch_metrics",
+                             "struct urt_dispatch_partitions"],
 }
 
-SECTION = {"urt-wal": 1, "urt-trace": 1, "urt-load": 1}
+SECTION = {"urt-wal": 1, "urt-trace": 1, "urt-load": 1, "urt-dispatch": 1}
 
 
 def parse_header(path):

@@ -434,6 +434,11 @@ static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool
         run_in_place(w, io, last);
         return;
     }
+    /* A plain lane may be destroyed by its owner as soon as the queued
+     * continuation ran (urt_lane_destroy waits for pending tasks only): read
+     * whether the lane counts I/O before queueing, touch it afterwards only
+     * if it does (a transaction's lane lives until its io_end, T5). */
+    bool lane_counts = !job && lane && lane->ops && lane->ops->io_end;
     if (job && job->serial)
         lane_submit(&job->lane, t, 0); /* from the worker: cannot fail */
     else if (lane)
@@ -443,7 +448,7 @@ static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool
     else
         inbox_push(&w->sticky, t); /* never stolen; we are awake */
     if (last)
-        io_ended(job, lane); /* after the queueing: a transaction's lane holds it now (T5) */
+        io_ended(job, lane_counts ? lane : NULL); /* after the queueing: a transaction's lane holds it now (T5) */
 }
 
 /* Multishot: the oldest queued completion goes out (on u's worker). */

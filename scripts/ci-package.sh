@@ -5,7 +5,9 @@
 # this machine (apt-get install ./liburt*.deb ./urt-tools*.deb), and builds,
 # runs and checks every example against the installed package with
 # `cc ex.c $(pkg-config --cflags --libs urt)` (examples/check-installed.sh).
-# Also checks that `man urt_spawn` and `urt-wal --version` work once installed.
+# Also checks that liburt0 depends on libpq5 (dispatch is compiled in), and
+# that `man urt_spawn`, `urt-wal --version` and `urt-dispatch --version` work
+# once installed.
 # Needs root (apt-get) and a Debian 12 machine. Leaves the .deb files in
 # $OUT (default: a temporary directory, printed at the end).
 set -euo pipefail
@@ -14,7 +16,7 @@ export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 [[ $(id -u) -ne 0 ]] && SUDO=sudo
 need=(build-essential debhelper dpkg-dev lintian man-db groff-base meson ninja-build pkg-config
-      python3 liburing-dev libnuma-dev libisal-dev libjansson-dev systemtap-sdt-dev clang bpftool libbpf-dev)
+      python3 liburing-dev libnuma-dev libisal-dev libjansson-dev libpq-dev systemtap-sdt-dev clang bpftool libbpf-dev)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,6 +36,9 @@ echo "== dpkg-buildpackage -us -uc -b in $src"
 echo "== lintian"
 changes=$(ls "$OUT"/urt_*.changes)
 lintian --fail-on error --tag-display-limit 0 "$changes" | tee "$OUT/lintian.txt"
+echo "== liburt0 depends on libpq5 (dispatch on PostgreSQL is compiled in)"
+dpkg-deb -f "$OUT"/liburt0_*.deb Depends | tee /dev/stderr | grep -q 'libpq5' ||
+  { echo "ci-package: liburt0 does not depend on libpq5" >&2; exit 1; }
 echo "== apt-get install the packages"
 (cd "$OUT" && $SUDO apt-get install -y -qq --reinstall ./liburt0_*.deb ./liburt-dev_*.deb ./urt-tools_*.deb)
 echo "== examples against the installed package"
@@ -44,6 +49,8 @@ man -w urt_spawn urt urt-wal urt-kv >/dev/null
 urt-wal --version
 urt-load --version >/dev/null
 urt-kv --version >/dev/null
+urt-dispatch --version
+man -w urt_dispatch_create urt-dispatch >/dev/null
 echo "== remove them again (later CI steps test the tree, not the packages)"
 $SUDO apt-get remove -y -qq liburt0 liburt-dev urt-tools >/dev/null
 echo "ci-package: ok (packages in $OUT)"

@@ -9,6 +9,7 @@ PKGS=(
   libcriterion-dev                               # tests
   libjansson-dev                                 # urt-load --json
   libisal-dev                                    # CRC32C of the log
+  libpq-dev postgresql                           # dispatch on PostgreSQL (urt/dispatch.h), its suite and bench
   libbpf-dev bpftool clang llvm systemtap-sdt-dev bpftrace   # probes and BPF
   libclang-rt-14-dev                             # sanitizer runtimes for clang builds / fuzzing
   fuse3 libfuse3-dev btrfs-progs xfsprogs e2fsprogs   # power-loss tests (plfs, loop-mounted images)

@@ -20,6 +20,9 @@ BAD = {
     "urt-kv": [["--no-such-option"], ["extra"], ["--port"], ["--port", "x"], ["--durability", "fast"],
                ["--durability", "stored"], ["--workers", "0"], ["--dir", "/tmp", "--durability", "none"]],
     "urt-trace": [[], ["--no-such-option"], ["-p"], ["-p", "abc"], ["-p", "1", "0"], ["-p", "1", "1", "1", "x"]],
+    "urt-dispatch": [[], ["--no-such-option"], ["frobnicate"], ["enqueue"], ["enqueue", "noop", "0"],
+                     ["run", "--pool", "0"], ["run", "--pool", "x"], ["run", "--payload", "p"], ["migrate", "extra"],
+                     ["run", "--lease-ms", "100", "--budget-ms", "200"], ["--conninfo"]],
 }
 
 srcdir, tools = sys.argv[1], sys.argv[2:]

@@ -18,6 +18,7 @@
 #include <urt/watcher.h>
 #include <urt/io.h>
 #include <urt/batch.h>
+#include <urt/dispatch.h> /* functions present when built with dispatch (libpq) */
 
 #define URT_VERSION_MAJOR 0
 #define URT_VERSION_MINOR 1

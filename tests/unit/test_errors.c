@@ -764,3 +764,132 @@ Test(errors, batches, .timeout = 30)
     unlink(path);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
+/* ---- urt/dispatch.h (built with libpq) --------------------------------------------------------------- */
+#if URT_HAVE_DISPATCH
+
+static void dispatch_quiet(const char *line, void *arg)
+{
+    (void)line, (void)arg; /* the connections to a missing server fail and retry: not this test's business */
+}
+
+static void dispatch_handler(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
+{
+    (void)s, (void)ctx;
+    urt_dispatch_done(run, NULL);
+}
+
+static struct urt_dispatch_options g_dopt;
+static urt_dispatch *g_d;
+
+static int dispatch_create_call(void *rt)
+{
+    urt_dispatch *d;
+    return urt_dispatch_create(rt, &g_dopt, &d);
+}
+
+static int dispatch_stop_call(void *d)
+{
+    return urt_dispatch_stop(d, 0);
+}
+
+/* Options of a dispatcher that never reaches a server (no migration). */
+static void dispatch_opts(struct urt_dispatch_options *o)
+{
+    urt_dispatch_options_init(o);
+    o->conninfo = "host=/nonexistent/urt-errors port=5432";
+    o->flags = URT_DISPATCH_NO_MIGRATE;
+    o->log = dispatch_quiet;
+}
+
+#define DISPATCH_CREATE_BAD(field, value, needle)                                                            \
+    do {                                                                                                     \
+        dispatch_opts(&o);                                                                                   \
+        o.field = value;                                                                                     \
+        CHECK(urt_dispatch_create(wd, &o, &d), "urt_dispatch_create", needle, -EINVAL, -EDEADLK,            \
+              -ECONNREFUSED, -EIO, -EPROTO, -ENOMEM);                                                        \
+    } while (0)
+
+Test(errors, dispatch, .timeout = 60)
+{
+    urt_runtime *plain = make_rt(1, 0);
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.task_runtime_limit_us = 1000000;
+    urt_runtime *wd = rt_create_or_skip(&cfg);
+    struct urt_dispatch_options o;
+    urt_dispatch *d = NULL;
+    /* options and the migration */
+    CHECK(urt_dispatch_options_from_env(NULL), "urt_dispatch_options_from_env", "opt", -EINVAL);
+    setenv("URT_DISPATCH_PARTITION", "300", 1);
+    dispatch_opts(&o);
+    CHECK(urt_dispatch_options_from_env(&o), "urt_dispatch_options_from_env", "URT_DISPATCH_PARTITION", -EINVAL);
+    unsetenv("URT_DISPATCH_PARTITION");
+    CHECK(urt_dispatch_migrate(NULL), "urt_dispatch_migrate", "conninfo", -EINVAL, -ECONNREFUSED, -EIO, -EPROTO);
+    CHECK(urt_dispatch_migrate("host=/nonexistent/urt-errors"), "urt_dispatch_migrate", "cannot connect", -EINVAL,
+          -ECONNREFUSED, -EIO, -EPROTO);
+    /* create */
+    dispatch_opts(&o);
+    CHECK(urt_dispatch_create(NULL, &o, &d), "urt_dispatch_create", "rt", -EINVAL);
+    CHECK(urt_dispatch_create(wd, NULL, &d), "urt_dispatch_create", "opt", -EINVAL);
+    CHECK(urt_dispatch_create(plain, &o, &d), "urt_dispatch_create", "watchdog", -EINVAL);
+    DISPATCH_CREATE_BAD(pool, 0, "pool");
+    DISPATCH_CREATE_BAD(partition, 257, "partition");
+    DISPATCH_CREATE_BAD(lease_ns, 1500000000ull, "twice the watchdog");
+    DISPATCH_CREATE_BAD(run_budget_ns, 200ull * 1000000000ull, "run_budget_ns");
+    DISPATCH_CREATE_BAD(channel, "Bad-Name", "channel");
+    DISPATCH_CREATE_BAD(conninfo, NULL, "conninfo");
+    DISPATCH_CREATE_BAD(flags, 0x80, "flags");
+    DISPATCH_CREATE_BAD(reserved[3], 1, "reserved[3]");
+    DISPATCH_CREATE_BAD(sleep_min_ns, 5000000000ull, "sleep_min_ns");
+    dispatch_opts(&g_dopt);
+    CHECK_ON_WORKER(wd, dispatch_create_call, wd, "urt_dispatch_create", "worker", -EDEADLK);
+    /* a dispatcher that never reaches its server */
+    dispatch_opts(&o);
+    cr_assert_eq(urt_dispatch_create(wd, &o, &g_d), 0, "%s", urt_last_error());
+    CHECK(urt_dispatch_handle(NULL, "k", NULL, NULL), "urt_dispatch_handle", "d", -EINVAL);
+    CHECK(urt_dispatch_handle(g_d, "bad kind!", dispatch_handler, NULL),
+          "urt_dispatch_handle", "kind", -EINVAL, -EEXIST, -EBUSY, -ENOSPC);
+    cr_assert_eq(urt_dispatch_handle(g_d, "k", dispatch_handler, NULL), 0);
+    CHECK(urt_dispatch_handle(g_d, "k", dispatch_handler, NULL), "urt_dispatch_handle",
+          "has a handler", -EINVAL, -EEXIST, -EBUSY, -ENOSPC);
+    CHECK(urt_dispatch_enqueue(g_d, "k", NULL, 0, 1, NULL, NULL), "urt_dispatch_enqueue", "not started", -EINVAL,
+          -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_enqueue(g_d, "k", NULL, 0, 0, NULL, NULL), "urt_dispatch_enqueue", "count", -EINVAL,
+          -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_enqueue(g_d, "a b", NULL, 0, 1, NULL, NULL), "urt_dispatch_enqueue", "kind", -EINVAL,
+          -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_wake(g_d, "not-a-uuid", NULL, NULL), "urt_dispatch_wake", "uuid", -EINVAL, -ENOTCONN,
+          -ENOMEM);
+    CHECK(urt_dispatch_wake(g_d, NULL, NULL, NULL), "urt_dispatch_wake", "id", -EINVAL, -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_stop(g_d, 0), "urt_dispatch_stop", "never started", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    CHECK(urt_dispatch_start(NULL), "urt_dispatch_start", "d", -EINVAL, -EALREADY, -ENOMEM, -ESHUTDOWN);
+    cr_assert_eq(urt_dispatch_start(g_d), 0, "%s", urt_last_error());
+    CHECK(urt_dispatch_start(g_d), "urt_dispatch_start", "started before", -EINVAL, -EALREADY, -ENOMEM, -ESHUTDOWN);
+    CHECK(urt_dispatch_handle(g_d, "k2", dispatch_handler, NULL), "urt_dispatch_handle",
+          "started", -EINVAL, -EEXIST, -EBUSY, -ENOSPC);
+    CHECK_ON_WORKER(wd, dispatch_stop_call, g_d, "urt_dispatch_stop", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    /* readers and the pure helper */
+    struct urt_dispatch_metrics m;
+    struct urt_dispatch_partitions p;
+    char lo[37], hi[37];
+    CHECK(urt_dispatch_metrics(NULL, &m), "urt_dispatch_metrics", "d", -EINVAL);
+    CHECK(urt_dispatch_metrics(g_d, NULL), "urt_dispatch_metrics", "out", -EINVAL);
+    CHECK(urt_dispatch_partitions(NULL, &p), "urt_dispatch_partitions", "d", -EINVAL);
+    CHECK(urt_dispatch_partition_range(0, 1, lo, hi), "urt_dispatch_partition_range", "partition 0 of 1", -EINVAL);
+    CHECK(urt_dispatch_partition_range(3, 2, lo, hi), "urt_dispatch_partition_range", "out of range", -EINVAL);
+    CHECK(urt_dispatch_partition_range(1, 1, NULL, hi), "urt_dispatch_partition_range", "first_id", -EINVAL);
+    /* a run's functions with no run */
+    CHECK(urt_dispatch_done(NULL, "x"), "urt_dispatch_done", "run", -EINVAL, -EALREADY);
+    CHECK(urt_dispatch_nap(NULL, 1), "urt_dispatch_nap", "run", -EINVAL, -EALREADY);
+    CHECK(urt_dispatch_fail(NULL, "x"), "urt_dispatch_fail", "run", -EINVAL, -EALREADY);
+    CHECK(urt_dispatch_sql(NULL, "SELECT 1", NULL, 0, NULL, NULL), "urt_dispatch_sql", "run", -EINVAL, -EBUSY,
+          -EALREADY, -ECANCELED, -ENOMEM, -EPERM);
+    cr_assert_null(urt_dispatch_run_strand(NULL));
+    cr_assert_null(urt_dispatch_run_job(NULL));
+    cr_assert_eq(urt_dispatch_stop(g_d, 10ull * 1000000000ull), 0, "%s", urt_last_error());
+    urt_dispatch_destroy(g_d);
+    urt_dispatch_destroy(NULL);
+    rt_destroy_clean(wd, URT_SHUTDOWN_DRAIN, 0);
+    rt_destroy_clean(plain, URT_SHUTDOWN_DRAIN, 0);
+}
+#endif

@@ -1,0 +1,569 @@
+/*
+ * dispatch/conn.c — a non-blocking PostgreSQL connection on its own lane
+ * (design, states, I/O discipline and memory-ordering contract in
+ * dispatch/conn.h).
+ *
+ * Every function below except dconn_init/start/submit/close/fini runs as a
+ * task of the connection's lane: the lane tasks that accept a request, close
+ * the connection, and the continuations of the three urt_io operations
+ * (read poll, write poll, backoff sleep). Each of them ends in conn_pump(),
+ * which moves the state machine as far as it can go without waiting.
+ */
+#include "dispatch/conn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urt/task.h>
+
+#include "dispatch/dispatch_int.h"
+
+static void conn_pump(struct dconn *c);
+static void conn_break(struct dconn *c, const char *why);
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void copy_msg(struct dconn *c, const char *m)
+{
+    snprintf(c->msg, sizeof(c->msg), "%s", m && m[0] ? m : "unknown error");
+    char *nl = strchr(c->msg, '\n');
+    if (nl)
+        *nl = '\0';
+}
+
+uint64_t dconn_affected(PGresult *res)
+{
+    const char *t = res ? PQcmdTuples(res) : "";
+    return t && t[0] ? strtoull(t, NULL, 10) : 0;
+}
+
+static void fifo_push(struct dconn *c, struct dreq *r)
+{
+    r->next = NULL;
+    if (c->tail)
+        c->tail->next = r;
+    else
+        c->head = r;
+    c->tail = r;
+}
+
+static void fifo_push_front(struct dconn *c, struct dreq *r)
+{
+    r->next = c->head;
+    c->head = r;
+    if (!c->tail)
+        c->tail = r;
+}
+
+static struct dreq *fifo_pop(struct dconn *c)
+{
+    struct dreq *r = c->head;
+    if (r) {
+        c->head = r->next;
+        if (!c->head)
+            c->tail = NULL;
+        r->next = NULL;
+    }
+    return r;
+}
+
+/* The requests sent and not answered, in send order (the pipeline). */
+static void fly_push(struct dconn *c, struct dreq *r)
+{
+    r->next = NULL;
+    if (c->fly_tail)
+        c->fly_tail->next = r;
+    else
+        c->fly_head = r;
+    c->fly_tail = r;
+    c->n_fly++;
+}
+
+static struct dreq *fly_pop(struct dconn *c)
+{
+    struct dreq *r = c->fly_head;
+    if (r) {
+        c->fly_head = r->next;
+        if (!c->fly_head)
+            c->fly_tail = NULL;
+        r->next = NULL;
+        c->n_fly--;
+    }
+    return r;
+}
+
+static void complete(struct dreq *r, PGresult *res, int err, const char *msg)
+{
+    if (r->kind == DREQ_PREPARE)
+        return; /* internal: a failed PREPARE breaks the connection instead */
+    r->fn(r, res, err, msg ? msg : "");
+}
+
+/* ---- polls ----------------------------------------------------------- */
+
+static void on_rio(struct urt_io *io, int32_t res, void *arg);
+static void on_wio(struct urt_io *io, int32_t res, void *arg);
+static void on_sio(struct urt_io *io, int32_t res, void *arg);
+
+static void arm_read(struct dconn *c)
+{
+    if (c->rio_busy || c->fd < 0)
+        return;
+    urt_io_init(&c->rio, on_rio, c);
+    int err = urt_io_poll(&c->rio, c->fd, POLLIN);
+    if (err < 0) {
+        conn_break(c, urt_last_error());
+        return;
+    }
+    c->rio_busy = true;
+}
+
+static void arm_write(struct dconn *c)
+{
+    if (c->wio_busy || c->fd < 0)
+        return;
+    urt_io_init(&c->wio, on_wio, c);
+    int err = urt_io_poll(&c->wio, c->fd, POLLOUT);
+    if (err < 0) {
+        conn_break(c, urt_last_error());
+        return;
+    }
+    c->wio_busy = true;
+}
+
+/* ---- connecting -------------------------------------------------------- */
+
+static void connect_begin(struct dconn *c)
+{
+    const char *keys[] = {"dbname", "fallback_application_name", NULL};
+    const char *vals[] = {c->d->conninfo, "urt-dispatch", NULL};
+    c->pg = PQconnectStartParams(keys, vals, 1);
+    if (!c->pg || PQstatus(c->pg) == CONNECTION_BAD) {
+        conn_break(c, c->pg ? PQerrorMessage(c->pg) : "out of memory");
+        return;
+    }
+    PQsetnonblocking(c->pg, 1);
+    c->state = DC_CONNECTING;
+    c->fd = PQsocket(c->pg);
+    arm_write(c); /* libpq: start as if PQconnectPoll had returned PGRES_POLLING_WRITING */
+}
+
+static void prepare_all(struct dconn *c)
+{
+    for (int i = DSQL_N - 1; i >= 0; i--) {
+        struct dreq *r = &c->prep[i];
+        memset(r, 0, sizeof(*r));
+        r->conn = c;
+        r->kind = DREQ_PREPARE;
+        r->stmt = i;
+        fifo_push_front(c, r);
+    }
+}
+
+static void connect_step(struct dconn *c)
+{
+    PostgresPollingStatusType st = PQconnectPoll(c->pg);
+    c->fd = PQsocket(c->pg); /* may change while libpq tries addresses */
+    switch (st) {
+    case PGRES_POLLING_READING:
+        arm_read(c);
+        return;
+    case PGRES_POLLING_WRITING:
+        arm_write(c);
+        return;
+    case PGRES_POLLING_OK:
+        c->state = DC_READY;
+        c->backoff_ns = 0;
+        c->pipelined = c->depth > 1 && PQenterPipelineMode(c->pg) == 1;
+        prepare_all(c);
+        arm_read(c);
+        return;
+    default:
+        conn_break(c, PQerrorMessage(c->pg));
+    }
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static bool send_one(struct dconn *c, struct dreq *r)
+{
+    switch (r->kind) {
+    case DREQ_PREPARED:
+        return PQsendQueryPrepared(c->pg, dsql[r->stmt].name, r->nparams, r->params, NULL, NULL, 0);
+    case DREQ_PARAMS:
+        return PQsendQueryParams(c->pg, r->sql, r->nparams, NULL, r->params, NULL, NULL, 0);
+    case DREQ_SIMPLE: /* extended protocol without parameters: allowed in pipeline mode */
+        return PQsendQueryParams(c->pg, r->sql, 0, NULL, NULL, NULL, NULL, 0);
+    case DREQ_PREPARE:
+        return PQsendPrepare(c->pg, dsql[r->stmt].name, dsql[r->stmt].text, dsql[r->stmt].nparams, NULL);
+    }
+    return false;
+}
+
+static void flush_step(struct dconn *c)
+{
+    int f = PQflush(c->pg);
+    if (f < 0) {
+        conn_break(c, PQerrorMessage(c->pg));
+        return;
+    }
+    c->flushing = f == 1;
+    if (c->flushing)
+        arm_write(c);
+}
+
+/* Sends what waits, up to depth requests in flight. In pipeline mode each
+ * statement is followed by a Sync: its own implicit transaction, as without
+ * a pipeline (an error aborts nothing else). */
+static void send_next(struct dconn *c)
+{
+    bool sent = false;
+    while (c->state == DC_READY && c->head && c->n_fly < c->depth) {
+        struct dreq *r = fifo_pop(c);
+        if (r->abandon && atomic_load_explicit(r->abandon, memory_order_acquire)) {
+            complete(r, NULL, -ECANCELED, "abandoned before it was sent");
+            continue;
+        }
+        if (!send_one(c, r) || (c->pipelined && !PQpipelineSync(c->pg))) {
+            fifo_push_front(c, r);
+            conn_break(c, PQerrorMessage(c->pg));
+            return;
+        }
+        fly_push(c, r);
+        sent = true;
+    }
+    if (sent)
+        flush_step(c);
+}
+
+/* The oldest statement in flight is complete: hand its result over. */
+static void finish_head(struct dconn *c)
+{
+    struct dreq *r = fly_pop(c);
+    PGresult *res = c->res;
+    c->res = NULL;
+    ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (!ok && r->resend && PQstatus(c->pg) == CONNECTION_BAD) {
+        /* the server ended the session under the statement (FATAL: a
+         * restart, a terminated backend): not the statement's error, send
+         * it again on the next connection */
+        r->next = c->fly_head;
+        c->fly_head = r;
+        if (!c->fly_tail)
+            c->fly_tail = r;
+        c->n_fly++;
+        c->res = res;
+        conn_break(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
+        return;
+    }
+    if (r->kind == DREQ_PREPARE) {
+        if (!ok) {
+            copy_msg(c, res ? PQresultErrorMessage(res) : "no result");
+            dispatch_log(c->d, "connection %u: prepare %s failed: %s", c->id, dsql[r->stmt].name, c->msg);
+        } else if (r->stmt == DSQL_N - 1) {
+            c->connects++;
+            if (c->connects > 1)
+                atomic_fetch_add_explicit(&c->d->ctr.reconnects, 1, memory_order_relaxed);
+            if (c->ops && c->ops->ready)
+                c->ops->ready(c);
+        }
+    } else if (ok) {
+        complete(r, res, 0, "");
+    } else {
+        copy_msg(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
+        complete(r, NULL, -EIO, c->msg);
+    }
+    PQclear(res);
+}
+
+static void drain_notifies(struct dconn *c)
+{
+    PGnotify *n;
+    while ((n = PQnotifies(c->pg))) {
+        if (c->ops && c->ops->notify)
+            c->ops->notify(c, n->relname, n->extra);
+        PQfreemem(n);
+    }
+}
+
+/* Input arrived (or the read poll saw an error): read it, hand over every
+ * complete result, send what waits. */
+static void read_step(struct dconn *c)
+{
+    if (!PQconsumeInput(c->pg)) {
+        conn_break(c, PQerrorMessage(c->pg));
+        return;
+    }
+    if (c->flushing)
+        flush_step(c);
+    /* per statement: its results, then NULL; in pipeline mode then its
+     * Sync's PGRES_PIPELINE_SYNC (skipped) */
+    while (c->state == DC_READY && c->fly_head && !PQisBusy(c->pg)) {
+        PGresult *res = PQgetResult(c->pg);
+        if (!res) {
+            finish_head(c);
+            continue;
+        }
+        if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+            PQclear(res);
+            continue;
+        }
+        PQclear(c->res);
+        c->res = res;
+    }
+    send_next(c);
+    if (c->state == DC_READY)
+        drain_notifies(c);
+    if (c->state == DC_READY && PQstatus(c->pg) == CONNECTION_BAD)
+        conn_break(c, PQerrorMessage(c->pg));
+}
+
+/* ---- breaking, backing off, closing ------------------------------------- */
+
+static uint64_t next_backoff(struct dconn *c)
+{
+    const struct urt_dispatch_options *o = &c->d->opt;
+    uint64_t b = c->backoff_ns ? c->backoff_ns * 2 : o->reconnect_min_ns;
+    if (b > o->reconnect_max_ns)
+        b = o->reconnect_max_ns;
+    c->backoff_ns = b;
+    c->rng = c->rng * 1664525u + 1013904223u; /* jitter: 50..100 % of b */
+    return b / 2 + (b / 2) * (c->rng >> 16) / 65536;
+}
+
+/* Both polls are back: the socket may be closed. */
+static void settle(struct dconn *c)
+{
+    if (c->rio_busy || c->wio_busy || c->sio_busy)
+        return;
+    if (c->pg) {
+        PQfinish(c->pg);
+        c->pg = NULL;
+        c->fd = -1;
+    }
+    if (c->closing) {
+        struct dreq *r;
+        while ((r = fifo_pop(c)))
+            complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
+        if (c->state != DC_CLOSED) {
+            c->state = DC_CLOSED;
+            atomic_store_explicit(&c->closed, true, memory_order_release); /* pairs with dconn_closed's acquire */
+        }
+        return;
+    }
+    if (c->state == DC_BROKEN) {
+        c->state = DC_BACKOFF;
+        urt_io_init(&c->sio, on_sio, c);
+        if (urt_io_sleep(&c->sio, next_backoff(c)) == 0)
+            c->sio_busy = true;
+        else
+            c->state = DC_DOWN; /* the runtime refuses timers (shutting down): retry at the next pump */
+    }
+}
+
+static void cancel_io(struct dconn *c)
+{
+    if (c->rio_busy)
+        urt_io_cancel(&c->rio);
+    if (c->wio_busy)
+        urt_io_cancel(&c->wio);
+    if (c->sio_busy)
+        urt_io_cancel(&c->sio);
+}
+
+static void conn_break(struct dconn *c, const char *why)
+{
+    if (c->state == DC_BROKEN || c->state == DC_CLOSED)
+        return;
+    copy_msg(c, why);
+    if (!c->closing)
+        dispatch_log(c->d, "connection %u lost: %s", c->id, c->msg);
+    c->state = DC_BROKEN;
+    c->flushing = false;
+    PQclear(c->res);
+    c->res = NULL;
+    /* the statements are prepared again on the next connection */
+    while (c->head && c->head->kind == DREQ_PREPARE)
+        fifo_pop(c);
+    /* what was in flight: the resendable ones go back to the head of the
+     * queue, in their order; the others fail (they may or may not have run) */
+    struct dreq *again = NULL, *again_tail = NULL, *r;
+    while ((r = fly_pop(c))) {
+        if (r->kind == DREQ_PREPARE)
+            continue;
+        if (r->resend && !c->closing) {
+            r->resent = true;
+            if (again_tail)
+                again_tail->next = r;
+            else
+                again = r;
+            again_tail = r;
+        } else {
+            complete(r, NULL, -ECONNRESET, c->msg);
+        }
+    }
+    if (again) {
+        again_tail->next = c->head;
+        c->head = again;
+        if (!c->tail)
+            c->tail = again_tail;
+    }
+    cancel_io(c);
+    settle(c);
+}
+
+/* ---- continuations ------------------------------------------------------ */
+
+static void on_rio(struct urt_io *io, int32_t res, void *arg)
+{
+    (void)io;
+    struct dconn *c = arg;
+    c->rio_busy = false;
+    if (c->state == DC_BROKEN || c->closing) {
+        settle(c);
+        return;
+    }
+    if (res < 0) {
+        conn_break(c, strerror(-res));
+        return;
+    }
+    if (c->state == DC_CONNECTING)
+        connect_step(c);
+    else if (c->state == DC_READY)
+        read_step(c);
+    conn_pump(c);
+}
+
+static void on_wio(struct urt_io *io, int32_t res, void *arg)
+{
+    (void)io;
+    struct dconn *c = arg;
+    c->wio_busy = false;
+    if (c->state == DC_BROKEN || c->closing) {
+        settle(c);
+        return;
+    }
+    if (res < 0) {
+        conn_break(c, strerror(-res));
+        return;
+    }
+    if (c->state == DC_CONNECTING)
+        connect_step(c);
+    else if (c->state == DC_READY && c->flushing)
+        flush_step(c);
+    conn_pump(c);
+}
+
+static void on_sio(struct urt_io *io, int32_t res, void *arg)
+{
+    (void)io;
+    (void)res;
+    struct dconn *c = arg;
+    c->sio_busy = false;
+    if (c->closing) {
+        settle(c);
+        return;
+    }
+    if (c->state == DC_BACKOFF)
+        c->state = DC_DOWN;
+    conn_pump(c);
+}
+
+/* Moves the state machine as far as it goes without waiting. */
+static void conn_pump(struct dconn *c)
+{
+    if (c->closing)
+        return;
+    if (c->state == DC_DOWN)
+        connect_begin(c);
+    if (c->state == DC_READY) {
+        send_next(c);
+        arm_read(c);
+    }
+}
+
+/* ---- lane tasks and the entry points ------------------------------------ */
+
+static enum urt_task_result accept_req(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct dreq *r = arg;
+    struct dconn *c = r->conn;
+    if (c->closing || c->state == DC_CLOSED) {
+        complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
+        return URT_TASK_DONE;
+    }
+    fifo_push(c, r);
+    conn_pump(c);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result start_task(struct urt_task *t, void *arg)
+{
+    (void)t;
+    conn_pump(arg);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result close_task(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct dconn *c = arg;
+    c->closing = true;
+    struct dreq *r;
+    while ((r = fly_pop(c)))
+        complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
+    PQclear(c->res);
+    c->res = NULL;
+    cancel_io(c);
+    settle(c);
+    return URT_TASK_DONE;
+}
+
+int dconn_init(struct dconn *c, struct urt_dispatch *d, uint32_t id, const struct dconn_ops *ops, void *owner)
+{
+    memset(c, 0, sizeof(*c));
+    c->d = d;
+    c->id = id;
+    c->ops = ops;
+    c->owner = owner;
+    c->fd = -1;
+    c->depth = d->opt.pipeline;
+    c->rng = 0x9e3779b9u ^ (id * 2654435761u) ^ (uint32_t)urt_now_ns();
+    return urt_lane_create(d->rt, &c->lane);
+}
+
+/* URT_SUBMIT_BLOCK: at the runtime's pending-task limit a thread that is
+ * not a worker waits for a slot; a worker gets -EAGAIN (its callers retry). */
+int dconn_start(struct dconn *c)
+{
+    return urt_lane_spawn(c->lane, start_task, NULL, c, URT_SUBMIT_BLOCK);
+}
+
+int dconn_submit(struct dconn *c, struct dreq *r)
+{
+    r->conn = c;
+    r->resent = false;
+    urt_task_init(&r->task, accept_req, r);
+    return urt_lane_submit(c->lane, &r->task, URT_SUBMIT_BLOCK);
+}
+
+int dconn_close(struct dconn *c)
+{
+    urt_task_init(&c->close_req.task, close_task, c);
+    return urt_lane_submit(c->lane, &c->close_req.task, URT_SUBMIT_BLOCK);
+}
+
+void dconn_fini(struct dconn *c)
+{
+    if (c->lane)
+        urt_lane_destroy(c->lane);
+    c->lane = NULL;
+    if (c->pg)
+        PQfinish(c->pg);
+    c->pg = NULL;
+}
