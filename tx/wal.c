@@ -200,6 +200,7 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *o)
         o->commits += RD(n_commits);
         o->io_errors += RD(n_errors);
         o->epoch_writes += RD(n_epoch_writes);
+        o->claims += RD(n_claims);
 #undef RD
     }
     o->epoch = atomic_load_explicit(&((struct wal *)wal)->epoch, memory_order_relaxed);
@@ -220,8 +221,7 @@ static void note_session(struct wal *wal)
         return;
     char line[256];
     int n = snprintf(line, sizeof(line), "%lld gen %" PRIu64 " workers %u log_sync %s (%s)\n", (long long)time(NULL),
-                     wal->gen, wal->n_chan, wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH ? "single_flush" : "strict",
-                     wal->sync.why);
+                     wal->gen, wal->n_chan, wal_sync_name(wal->sync.mode), wal->sync.why);
     if (n > 0 && write(fd, line, (size_t)n) < 0) {
         /* a note only */
     }
@@ -243,6 +243,7 @@ static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
     wal->dirfd = wal->lockfd = wal->epochfd = -1;
     wal->o_direct = cfg->o_direct;
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
+    wal->poll_cap_ns = cfg->log_poll_us * 1000ull;
     delivery_init(&wal->dl, s, 0, cfg->direct_commit_callback);
     pthread_mutex_init(&wal->seg_lock, NULL);
     pthread_mutex_init(&wal->ckpt_lock, NULL);
@@ -270,6 +271,8 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
         snprintf(err, errlen, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
         return rc;
     }
+    if (wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE)
+        wal->o_direct = true; /* confirmed (or withdrawn) by the first channel file (chan_create) */
     wal->gen = rec->max_gen + 1;
     atomic_init(&wal->target, rec->durable_marker);
     atomic_init(&wal->dl.persisted, rec->durable_marker);
@@ -329,7 +332,8 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
         wal_close(wal);
         return rc;
     }
-    wal->single_ok = wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH;
+    wal->single_ok = wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH || wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE;
+    wal->dsync = wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE;
     note_session(wal);
     *out = wal;
     return 0;
