@@ -22,6 +22,13 @@
  *                          It survives a process crash and a power loss on the
  *                          file systems docs/durability.md lists.
  * Group commit: records of many commits share one write + fdatasync.
+ * Release: the stored commits a new durable marker covers are answered in
+ * marker order by one task; with several workers a long list is split into
+ * chunks, the first run at once, the rest left for an idle worker to steal
+ * (a client that commits again from its callback then lives there: clients
+ * spread over the workers). Answers of one chunk come in marker order;
+ * neighbouring chunks may overlap. One worker, or direct_commit_callback:
+ * strictly in marker order.
  *
  * Lifecycle of a struct urt_commit (caller-embedded, no allocation):
  *  1. The caller owns it, zeroed or not, until urt_log_commit() succeeds.
@@ -150,8 +157,8 @@ URT_API int urt_log_checkpoint(urt_runtime *rt, uint64_t marker);
  *     assign must not block for long: it runs on a worker.
  *  3. The engine calls urt_durability_notify(rt, m) from any thread when
  *     everything up to marker m is durable. Every STORED commit with a marker
- *     <= m is then answered exactly once, in marker order, in one task on a
- *     worker (or on the notifying thread with direct_commit_callback), after
+ *     <= m is then answered exactly once, in marker order, by tasks on the
+ *     workers (or on the notifying thread with direct_commit_callback), after
  *     the on_durable observer (urt_log_on_durable) was told of m, on the
  *     notifying thread. Lower or repeated markers change nothing.
  *  4. ACCEPTED and AVAILABLE commits are answered right after assign.

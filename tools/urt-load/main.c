@@ -232,6 +232,16 @@ static void print_stats_delta(const char *name, const struct urt_stats *a, const
                  D(wakes_received), (unsigned long long)(b->foreign_wakes_sent - a->foreign_wakes_sent),
                  D(inbox_drains), D(yields));
 #undef D
+    /* Where the tasks ran (issue 12 point 3): tasks_run per worker and its share. */
+    char spread[512];
+    size_t used = 0;
+    uint64_t total = b->total.tasks_run - a->total.tasks_run;
+    for (uint32_t i = 0; i < b->n_workers && i < a->n_workers && used < sizeof(spread) - 48; i++) {
+        uint64_t n = b->workers[i].tasks_run - a->workers[i].tasks_run;
+        used += (size_t)snprintf(spread + used, sizeof(spread) - used, "%sw%u %llu (%.0f%%)", i ? ", " : "", i,
+                                 (unsigned long long)n, total ? 100.0 * (double)n / (double)total : 0.0);
+    }
+    measure_note(name, "tasks_run per worker: %s", used ? spread : "-");
 }
 
 static int run_in_process(const char *name)
