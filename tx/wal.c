@@ -2,9 +2,10 @@
  * tx/wal.c — the write-ahead log of a runtime: log channels, epochs, group
  * commit and commit responses (SPEC C12–C13). File format: wal_format.h.
  * The log is in three parts (tx/wal_int.h): channel and flush
- * (wal_chan.c), durable marker and epoch file (wal_marker.c), delivery
- * (wal_deliver.c); this file holds the whole together: open and close, the
- * commit entry, the transaction seam, statistics.
+ * (wal_chan.c, its files and preallocation in wal_file.c), durable marker,
+ * claims and epoch file (wal_marker.c), delivery (delivery.c); this file
+ * holds the whole together: open and close, the commit entry, the
+ * transaction seam, statistics.
  *
  * Objects
  *   struct wal   one per runtime: the log directory, the global epoch E (the
@@ -23,7 +24,12 @@
  *     first: the batch).
  *   flush (at most one in flight per channel; the next batch gathers behind
  *     it): E is advanced past the buffer's largest epoch (the epochs it holds
- *     are now closed), the buffers swap, and W's ring gets
+ *     are now closed), the buffers swap, and W's ring gets, with log_sync
+ *     single_write, ONE O_DIRECT write with RWF_DSYNC (the write and its
+ *     fdatasync in one request: one device write and one flush), ending,
+ *     when it moves the durable marker past every marker claimed so far,
+ *     with a claim record of that marker (wal_marker.c: no epoch-file write;
+ *     a lone client waits one device round trip), else
  *     write(buffer + a zero terminator) --IOSQE_IO_LINK--> fdatasync, or,
  *     when this write is what the durable marker waits for, the write linked
  *     with the epoch-file update in one chain (submit_write: with the
@@ -45,14 +51,17 @@
  *     and the durable marker D is recomputed:
  *         D = min(E - 1, min over channels holding unflushed records of
  *                        (their lowest unflushed epoch - 1))
- *     If D passed every marker already sent to the epoch file, W writes D to
- *     the next epoch-file slot linked with fdatasync. When that completes,
- *     `persisted` = D: the engine's durability callback runs (serialized,
- *     increasing markers; then `announced` = D), every waiting commit with
- *     marker <= D is popped
- *     from the heap in marker order and released by one notification task
- *     (on W if W has nothing queued, else urgent placement on a suspended
- *     worker). Nobody waiting: no task.
+ *     If D passed every marker already sent (claimed), W's next write claims
+ *     it at once (single_write; with what gathered, or alone), or W writes D
+ *     to the next epoch-file slot linked with fdatasync. When that
+ *     completes (or a claim's write did), `persisted` = D: the engine's
+ *     durability callback runs (serialized, increasing markers; then
+ *     `announced` = D), every waiting commit with marker <= D is popped from
+ *     the heap in marker order and released by one notification task (on W
+ *     if W has nothing queued, else urgent placement on a suspended worker),
+ *     which leaves all but its first chunk of a long list for idle workers
+ *     to steal (delivery.c). Nobody waiting: no task. While W's write is in
+ *     flight W polls its ring instead of suspending (log_poll_us).
  *   Preallocation (log_prealloc_kb): channel files are filled with zeros
  *     ahead of the data, so a flush overwrites allocated blocks and its
  *     fdatasync needs no metadata journal commit (about 85 µs here instead of
