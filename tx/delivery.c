@@ -9,9 +9,9 @@
  * engine's on_durable observer is told first (cb_lock; announced = P after
  * it returned), then every waiting commit with marker <= announced is popped
  * in marker order and released by ONE task (on the worker that saw the
- * completion if it has nothing queued, else urgent placement), which splits
- * a long list into chunks for idle workers to steal (list_run, issue 12
- * point 3). A commit is never released before on_durable heard of a marker
+ * completion if it has nothing queued, else urgent placement), which leaves
+ * the rest of a list whose callbacks take long for idle workers to steal
+ * (list_run, issue 12 point 3). A commit is never released before on_durable heard of a marker
  * covering it.
  *
  * direct_commit_callback: the released list runs at once, on the thread
@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "bpf/probes.h"
 #include "base/heap.h"
 #include "sched/io.h"
@@ -72,54 +73,48 @@ void delivery_run_list(struct urt_commit *c)
     }
 }
 
-/* A release list is split so that idle workers can take part of it (issue
- * 12 point 3): a client resumed by its callback usually commits again from
- * it, so where the callback runs is where the client lives; one task for a
- * list of many would keep every client on the worker whose flush completed.
- * A list longer than RELEASE_CHUNK_MIN runs its first ceil(n / workers)
- * commits (at least RELEASE_CHUNK_MIN) and leaves the rest, as one task, on
- * this worker's deque for a woken peer to steal (or for this worker, after
- * its chunk). A short list, and a runtime of one worker, run whole: no hop
- * for a lone commit. Each chunk runs in marker order; neighbouring chunks
- * may overlap when a peer took one. */
-#define RELEASE_CHUNK_MIN 4
+/* A release list is split when running it takes long (issue 12 point 3;
+ * lazy splitting, after Tzannes, Caragea, Barua and Vishkin, "Lazy
+ * Binary-Splitting", PPoPP 2010: split only work that turned out to be
+ * large). A client resumed by its callback usually commits again from it,
+ * so where the callback runs is where the client lives. The callbacks run
+ * one by one in marker order; once they took longer than SPLIT_AFTER_NS and
+ * at least two remain, the rest goes on this worker's deque as one task and
+ * a suspended peer is woken to steal it (sched_push_split): a peer that
+ * takes it runs the next callbacks (and splits again if they are long), and
+ * the clients of busy releases spread over the workers. Cheap callbacks
+ * finish before the threshold: the list runs whole, its clients stay
+ * together — which durable commits want, since the durable marker is
+ * global: a client on another worker's channel makes every commit wait for
+ * that channel's writes too. One worker: never split; a lone commit: no
+ * hop. Neighbouring pieces may overlap once a peer took one. */
+#define SPLIT_AFTER_NS 50000
 
 static enum urt_task_result list_run(struct urt_task *t, void *arg);
 static void list_cancel(struct urt_task *t, void *arg);
 
-/* Detaches what follows this worker's chunk of list (NULL: nothing). */
-static struct urt_commit *split_chunk(struct urt_commit *list, uint32_t n_workers)
-{
-    size_t n = 0;
-    for (struct urt_commit *c = list; c && n <= RELEASE_CHUNK_MIN * 64; c = c->priv.next)
-        n++;
-    size_t chunk = n_workers > 1 ? (n + n_workers - 1) / n_workers : n;
-    if (chunk < RELEASE_CHUNK_MIN)
-        chunk = RELEASE_CHUNK_MIN;
-    struct urt_commit *last = list;
-    for (size_t i = 1; i < chunk && last; i++)
-        last = last->priv.next;
-    if (!last || !last->priv.next)
-        return NULL;
-    struct urt_commit *rest = last->priv.next;
-    last->priv.next = NULL;
-    return rest;
-}
-
 static enum urt_task_result list_run(struct urt_task *t, void *arg)
 {
     (void)t;
-    struct urt_commit *list = arg;
+    struct urt_commit *c = arg;
     struct worker *self = sched_self();
-    if (self && self->s->n_workers > 1) {
-        struct urt_commit *rest = split_chunk(list, self->s->n_workers);
-        if (rest) {
-            urt_task_init(&rest->priv.task, list_run, rest);
-            rest->priv.task.cancel = list_cancel;
-            sched_push_split(self, &rest->priv.task);
+    if (!self || self->s->n_workers < 2) {
+        delivery_run_list(c);
+        return URT_TASK_DONE;
+    }
+    uint64_t t0 = urt_clock_ns();
+    while (c) {
+        struct urt_commit *next = c->priv.next; /* the callback may reuse c */
+        c->priv.next = NULL;
+        delivery_run_list(c);
+        c = next;
+        if (c && c->priv.next && urt_clock_ns() - t0 > SPLIT_AFTER_NS) {
+            urt_task_init(&c->priv.task, list_run, c);
+            c->priv.task.cancel = list_cancel;
+            sched_push_split(self, &c->priv.task); /* the rest, for a peer (or for us, later) */
+            break;
         }
     }
-    delivery_run_list(list);
     return URT_TASK_DONE;
 }
 

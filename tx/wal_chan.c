@@ -683,6 +683,9 @@ void wal_worker_start(struct wal *wal, struct worker *w)
 
 /* ---- polling for the channel's own write (log_poll_us) --------------------------------- */
 
+#define POLL_YIELD_LONG_NS 50000 /* a sched_yield that took this long: the CPU is contended */
+#define POLL_SKIP_WRITES 16      /* ... then no polling for this write and the next ones */
+
 /* How long a worker whose log write is in flight keeps polling its ring
  * instead of suspending: about twice what this channel's recent writes
  * took (an EWMA, 1/8 weight), at most log_poll_us; none while recent
@@ -703,6 +706,8 @@ void wal_poll_done(struct chan *ch)
 {
     uint64_t t = ch->io_start_ns ? wal_poll_clock() - ch->io_start_ns : 0;
     ch->io_start_ns = 0;
+    if (ch->poll_skip)
+        ch->poll_skip--;
     if (t)
         ch->io_ewma_ns = ch->io_ewma_ns ? ch->io_ewma_ns - ch->io_ewma_ns / 8 + t / 8 : t;
 }
@@ -713,12 +718,20 @@ void wal_poll_done(struct chan *ch)
  * threads that complete the write (and anything else) have this CPU. */
 static bool poll_own_write(struct chan *ch, struct worker *w)
 {
-    if (!ch->flight || !ch->io_start_ns)
+    if (!ch->flight || !ch->io_start_ns || ch->poll_skip)
         return false;
     uint64_t budget = poll_budget_ns(ch);
-    if (!budget || wal_poll_clock() - ch->io_start_ns >= budget)
+    uint64_t now = wal_poll_clock();
+    if (!budget || now - ch->io_start_ns >= budget)
         return false;
     sched_yield();
+    if (wal_poll_clock() - now > POLL_YIELD_LONG_NS) {
+        /* Another thread had this CPU: the machine is busy, polling only
+         * delays us (a worker woken by its completion is scheduled sooner
+         * than one that yields). Sleep through this write and the next few. */
+        ch->poll_skip = POLL_SKIP_WRITES;
+        return false;
+    }
     ring_get_events(&w->ring); /* DEFER_TASKRUN: completions are posted when we ask */
     return true;
 }

@@ -116,6 +116,7 @@ struct chan {
                                    until the repair write over its range is durable */
     uint64_t io_start_ns;       /* polling (wal_poll): when the log I/O in flight was submitted */
     uint64_t io_ewma_ns;        /* ... and how long this channel's recent log I/O took */
+    uint32_t poll_skip;         /* writes left without polling (the CPU was contended) */
     struct chan_io wr, sync;    /* log write + its fdatasync / sync_file_range */
     uint32_t cqes;              /* CQEs still to come for the flush */
     size_t wr_from, wr_to, wr_len;

@@ -23,12 +23,13 @@
  *                          file systems docs/durability.md lists.
  * Group commit: records of many commits share one write + fdatasync.
  * Release: the stored commits a new durable marker covers are answered in
- * marker order by one task; with several workers a long list is split into
- * chunks, the first run at once, the rest left for an idle worker to steal
- * (a client that commits again from its callback then lives there: clients
- * spread over the workers). Answers of one chunk come in marker order;
- * neighbouring chunks may overlap. One worker, or direct_commit_callback:
- * strictly in marker order.
+ * marker order by one task; with several workers, once its callbacks have
+ * run for a while (50 µs), the rest of the list is left for an idle worker
+ * to steal (a client that commits again from its callback then lives there:
+ * busy clients spread over the workers, cheap ones stay together). Answers
+ * come in marker order within each piece; pieces taken by different
+ * workers may overlap. One worker, or direct_commit_callback: strictly in
+ * marker order.
  *
  * Lifecycle of a struct urt_commit (caller-embedded, no allocation):
  *  1. The caller owns it, zeroed or not, until urt_log_commit() succeeds.

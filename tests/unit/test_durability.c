@@ -8,9 +8,9 @@
  * a notify covering its marker began, never before on_durable heard of such
  * a marker; with one worker (or direct callbacks) answers come in marker
  * order. Shutdown answers waiting commits -ECANCELED once; bad use gets a
- * documented errno and a message. A large release is split over the
- * workers (its chunks stolen by an idle one), so clients that commit again
- * from their callbacks spread.
+ * documented errno and a message. A release whose callbacks take long is
+ * split over the workers (its rest stolen by an idle one), so busy clients
+ * that commit again from their callbacks spread.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -278,11 +278,11 @@ Test(durability, bad_use_is_refused_with_a_message, .timeout = 60)
 /* ---- a large release spreads over the workers (issue 12 point 3) -------------------- */
 
 /* Clients that commit again from their callback live where their callbacks
- * run. All start on worker 0; each release (all commits of one marker) is
- * split into chunks an idle worker steals, so the callbacks of a large
+ * run. All start on worker 0; each callback does some work (about 20 µs), as
+ * an engine's would, so a release (all commits of one marker) takes long and
+ * its rest is left for an idle worker to steal: the callbacks of a large
  * release run on both workers — with one task per release they would all
- * run on one, and the clients would never spread. Each callback does some
- * work (about 20 µs), as an engine's would. */
+ * run on one, and the clients would never spread. */
 #define SPREAD_CLIENTS 32
 #define SPREAD_MARKERS 4096
 
