@@ -360,6 +360,8 @@ static void close_deliveries(struct wal *wal)
             continue;
         delivery_append(&tail, ch->held_head, 0, false);
         ch->held_head = ch->held_tail = NULL;
+        delivery_append(&tail, ch->failed_head, 0, false); /* a failed claim write's errors, as they are */
+        ch->failed_head = ch->failed_tail = NULL;
         for (int b = 0; b < 2; b++)
             delivery_append(&tail, ch->bufs[b].wait_head, -ECANCELED, true);
     }
