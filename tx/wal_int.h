@@ -50,7 +50,9 @@ enum flush_form {
     FLUSH_SINGLE, /* write -> sync_file_range (not with O_DIRECT) -> slot ->
                      fdatasync(epochs): the flush ends with the last CQE       */
     FLUSH_DSYNC,  /* one O_DIRECT write with RWF_DSYNC (log_sync single_write),
-                     ending with a claim when ch->claim_p != 0                 */
+                     ending with a claim when ch->claim_p != 0 (single_write
+                     may also use PLAIN on its O_DIRECT file, with a claim:
+                     wal_chan.c dsync_form)                                    */
 };
 
 /* The channel's epoch-file write. */
@@ -117,6 +119,8 @@ struct chan {
     uint64_t io_start_ns;       /* polling (wal_poll): when the log I/O in flight was submitted */
     uint64_t io_ewma_ns;        /* ... and how long this channel's recent log I/O took */
     uint32_t poll_skip;         /* writes left without polling (the CPU was contended) */
+    uint64_t form_ewma_ns[2];   /* single_write: recent time of RWF_DSYNC writes, of write+fdatasync */
+    uint32_t form_writes;       /* ... writes so far (every 32nd tries the other form) */
     struct chan_io wr, sync;    /* log write + its fdatasync / sync_file_range */
     uint32_t cqes;              /* CQEs still to come for the flush */
     size_t wr_from, wr_to, wr_len;
@@ -227,7 +231,7 @@ static inline void wal_buf_reset_batch(struct wal_buf *b)
 
 /* ---- wal_chan.c ---------------------------------------------------------------------- */
 /* A flush's I/O ended: its time feeds the polling budget. */
-void wal_poll_done(struct chan *ch);
+void wal_poll_done(struct chan *ch, enum flush_form form);
 int wal_buf_reserve(struct wal_buf *b, size_t need);
 /* Block 0 of a channel file (WAL_ALIGN bytes): its header record, then zeros. */
 void wal_header_block(uint8_t *block, uint64_t gen, uint32_t worker, uint64_t start_epoch, uint64_t lsn);
