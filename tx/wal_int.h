@@ -229,9 +229,15 @@ static inline void wal_buf_reset_batch(struct wal_buf *b)
     b->wait_head = b->wait_tail = NULL;
 }
 
-/* ---- wal_chan.c ---------------------------------------------------------------------- */
-/* A flush's I/O ended: its time feeds the polling budget. */
+/* ---- wal_poll.c ---------------------------------------------------------------------- */
+/* A flush's I/O ended: its time feeds the polling budget and the form choice. */
 void wal_poll_done(struct chan *ch, enum flush_form form);
+/* The worker would suspend: poll instead (true) while ch's write is in flight. */
+bool chan_poll_own_write(struct chan *ch, struct worker *w);
+/* single_write: the form of the next write (FLUSH_DSYNC or FLUSH_PLAIN). */
+enum flush_form chan_dsync_form(struct chan *ch);
+
+/* ---- wal_chan.c ---------------------------------------------------------------------- */
 int wal_buf_reserve(struct wal_buf *b, size_t need);
 /* Block 0 of a channel file (WAL_ALIGN bytes): its header record, then zeros. */
 void wal_header_block(uint8_t *block, uint64_t gen, uint32_t worker, uint64_t start_epoch, uint64_t lsn);

@@ -362,19 +362,13 @@ static void report(const struct commit_run *r, const uint64_t *all, size_t total
 
 /* Where the clients' callbacks ran (they commit again from there): the
  * counted commits per worker (issue 12 point 3). */
-static void report_spread(const struct commit_run *r, size_t total)
+static void report_spread(const struct commit_run *r)
 {
     uint64_t per[SPREAD_WORKERS] = {0};
     for (unsigned i = 0; i < r->n; i++)
         for (int w = 0; w < SPREAD_WORKERS; w++)
             per[w] += r->clients[i].on_worker[w];
-    char line[512];
-    size_t used = 0;
-    for (int w = 0; w < SPREAD_WORKERS && used < sizeof(line) - 48; w++)
-        if (per[w])
-            used += (size_t)snprintf(line + used, sizeof(line) - used, "%sw%d %llu (%.0f%%)", used ? ", " : "", w,
-                                     (unsigned long long)per[w], total ? 100.0 * (double)per[w] / (double)total : 0.0);
-    measure_note(r->name, "commits answered per worker: %s", used ? line : "-");
+    measure_note_spread(r->name, "commits answered per worker", per, SPREAD_WORKERS, true);
 }
 
 static int run(urt_runtime *rt, const char *name)
@@ -411,7 +405,7 @@ static int run(urt_runtime *rt, const char *name)
     if (!all)
         return 1;
     report(r, all, total, &win);
-    report_spread(r, total);
+    report_spread(r);
     free(all);
     for (unsigned i = 0; i < r->n; i++)
         free(r->clients[i].lat);
