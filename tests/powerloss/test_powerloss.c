@@ -297,7 +297,8 @@ static const struct pl_mode loop_modes[] = {{0, "auto", true},      {4096, "auto
 static void loop_driver(const char *fs)
 {
     loop_prepare(fs);
-    struct pl_run run = {.driver = "loop", .fs = fs, .modes = loop_modes, .n_modes = 4, .rng = now_ns() | 1};
+    struct pl_run run = {.driver = "loop", .fs = fs, .modes = loop_modes,
+                         .n_modes = (int)(sizeof(loop_modes) / sizeof(loop_modes[0])), .rng = now_ns() | 1};
     cr_log_info("loop %s: kill-moment seed %" PRIu64 ", image %s", fs, run.rng, g_loop.image);
     uint64_t cycles = pl_cycles();
     for (uint64_t cycle = 1; cycle <= cycles; cycle++)
@@ -485,7 +486,8 @@ Test(powerloss, fuse_plfs, .fini = plfs_teardown, .timeout = 1800)
     cr_skip_test("plfs not built: libfuse3 (libfuse3-dev) was not found when configuring");
 #else
     plfs_prepare();
-    struct pl_run run = {.driver = "fuse", .fs = "plfs", .modes = fuse_modes, .n_modes = 5, .rng = now_ns() | 1};
+    struct pl_run run = {.driver = "fuse", .fs = "plfs", .modes = fuse_modes,
+                         .n_modes = (int)(sizeof(fuse_modes) / sizeof(fuse_modes[0])), .rng = now_ns() | 1};
     cr_log_info("fuse: kill-moment seed %" PRIu64 ", backing %s", run.rng, g_plfs.back);
     uint64_t cycles = pl_cycles();
     for (uint64_t cycle = 1; cycle <= cycles; cycle++)
