@@ -36,9 +36,10 @@
  * single_write (which need preallocated channels). auto and strict are
  * asserted; single_flush and single_write are reported only (forced on plfs
  * the modes are wrong by design: sync_file_range makes nothing durable
- * there, so acknowledged commits can be lost; single_write relies on an
- * O_DIRECT write reaching the file, which plfs may refuse: then it falls
- * back to single_flush).
+ * there, and an O_DIRECT write with RWF_DSYNC is not made durable there
+ * either — plfs keeps a file's writes until that file's own fsync, and the
+ * FUSE direct-I/O write sends none — so acknowledged commits are lost; that
+ * is why auto never picks them on FUSE).
  *
  * Every driver, file system and mode ends with a line "powerloss <driver>
  * <fs> <mode>: N cycles, A acknowledged commits checked (T transactions),
