@@ -10,13 +10,17 @@
  *      not a urt log directory (-EMEDIUMTYPE).
  *   3. Map every channel and scan it (wal_scan): the valid prefix, and where
  *      and why it stopped.
- *   4. Durable marker D (choose_durable): the valid epoch-file slots sorted
- *      by marker; D is the largest marker reached before the first slot
- *      whose condition fails (its channel's valid prefix does not reach the
- *      slot's `end`). Conditions are cumulative: a later slot builds on
- *      every earlier one, so once one is broken (its log bytes were lost)
- *      no later marker is believed either — a later unconditional slot
- *      cannot vouch for an epoch whose records another channel lost.
+ *   4. Durable marker D (choose_durable): the valid epoch-file slots and
+ *      the claims (WAL_REC_MARKER records of log_sync single_write, each
+ *      inside its channel's valid prefix, so it holds: add_claims) sorted by
+ *      marker; D is the largest marker reached before the first slot whose
+ *      condition fails (its channel's valid prefix does not reach the slot's
+ *      `end`). Conditions are cumulative: a later slot builds on every
+ *      earlier one, so once one is broken (its log bytes were lost) no later
+ *      marker is believed either — a later unconditional slot or claim
+ *      cannot vouch for an epoch whose records another channel lost. D is
+ *      never below the checkpoint (written only at or below a durable
+ *      marker, whose claim may have been deleted with its segment).
  *   5. Damage below D (damage_limit): a channel that stopped on corrupt or
  *      zeroed data FOLLOWED by a valid record of an epoch <= D (damage in
  *      the middle of durable data, not a torn write) lost records of epochs
@@ -49,7 +53,10 @@
  *      seen) can never make them replayable.
  * Idempotent: a second run (with or without runtimes started in between)
  * finds D unconditional, nothing to cut, and replays the same records; the
- * marker it reports never goes down.
+ * marker it reports never goes down. Claims that survive a recovery are at or
+ * below its replay limit (a claim's epoch is never below its marker, so one
+ * above the limit is cut with the records after it): they cannot raise a
+ * later recovery's marker over records this one cut.
  *
  * Threading: plain blocking file I/O on the calling thread; no shared state.
  */
