@@ -118,10 +118,22 @@ static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t sta
 /* single_write needs O_DIRECT: where the file system refuses it (only the
  * first channel file asks: every channel is then opened alike), the
  * directory falls back to single_flush (wal_sync.c). */
+#if URT_FAULT_INJECTION
+_Atomic int wal_fault_refuse;
+#define REFUSED(what) (atomic_load_explicit(&wal_fault_refuse, memory_order_relaxed) == (what))
+#else
+#define REFUSED(what) false
+#endif
+
 static int open_channel_file(struct wal *wal, struct chan *ch)
 {
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
     int fd = openat(wal->dirfd, ch->name, flags | (wal->o_direct ? O_DIRECT : 0), 0644);
+    if (fd >= 0 && wal->o_direct && REFUSED(WAL_REFUSE_DIRECT)) {
+        close(fd); /* test builds: as a file system without O_DIRECT */
+        fd = -1;
+        errno = EINVAL;
+    }
     if (fd < 0 && errno == EINVAL && wal->o_direct && !wal->cfg->o_direct && ch->index == 0) {
         int e = errno;
         unlinkat(wal->dirfd, ch->name, 0); /* O_DIRECT is checked after the file was created */
@@ -142,6 +154,8 @@ static void probe_dsync(struct wal *wal, struct chan *ch)
     ssize_t r;
     while ((r = pwritev2(ch->fd, &iov, 1, 0, RWF_DSYNC)) < 0 && errno == EINTR)
         ;
+    if (REFUSED(WAL_REFUSE_DSYNC))
+        r = -1, errno = EOPNOTSUPP; /* test builds: as a kernel without RWF_DSYNC */
     if (r != (ssize_t)WAL_ALIGN)
         wal_sync_no_direct(&wal->sync, "RWF_DSYNC", r < 0 ? errno : EIO);
 }

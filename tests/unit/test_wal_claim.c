@@ -18,6 +18,8 @@
  *   - a claim write that fails: its commits get the error only once the
  *     repair write over its range is durable — a copy of the directory taken
  *     when the error is delivered never replays them (fault injection);
+ *   - where O_DIRECT or RWF_DSYNC is refused, single_write falls back to
+ *     single_flush and says why (fault injection of the probes);
  *   - an idle runtime with a log uses no CPU (the polling of log_poll_us
  *     happens only while a log write is in flight).
  */
@@ -500,7 +502,50 @@ Test(wal_claim, failed_claim_write_answered_after_its_repair, .timeout = 60)
     test_remove_dir(dir);
     leak_check();
 }
+
+/* Where O_DIRECT or RWF_DSYNC is refused (probed on the first channel
+ * file), single_write falls back to single_flush, says why, and works. */
+Test(wal_claim, single_write_falls_back_without_o_direct_or_dsync, .timeout = 60)
+{
+    static const struct {
+        int refuse;
+        const char *why;
+    } cases[] = {{WAL_REFUSE_DIRECT, "O_DIRECT refused"}, {WAL_REFUSE_DSYNC, "RWF_DSYNC refused"}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char *dir = test_tmpdir("urt-claim");
+        atomic_store(&wal_fault_refuse, cases[k].refuse);
+        urt_runtime *rt = claim_rt(dir, 2, "single_write");
+        atomic_store(&wal_fault_refuse, 0);
+        for (uint64_t i = 1; i <= 30; i++)
+            cr_assert_eq(commit_wait(rt, i), 0);
+        struct urt_log_stats st;
+        cr_assert_eq(urt_log_stats(rt, &st), 0);
+        cr_assert_eq(st.sync_mode, URT_LOG_SYNC_SINGLE_FLUSH, "%s: mode %u", cases[k].why, st.sync_mode);
+        cr_assert_eq(st.claims, 0);
+        cr_assert_gt(st.epoch_writes, 0);
+        rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+        char path[4300], buf[2048] = "";
+        snprintf(path, sizeof(path), "%s/sessions.log", dir);
+        int fd = open(path, O_RDONLY);
+        cr_assert_geq(fd, 0);
+        cr_assert_gt(read(fd, buf, sizeof(buf) - 1), 0);
+        close(fd);
+        cr_assert_not_null(strstr(buf, cases[k].why), "sessions.log: %s", buf);
+        cr_assert_not_null(strstr(buf, "log_sync single_flush"), "sessions.log: %s", buf);
+        struct seen s;
+        struct urt_log_recovery rec;
+        cr_assert_eq(recover(dir, 0, &s, &rec), 0, "%s", urt_last_error());
+        cr_assert_eq(s.n, 30);
+        test_remove_dir(dir);
+    }
+    leak_check();
+}
 #else
+Test(wal_claim, single_write_falls_back_without_o_direct_or_dsync)
+{
+    cr_skip_test("built without -Dfault_injection=true (test.sh sets it): the log's fault hooks are compiled out");
+}
+
 Test(wal_claim, failed_claim_write_answered_after_its_repair)
 {
     cr_skip_test("built without -Dfault_injection=true (test.sh sets it): the log's fault hooks are compiled out");
