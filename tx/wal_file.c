@@ -115,9 +115,7 @@ static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t sta
     return rc;
 }
 
-/* single_write needs O_DIRECT: where the file system refuses it (only the
- * first channel file asks: every channel is then opened alike), the
- * directory falls back to single_flush (wal_sync.c). */
+/* Test builds: the probes of single_write can be made to fail (wal.h). */
 #if URT_FAULT_INJECTION
 _Atomic int wal_fault_refuse;
 #define REFUSED(what) (atomic_load_explicit(&wal_fault_refuse, memory_order_relaxed) == (what))
@@ -125,23 +123,30 @@ _Atomic int wal_fault_refuse;
 #define REFUSED(what) false
 #endif
 
-static int open_channel_file(struct wal *wal, struct chan *ch)
+/* The file is created and preallocated through the page cache (the zeros
+ * go out in one fdatasync), then switched to O_DIRECT when the log writes
+ * it that way (o_direct, or single_write). The zero pages stay cached (an
+ * O_DIRECT write drops those it overwrites): a recovery in the same boot
+ * scans the preallocated space from memory.
+ * single_write needs O_DIRECT: where the file system refuses it (only the
+ * first channel file asks: every channel is then opened alike), the
+ * directory falls back to single_flush (wal_sync.c). */
+static int go_direct(struct wal *wal, struct chan *ch)
 {
-    int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-    int fd = openat(wal->dirfd, ch->name, flags | (wal->o_direct ? O_DIRECT : 0), 0644);
-    if (fd >= 0 && wal->o_direct && REFUSED(WAL_REFUSE_DIRECT)) {
-        close(fd); /* test builds: as a file system without O_DIRECT */
-        fd = -1;
-        errno = EINVAL;
+    if (!wal->o_direct)
+        return 0;
+    int fl = fcntl(ch->fd, F_GETFL);
+    int rc = fl < 0 || fcntl(ch->fd, F_SETFL, fl | O_DIRECT) ? -errno : 0;
+    if (!rc && REFUSED(WAL_REFUSE_DIRECT)) {
+        fcntl(ch->fd, F_SETFL, fl); /* test builds: as a file system without O_DIRECT */
+        rc = -EINVAL;
     }
-    if (fd < 0 && errno == EINVAL && wal->o_direct && !wal->cfg->o_direct && ch->index == 0) {
-        int e = errno;
-        unlinkat(wal->dirfd, ch->name, 0); /* O_DIRECT is checked after the file was created */
-        wal_sync_no_direct(&wal->sync, "O_DIRECT", e);
+    if (rc == -EINVAL && !wal->cfg->o_direct && ch->index == 0) {
+        wal_sync_no_direct(&wal->sync, "O_DIRECT", EINVAL);
         wal->o_direct = false;
-        fd = openat(wal->dirfd, ch->name, flags, 0644);
+        return 0;
     }
-    return fd < 0 ? -errno : fd;
+    return rc;
 }
 
 /* single_write: one O_DIRECT write of block 0 (the same bytes again) with
@@ -163,10 +168,11 @@ static void probe_dsync(struct wal *wal, struct chan *ch)
 int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen)
 {
     wal_chan_file_name(ch->name, sizeof(ch->name), wal->gen, ch->index, 0);
-    ch->fd = open_channel_file(wal, ch);
+    ch->fd = openat(wal->dirfd, ch->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (ch->fd < 0) {
-        snprintf(err, errlen, "log_dir %s: cannot create a channel file: %s", dir, strerror(-ch->fd));
-        return ch->fd;
+        int e = errno;
+        snprintf(err, errlen, "log_dir %s: cannot create a channel file: %s", dir, strerror(e));
+        return -e;
     }
     wal_sync_nocow(&wal->sync, ch->fd); /* btrfs: while the file is empty */
     for (int i = 0; i < 2; i++)
@@ -175,6 +181,10 @@ int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t star
     int rc = write_header_and_zeros(wal, ch, start_epoch);
     if (rc) {
         snprintf(err, errlen, "log_dir %s: cannot write a channel file: %s", dir, strerror(-rc));
+        return rc;
+    }
+    if ((rc = go_direct(wal, ch))) {
+        snprintf(err, errlen, "log_dir %s: cannot write a channel file with O_DIRECT: %s", dir, strerror(-rc));
         return rc;
     }
     probe_dsync(wal, ch);
