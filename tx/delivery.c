@@ -74,24 +74,42 @@ void delivery_run_list(struct urt_commit *c)
 }
 
 /* A release list is split when running it takes long (issue 12 point 3;
- * lazy splitting, after Tzannes, Caragea, Barua and Vishkin, "Lazy
+ * lazy binary splitting after Tzannes, Caragea, Barua and Vishkin, "Lazy
  * Binary-Splitting", PPoPP 2010: split only work that turned out to be
- * large). A client resumed by its callback usually commits again from it,
- * so where the callback runs is where the client lives. The callbacks run
- * one by one in marker order; once they took longer than SPLIT_AFTER_NS and
- * at least two remain, the rest goes on this worker's deque as one task and
- * a suspended peer is woken to steal it (sched_push_split): a peer that
- * takes it runs the next callbacks (and splits again if they are long), and
- * the clients of busy releases spread over the workers. Cheap callbacks
- * finish before the threshold: the list runs whole, its clients stay
- * together — which durable commits want, since the durable marker is
- * global: a client on another worker's channel makes every commit wait for
- * that channel's writes too. One worker: never split; a lone commit: no
- * hop. Neighbouring pieces may overlap once a peer took one. */
+ * large, in halves). A client resumed by its callback usually commits again
+ * from it, so where the callback runs is where the client lives. The
+ * callbacks run one by one in marker order; each time they have run for
+ * SPLIT_AFTER_NS, the later half of what remains goes on this worker's deque
+ * as one task and a suspended peer is woken to steal it (sched_push_split),
+ * while this worker goes on with the earlier half, which gives the peer the
+ * time to arrive; a peer that takes the half splits it again if it is still
+ * long. The clients of busy releases thus spread over the workers. Cheap
+ * callbacks finish before the threshold: the list runs whole and its
+ * clients stay together — which durable commits want, since the durable
+ * marker is global: a client on another worker's channel makes every commit
+ * wait for that channel's writes too. One worker: never split; a lone
+ * commit: no hop. Halves taken by different workers may overlap. */
 #define SPLIT_AFTER_NS 50000
 
 static enum urt_task_result list_run(struct urt_task *t, void *arg);
 static void list_cancel(struct urt_task *t, void *arg);
+
+/* Detaches and returns the second half of the list starting at c (NULL
+ * when fewer than two commits remain). */
+static struct urt_commit *split_half(struct urt_commit *c)
+{
+    size_t n = 0;
+    for (struct urt_commit *x = c; x; x = x->priv.next)
+        n++;
+    if (n < 2)
+        return NULL;
+    struct urt_commit *last = c;
+    for (size_t i = 1; i < n / 2; i++)
+        last = last->priv.next;
+    struct urt_commit *rest = last->priv.next;
+    last->priv.next = NULL;
+    return rest;
+}
 
 static enum urt_task_result list_run(struct urt_task *t, void *arg)
 {
@@ -108,11 +126,14 @@ static enum urt_task_result list_run(struct urt_task *t, void *arg)
         c->priv.next = NULL;
         delivery_run_list(c);
         c = next;
-        if (c && c->priv.next && urt_clock_ns() - t0 > SPLIT_AFTER_NS) {
-            urt_task_init(&c->priv.task, list_run, c);
-            c->priv.task.cancel = list_cancel;
-            sched_push_split(self, &c->priv.task); /* the rest, for a peer (or for us, later) */
-            break;
+        if (c && urt_clock_ns() - t0 > SPLIT_AFTER_NS) {
+            struct urt_commit *rest = split_half(c);
+            if (rest) { /* the later half for a peer, while this worker runs the earlier one */
+                urt_task_init(&rest->priv.task, list_run, rest);
+                rest->priv.task.cancel = list_cancel;
+                sched_push_split(self, &rest->priv.task);
+            }
+            t0 = urt_clock_ns();
         }
     }
     return URT_TASK_DONE;
