@@ -10,8 +10,8 @@
  * it returned), then every waiting commit with marker <= announced is popped
  * in marker order and released by ONE task (on the worker that saw the
  * completion if it has nothing queued, else urgent placement), which leaves
- * the rest of a list whose callbacks take long for idle workers to steal
- * (list_run, issue 12 point 3). A commit is never released before on_durable heard of a marker
+ * the later half of a list whose callbacks take long for idle workers to
+ * steal (list_run, issue 12 point 3). A commit is never released before on_durable heard of a marker
  * covering it.
  *
  * direct_commit_callback: the released list runs at once, on the thread

@@ -59,8 +59,8 @@
  *     `announced` = D), every waiting commit with marker <= D is popped from
  *     the heap in marker order and released by one notification task (on W
  *     if W has nothing queued, else urgent placement on a suspended worker),
- *     which leaves the rest of a list whose callbacks run long for idle
- *     workers to steal (delivery.c). Nobody waiting: no task. While W's write is in
+ *     which leaves the later half of a list whose callbacks run long for
+ *     idle workers to steal (delivery.c). Nobody waiting: no task. While W's write is in
  *     flight W polls its ring instead of suspending (log_poll_us).
  *   Preallocation (log_prealloc_kb): channel files are filled with zeros
  *     ahead of the data, so a flush overwrites allocated blocks and its

@@ -23,10 +23,11 @@
  *                          file systems docs/durability.md lists.
  * Group commit: records of many commits share one write + fdatasync.
  * Release: the stored commits a new durable marker covers are answered in
- * marker order by one task; with several workers, once its callbacks have
- * run for a while (50 µs), the rest of the list is left for an idle worker
- * to steal (a client that commits again from its callback then lives there:
- * busy clients spread over the workers, cheap ones stay together). Answers
+ * marker order by one task; with several workers, each time its callbacks
+ * have run for a while (50 µs), the later half of what remains is left for
+ * an idle worker to steal (a client that commits again from its callback
+ * then lives there: busy clients spread over the workers, cheap ones stay
+ * together). Answers
  * come in marker order within each piece; pieces taken by different
  * workers may overlap. One worker, or direct_commit_callback: strictly in
  * marker order.
