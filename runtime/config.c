@@ -26,7 +26,7 @@ enum ftype { F_U32, F_U64, F_BOOL, F_ENUM, F_STR };
 /* Names of the values of the enum fields (F_ENUM: stored as an int-sized enum,
  * value = index in the list, min..max the valid range). */
 static const char *const PLACEMENT_NAMES[] = {"none", "numa", "core", NULL};
-static const char *const LOG_SYNC_NAMES[] = {"auto", "strict", "single_flush", NULL};
+static const char *const LOG_SYNC_NAMES[] = {"auto", "strict", "single_flush", "single_write", NULL};
 
 struct field {
     const char *name;
@@ -85,9 +85,10 @@ static const struct field FIELDS[] = {
     BOOL(o_direct, "false", "log channels written with O_DIRECT (aligned buffers)"),
     U32(log_prealloc_kb, 0, 1u << 22, "4096",
         "zero-filled space kept ahead of each channel's data (KiB; 0 = plain appends)"),
-    {"log_sync", F_ENUM, offsetof(struct urt_config, log_sync), 0, 2, "auto",
-     "auto (single_flush on ext4/xfs/no-CoW btrfs, else strict) | strict (each write's own fdatasync "
-     "before its marker) | single_flush (one device flush covers the write and its marker)",
+    {"log_sync", F_ENUM, offsetof(struct urt_config, log_sync), 0, 3, "auto",
+     "auto (single_write on ext4/xfs/no-CoW btrfs, else strict) | strict (each write's own fdatasync "
+     "before its marker) | single_flush (one device flush covers the write and its marker) | single_write "
+     "(one O_DIRECT|RWF_DSYNC write carries the records and the marker they make durable)",
      LOG_SYNC_NAMES},
     U32(log_segment_kb, 64, 1u << 24, "65536",
         "a log channel file rolls over into a new segment past this size (KiB); checkpoints delete closed "
@@ -95,6 +96,9 @@ static const struct field FIELDS[] = {
     BOOL(direct_commit_callback, "false",
          "commit callbacks run where the response is reached (a worker's completion, or the thread of "
          "urt_durability_notify) instead of in a new task"),
+    U32(log_poll_us, 0, 1000000, "1000",
+        "a worker whose log write is in flight polls for its completion instead of suspending, at most this "
+        "long (µs; adaptive; 0 = never)"),
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -141,6 +145,7 @@ URT_API void urt_config_init(struct urt_config *c)
     c->log_sync = URT_LOG_SYNC_AUTO;
     c->direct_commit_callback = false;
     c->log_segment_kb = 65536;
+    c->log_poll_us = 1000;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)
@@ -251,6 +256,9 @@ URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t le
         return fail(err, len, "log_dir: empty path (NULL means no log)");
     if (c->log_sync == URT_LOG_SYNC_SINGLE_FLUSH && c->log_prealloc_kb == 0)
         return fail(err, len, "log_sync: single_flush needs log_prealloc_kb > 0 (appending writes change metadata)");
+    if (c->log_sync == URT_LOG_SYNC_SINGLE_WRITE && c->log_prealloc_kb == 0)
+        return fail(err, len, "log_sync: single_write needs log_prealloc_kb > 0 (its marker claims live in "
+                              "preallocated, zero-filled space)");
     for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
         if (c->reserved[i])
             return fail(err, len, "reserved[%zu]: must be zero", i);

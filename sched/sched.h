@@ -246,6 +246,10 @@ int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t);
 
 /* Owner only: pushes t to w's own deque; wakes a suspended peer for surplus. */
 void sched_local_push(struct worker *w, struct urt_task *t);
+/* Owner only: pushes t to w's own deque, where a peer may steal it, and
+ * wakes one suspended peer to do so even when t is the deque's only task
+ * (split work: the owner runs its part meanwhile; issue 12 point 3). */
+void sched_push_split(struct worker *w, struct urt_task *t);
 
 /* Pushes t to w's inbox (from any thread) and wakes w if it sleeps. */
 void sched_push_inbox(struct sched *s, struct worker *w, struct urt_task *t);

@@ -19,8 +19,9 @@
  * timeout to prove it).
  *
  * Surplus wakes: a worker that finds more work than it can run (local pushes
- * while the deque holds more than one task, a batch taken from its inbox) wakes
- * one suspended peer, at most one such wake runtime-wide at a time
+ * while the deque holds more than one task, a batch taken from its inbox, a
+ * split push of work it leaves for a peer: sched_push_split) wakes one
+ * suspended peer, at most one such wake runtime-wide at a time
  * (surplus_waking), so the peer can steal. Best effort: the work is not lost
  * without it, its owner runs it.
  *
@@ -171,6 +172,15 @@ void sched_local_push(struct worker *w, struct urt_task *t)
     }
     if (deque_size(&w->deque) > 1)
         maybe_wake_peer(w->s, w);
+}
+
+void sched_push_split(struct worker *w, struct urt_task *t)
+{
+    if (__builtin_expect(deque_push(&w->deque, t) != 0, 0)) {
+        inbox_push(&w->inbox, t); /* ENOMEM: the owner runs it */
+        return;
+    }
+    maybe_wake_peer(w->s, w);
 }
 
 static inline void yield_push(struct worker *w, struct urt_task *t)

@@ -9,8 +9,10 @@
  * engine's on_durable observer is told first (cb_lock; announced = P after
  * it returned), then every waiting commit with marker <= announced is popped
  * in marker order and released by ONE task (on the worker that saw the
- * completion if it has nothing queued, else urgent placement). A commit is
- * never released before on_durable heard of a marker covering it.
+ * completion if it has nothing queued, else urgent placement), which leaves
+ * the later half of a list whose callbacks take long for idle workers to
+ * steal (list_run, issue 12 point 3). A commit is never released before on_durable heard of a marker
+ * covering it.
  *
  * direct_commit_callback: the released list runs at once, on the thread
  * that reached the response, instead of in a task.
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "bpf/probes.h"
 #include "base/heap.h"
 #include "sched/io.h"
@@ -70,10 +73,69 @@ void delivery_run_list(struct urt_commit *c)
     }
 }
 
+/* A release list is split when running it takes long (issue 12 point 3;
+ * lazy binary splitting after Tzannes, Caragea, Barua and Vishkin, "Lazy
+ * Binary-Splitting", PPoPP 2010: split only work that turned out to be
+ * large, in halves). A client resumed by its callback usually commits again
+ * from it, so where the callback runs is where the client lives. The
+ * callbacks run one by one in marker order; each time they have run for
+ * SPLIT_AFTER_NS, the later half of what remains goes on this worker's deque
+ * as one task and a suspended peer is woken to steal it (sched_push_split),
+ * while this worker goes on with the earlier half, which gives the peer the
+ * time to arrive; a peer that takes the half splits it again if it is still
+ * long. The clients of busy releases thus spread over the workers. Cheap
+ * callbacks finish before the threshold: the list runs whole and its
+ * clients stay together — which durable commits want, since the durable
+ * marker is global: a client on another worker's channel makes every commit
+ * wait for that channel's writes too. One worker: never split; a lone
+ * commit: no hop. Halves taken by different workers may overlap. */
+#define SPLIT_AFTER_NS 50000
+
+static enum urt_task_result list_run(struct urt_task *t, void *arg);
+static void list_cancel(struct urt_task *t, void *arg);
+
+/* Detaches and returns the second half of the list starting at c (NULL
+ * when fewer than two commits remain). */
+static struct urt_commit *split_half(struct urt_commit *c)
+{
+    size_t n = 0;
+    for (struct urt_commit *x = c; x; x = x->priv.next)
+        n++;
+    if (n < 2)
+        return NULL;
+    struct urt_commit *last = c;
+    for (size_t i = 1; i < n / 2; i++)
+        last = last->priv.next;
+    struct urt_commit *rest = last->priv.next;
+    last->priv.next = NULL;
+    return rest;
+}
+
 static enum urt_task_result list_run(struct urt_task *t, void *arg)
 {
     (void)t;
-    delivery_run_list(arg);
+    struct urt_commit *c = arg;
+    struct worker *self = sched_self();
+    if (!self || self->s->n_workers < 2) {
+        delivery_run_list(c);
+        return URT_TASK_DONE;
+    }
+    uint64_t t0 = urt_clock_ns();
+    while (c) {
+        struct urt_commit *next = c->priv.next; /* the callback may reuse c */
+        c->priv.next = NULL;
+        delivery_run_list(c);
+        c = next;
+        if (c && urt_clock_ns() - t0 > SPLIT_AFTER_NS) {
+            struct urt_commit *rest = split_half(c);
+            if (rest) { /* the later half for a peer, while this worker runs the earlier one */
+                urt_task_init(&rest->priv.task, list_run, rest);
+                rest->priv.task.cancel = list_cancel;
+                sched_push_split(self, &rest->priv.task);
+            }
+            t0 = urt_clock_ns();
+        }
+    }
     return URT_TASK_DONE;
 }
 

@@ -2,9 +2,10 @@
  * tx/wal.c — the write-ahead log of a runtime: log channels, epochs, group
  * commit and commit responses (SPEC C12–C13). File format: wal_format.h.
  * The log is in three parts (tx/wal_int.h): channel and flush
- * (wal_chan.c), durable marker and epoch file (wal_marker.c), delivery
- * (wal_deliver.c); this file holds the whole together: open and close, the
- * commit entry, the transaction seam, statistics.
+ * (wal_chan.c, its files and preallocation in wal_file.c), durable marker,
+ * claims and epoch file (wal_marker.c), delivery (delivery.c); this file
+ * holds the whole together: open and close, the commit entry, the
+ * transaction seam, statistics.
  *
  * Objects
  *   struct wal   one per runtime: the log directory, the global epoch E (the
@@ -23,7 +24,12 @@
  *     first: the batch).
  *   flush (at most one in flight per channel; the next batch gathers behind
  *     it): E is advanced past the buffer's largest epoch (the epochs it holds
- *     are now closed), the buffers swap, and W's ring gets
+ *     are now closed), the buffers swap, and W's ring gets, with log_sync
+ *     single_write, ONE O_DIRECT write with RWF_DSYNC (the write and its
+ *     fdatasync in one request: one device write and one flush), ending,
+ *     when it moves the durable marker past every marker claimed so far,
+ *     with a claim record of that marker (wal_marker.c: no epoch-file write;
+ *     a lone client waits one device round trip), else
  *     write(buffer + a zero terminator) --IOSQE_IO_LINK--> fdatasync, or,
  *     when this write is what the durable marker waits for, the write linked
  *     with the epoch-file update in one chain (submit_write: with the
@@ -45,14 +51,17 @@
  *     and the durable marker D is recomputed:
  *         D = min(E - 1, min over channels holding unflushed records of
  *                        (their lowest unflushed epoch - 1))
- *     If D passed every marker already sent to the epoch file, W writes D to
- *     the next epoch-file slot linked with fdatasync. When that completes,
- *     `persisted` = D: the engine's durability callback runs (serialized,
- *     increasing markers; then `announced` = D), every waiting commit with
- *     marker <= D is popped
- *     from the heap in marker order and released by one notification task
- *     (on W if W has nothing queued, else urgent placement on a suspended
- *     worker). Nobody waiting: no task.
+ *     If D passed every marker already sent (claimed), W's next write claims
+ *     it at once (single_write; with what gathered, or alone), or W writes D
+ *     to the next epoch-file slot linked with fdatasync. When that
+ *     completes (or a claim's write did), `persisted` = D: the engine's
+ *     durability callback runs (serialized, increasing markers; then
+ *     `announced` = D), every waiting commit with marker <= D is popped from
+ *     the heap in marker order and released by one notification task (on W
+ *     if W has nothing queued, else urgent placement on a suspended worker),
+ *     which leaves the later half of a list whose callbacks run long for
+ *     idle workers to steal (delivery.c). Nobody waiting: no task. While W's write is in
+ *     flight W polls its ring instead of suspending (log_poll_us).
  *   Preallocation (log_prealloc_kb): channel files are filled with zeros
  *     ahead of the data, so a flush overwrites allocated blocks and its
  *     fdatasync needs no metadata journal commit (about 85 µs here instead of
@@ -200,6 +209,7 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *o)
         o->commits += RD(n_commits);
         o->io_errors += RD(n_errors);
         o->epoch_writes += RD(n_epoch_writes);
+        o->claims += RD(n_claims);
 #undef RD
     }
     o->epoch = atomic_load_explicit(&((struct wal *)wal)->epoch, memory_order_relaxed);
@@ -220,8 +230,7 @@ static void note_session(struct wal *wal)
         return;
     char line[256];
     int n = snprintf(line, sizeof(line), "%lld gen %" PRIu64 " workers %u log_sync %s (%s)\n", (long long)time(NULL),
-                     wal->gen, wal->n_chan, wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH ? "single_flush" : "strict",
-                     wal->sync.why);
+                     wal->gen, wal->n_chan, wal_sync_name(wal->sync.mode), wal->sync.why);
     if (n > 0 && write(fd, line, (size_t)n) < 0) {
         /* a note only */
     }
@@ -243,6 +252,7 @@ static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
     wal->dirfd = wal->lockfd = wal->epochfd = -1;
     wal->o_direct = cfg->o_direct;
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
+    wal->poll_cap_ns = cfg->log_poll_us * 1000ull;
     delivery_init(&wal->dl, s, 0, cfg->direct_commit_callback);
     pthread_mutex_init(&wal->seg_lock, NULL);
     pthread_mutex_init(&wal->ckpt_lock, NULL);
@@ -270,6 +280,8 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
         snprintf(err, errlen, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
         return rc;
     }
+    if (wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE)
+        wal->o_direct = true; /* confirmed (or withdrawn) by the first channel file (chan_create) */
     wal->gen = rec->max_gen + 1;
     atomic_init(&wal->target, rec->durable_marker);
     atomic_init(&wal->dl.persisted, rec->durable_marker);
@@ -329,7 +341,8 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
         wal_close(wal);
         return rc;
     }
-    wal->single_ok = wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH;
+    wal->single_ok = wal->sync.mode == URT_LOG_SYNC_SINGLE_FLUSH || wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE;
+    wal->dsync = wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE;
     note_session(wal);
     *out = wal;
     return 0;
@@ -347,6 +360,8 @@ static void close_deliveries(struct wal *wal)
             continue;
         delivery_append(&tail, ch->held_head, 0, false);
         ch->held_head = ch->held_tail = NULL;
+        delivery_append(&tail, ch->failed_head, 0, false); /* a failed claim write's errors, as they are */
+        ch->failed_head = ch->failed_tail = NULL;
         for (int b = 0; b < 2; b++)
             delivery_append(&tail, ch->bufs[b].wait_head, -ECANCELED, true);
     }

@@ -45,6 +45,13 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 #define WAL_FAULT_SHORT_CANCEL 3
 #if URT_FAULT_INJECTION
 void wal_inject_fault(struct wal *wal, int kind); /* only in builds with -Dfault_injection=true */
+/* Test hook of the single_write probes (wal_file.c), read when the first
+ * channel file is created: WAL_REFUSE_DIRECT makes its O_DIRECT open fail
+ * with EINVAL, WAL_REFUSE_DSYNC its RWF_DSYNC write with EOPNOTSUPP, as a
+ * file system without them would. */
+#define WAL_REFUSE_DIRECT 1
+#define WAL_REFUSE_DSYNC 2
+extern _Atomic int wal_fault_refuse;
 #endif
 
 /* With transactions (tx/commit_hook.h present): the log's struct tx_log, to

@@ -11,24 +11,35 @@
  *
  * Flush (at most one in flight; the next batch gathers behind it): E is
  * advanced past the buffer's largest epoch, the buffers swap (the partial
- * last block is carried over), and the write goes out in one of three forms
- * (enum flush_form): PLAIN write -> fdatasync; when D waits for this write,
- * the marker's slot is chained behind it: STRICT (write -> fdatasync ->
- * slot -> fdatasync(epochs)) or, inside preallocated space with log_sync
- * resolved to single_flush, SINGLE (write -> sync_file_range -> conditional
- * slot -> fdatasync(epochs): one device flush; wal_sync.c says where that
- * holds). Every write ends with a zero terminator.
+ * last block is carried over), and the write goes out in one of four forms
+ * (enum flush_form). log_sync single_write: DSYNC, one O_DIRECT write with
+ * RWF_DSYNC, ending with a claim record of the marker D will reach once it
+ * is durable when that passes every marker claimed so far (wal_marker.c:
+ * the marker rides in the log write, no epoch-file write). Otherwise PLAIN
+ * write -> fdatasync; when D waits for this write, the marker's slot is
+ * chained behind it: STRICT (write -> fdatasync -> slot -> fdatasync(epochs))
+ * or, inside preallocated space with log_sync single_flush, SINGLE (write ->
+ * sync_file_range -> conditional slot -> fdatasync(epochs): one device
+ * flush; wal_sync.c says where each holds). Every write ends with a zero
+ * terminator.
  *
  * Completion: a short write is written again from where it stopped (with a
- * sync of its own); an error fails the flush's stored commits with it,
- * rewinds the channel to the flush's offset and zeroes the failed range with
- * the next write (repair; D stays below the failed epochs until then). On
- * success the waiters go to delivery (wal_deliver.c), pending_min is raised
- * (O1) and the marker may advance (wal_marker.c).
+ * sync of its own; a claim in it stays and counts once the rest is
+ * durable); an error fails the flush's stored commits with it, rewinds the
+ * channel to the flush's offset and zeroes the failed range with the next
+ * write (repair; D stays below the failed epochs until then; when the failed
+ * write carried a claim, the errors are answered only once the repair is
+ * durable, since the claim and its records may be on disk and a recovery
+ * before the repair would replay them). On success the waiters go to
+ * delivery (delivery.c), pending_min is raised (O1) and the marker may
+ * advance (wal_marker.c); single_write: the next flush carries it, at once.
  *
- * Preallocation (log_prealloc_kb): zeros are written ahead of the data on
- * the ring, so a flush overwrites allocated blocks and its sync needs no
- * metadata journal commit; a flush never writes into a range being extended.
+ * Polling (log_poll_us): a worker that would suspend while its channel's
+ * write is in flight polls its ring instead, for about twice the channel's
+ * recent write time (bounded; none when writes are slower than the bound),
+ * yielding the CPU between polls: the completion is seen without waking a
+ * halted vCPU (wal_poll.c, with single_write's choice between RWF_DSYNC and
+ * write + fdatasync). Files and preallocation: wal_file.c.
  *
  * Everything here is owner-only (rule 2 of wal.c) except pending_min (O1)
  * and the counters (O3).
@@ -71,16 +82,9 @@ int wal_buf_reserve(struct wal_buf *b, size_t need)
     return 0;
 }
 
-static void buf_reset_batch(struct wal_buf *b)
-{
-    b->min_epoch = b->max_epoch = 0;
-    b->n_recs = 0;
-    b->wait_head = b->wait_tail = NULL;
-}
-
 static bool has_work(const struct chan *ch)
 {
-    return !ch->flight && (ch->gather->n_recs || ch->repair);
+    return !ch->flight && (ch->gather->n_recs || ch->repair || ch->want_claim);
 }
 
 /* ---- the epoch timer ------------------------------------------------------------------ */
@@ -165,6 +169,8 @@ static enum flush_form choose_form(struct chan *ch, bool chain_ok, uint64_t *p)
 {
     struct wal *wal = ch->wal;
     *p = 0;
+    if (wal->dsync)
+        return chan_dsync_form(ch); /* its claim, if any, is in the buffer already (chan_flush_now) */
     if (chain_ok && ch->ew == EW_IDLE && !ch->repair)
         *p = marker_claim_for_write(wal, ch);
     if (!*p)
@@ -201,12 +207,16 @@ static bool submit_write(struct chan *ch, bool chain_ok)
     uint64_t p;
     ch->form = choose_form(ch, chain_ok && !injected, &p);
     bool sfr = ch->form == FLUSH_SINGLE && !ch->wal->o_direct; /* O_DIRECT: the write itself reached the device */
+    bool dsync = ch->form == FLUSH_DSYNC;
     struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
     io_uring_prep_write(sqe, ch->fd, x->data + ch->wr_from, (unsigned)n, x->base + ch->wr_from);
-    chan_bind(ch, sqe, &ch->wr, wr_done, true); /* a sync, or the slot, always follows */
+    if (dsync)
+        sqe->rw_flags = RWF_DSYNC; /* the write and the fdatasync of its range: one request */
+    chan_bind(ch, sqe, &ch->wr, wr_done, !dsync); /* else a sync, or the slot, follows */
     ch->cqes = 1;
     ch->sync.res = 0;
-    if (ch->form != FLUSH_SINGLE || sfr)
+    ch->io_start_ns = wal_poll_clock();
+    if (!dsync && (ch->form != FLUSH_SINGLE || sfr))
         prep_sync(ch, n, p != 0);
     if (p) {
         size_t end = records_end(x, p); /* this write's records of epochs <= p */
@@ -220,60 +230,6 @@ static bool submit_write(struct chan *ch, bool chain_ok)
     wal_cnt_add(&ch->n_flushes, 1);
     sched_io_flush(ch->w);
     return true;
-}
-
-/* ---- preallocation ------------------------------------------------------------------ */
-
-static void extend_complete(struct chan *ch)
-{
-    bool waits = ch->ext == EXT_BUSY_FLUSH_WAITS;
-    ch->ext = EXT_IDLE;
-    if (ch->xwr.res == (int32_t)ch->wal->chunk && ch->xsync.res == 0)
-        ch->prealloc_end = ch->x_off + ch->wal->chunk;
-    /* else: the range stays unallocated; flushes simply append there. */
-    if (waits && has_work(ch))
-        chan_flush_now(ch);
-}
-
-static void x_done(struct chan *ch, struct chan_io *x, int32_t res)
-{
-    ch->inflight--;
-    x->res = res;
-    if (--ch->xcqes == 0)
-        extend_complete(ch);
-}
-
-static void xwr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
-{
-    (void)w, (void)flags;
-    struct chan *ch = CHAN_OF(io, xwr.io);
-    x_done(ch, &ch->xwr, res);
-}
-
-static void xsync_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
-{
-    (void)w, (void)flags;
-    struct chan *ch = CHAN_OF(io, xsync.io);
-    x_done(ch, &ch->xsync, res);
-}
-
-static void maybe_extend(struct chan *ch, uint64_t end_off)
-{
-    struct wal *wal = ch->wal;
-    if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + wal->chunk / 2 < ch->prealloc_end)
-        return;
-    if (sched_io_reserve(ch->w, 2))
-        return; /* the next flush asks again */
-    ch->x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
-    ch->ext = EXT_BUSY;
-    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
-    io_uring_prep_write(sqe, ch->fd, wal->zeros, (unsigned)wal->chunk, ch->x_off);
-    chan_bind(ch, sqe, &ch->xwr, xwr_done, true);
-    sqe = sched_io_sqe(ch->w);
-    io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
-    chan_bind(ch, sqe, &ch->xsync, xsync_done, false);
-    ch->xcqes = 2;
-    sched_io_flush(ch->w);
 }
 
 /* ---- starting a flush --------------------------------------------------------------- */
@@ -302,7 +258,7 @@ static void swap_buffers(struct chan *ch, struct wal_buf *x)
     y->base = x->base + blk;
     y->len = y->start = x->len - blk;
     memcpy(y->data, x->data + blk, y->len);
-    buf_reset_batch(y);
+    wal_buf_reset_batch(y);
     ch->gather = y;
     ch->flight = x;
 }
@@ -335,7 +291,7 @@ static struct urt_commit *unswap_buffers(struct chan *ch)
         }
     }
     y->len = y->start;
-    buf_reset_batch(y);
+    wal_buf_reset_batch(y);
     ch->gather = x;
     ch->flight = NULL;
     return lost;
@@ -350,9 +306,13 @@ void chan_flush_now(struct chan *ch)
         return;
     size_t from, to;
     flush_range(ch, x, &from, &to);
-    uint64_t end_off = x->base + to;
+    uint64_t end_off = x->base + to + (wal->dsync ? WAL_ALIGN : 0); /* room for a claim's block */
     if (ch->ext != EXT_IDLE && end_off > ch->x_off) {
         ch->ext = EXT_BUSY_FLUSH_WAITS; /* never write into a range being zero-filled */
+        return;
+    }
+    if (wal->dsync && sched_io_reserve(ch->w, 4)) {
+        arm_timer(ch); /* ring full (before a claim raises target): try again after an epoch */
         return;
     }
     if (x->n_recs) {
@@ -360,6 +320,12 @@ void chan_flush_now(struct chan *ch)
         if (x->max_epoch > ch->seg_max_epoch)
             ch->seg_max_epoch = x->max_epoch;
     }
+    ch->claim_p = marker_claim_append(ch, x); /* single_write: the marker this write makes true */
+    if (!x->n_recs && !ch->claim_p && !ch->repair)
+        return; /* a claim was wanted, another channel's took it */
+    if (ch->claim_p)
+        flush_range(ch, x, &from, &to);
+    end_off = x->base + to;
     swap_buffers(ch, x);
     ch->wr_from = from;
     ch->wr_to = to;
@@ -368,11 +334,11 @@ void chan_flush_now(struct chan *ch)
     ch->flush_start_ns = log_stamp();
     probe_flush((int)ch->index, ch->lsn, to - from);
     if (!submit_write(ch, x->n_recs != 0)) {
-        unswap_buffers(ch); /* nothing gathered since the swap: nothing lost */
+        unswap_buffers(ch); /* nothing gathered since the swap: nothing lost (reserved: not with a claim) */
         arm_timer(ch);      /* ring full: try again after an epoch */
         return;
     }
-    maybe_extend(ch, end_off);
+    chan_maybe_extend(ch, end_off);
 }
 
 /* ---- completing a flush ------------------------------------------------------------- */
@@ -383,6 +349,20 @@ static void release_held(struct chan *ch)
     struct urt_commit *list = ch->held_head;
     ch->held_head = ch->held_tail = NULL;
     delivery_list(&ch->wal->dl, ch->w, list);
+}
+
+static void hold_failed(struct chan *ch, struct urt_commit *failed)
+{
+    while (failed) {
+        struct urt_commit *next = failed->priv.next;
+        failed->priv.next = NULL;
+        if (ch->failed_tail)
+            ch->failed_tail->priv.next = failed;
+        else
+            ch->failed_head = failed;
+        ch->failed_tail = failed;
+        failed = next;
+    }
 }
 
 /* The failed write's stored commits get err; the gathered records move to
@@ -399,12 +379,23 @@ static void flush_failed(struct chan *ch, int err)
         c->priv.state = CS_RELEASE;
     }
     x->len = x->start;
-    buf_reset_batch(x);
+    wal_buf_reset_batch(x);
     struct urt_commit *lost = unswap_buffers(ch);
     ch->form = FLUSH_NONE;
     /* pending_min stays where it is (at or below the failed epochs) until a
      * write over the failed range is durable: D cannot cover those records. */
     ch->repair = true;
+    if (ch->claim_p) {
+        /* Its claim may be on disk with its records, and would make a
+         * recovery replay them: their errors wait until the repair write
+         * has overwritten them durably (flush_succeeded); its marker is
+         * claimed again after that (epending). */
+        if (ch->claim_p > ch->epending)
+            ch->epending = ch->claim_p;
+        ch->claim_p = 0;
+        hold_failed(ch, failed);
+        failed = NULL;
+    }
     delivery_list(&ch->wal->dl, ch->w, failed);
     delivery_list(&ch->wal->dl, ch->w, lost);
     release_held(ch);
@@ -419,9 +410,15 @@ static void flush_succeeded(struct chan *ch)
     wal_cnt_add(&ch->n_bytes, ch->wr_to - ch->wr_from);
     probe_durable((int)ch->index, ch->flight_lsn, ch->flush_start_ns, ch->flush_start_ns ? probe_now_ns() : 0);
     struct urt_commit *waiters = x->wait_head;
-    buf_reset_batch(x);
+    wal_buf_reset_batch(x);
     ch->flight = NULL;
     ch->form = FLUSH_NONE;
+    ch->claim_p = 0;
+    if (ch->repair && ch->failed_head) {
+        /* The failed claim write is overwritten, durably: its errors go out. */
+        delivery_list(&wal->dl, ch->w, ch->failed_head);
+        ch->failed_head = ch->failed_tail = NULL;
+    }
     ch->repair = false;
     ch->dirty_end = 0;
     release_held(ch);
@@ -429,12 +426,15 @@ static void flush_succeeded(struct chan *ch)
                           memory_order_seq_cst); /* O1: pairs with the loads in marker_durable */
     delivery_waiters(&wal->dl, ch->w, waiters);
     ch->done_seq = ch->flush_seq;
-    marker_after_flush(ch);
+    if (!wal->dsync)
+        marker_after_flush(ch);
     if (chan_roll_due(ch))
         chan_roll(ch); /* the gathered records go to a new segment file */
+    if (wal->dsync)
+        marker_after_dsync(ch); /* the next flush claims the marker, or the epoch file takes it */
     y = ch->gather;
-    if (y->wait_head || y->len - y->start >= WAL_FLUSH_BYTES)
-        chan_flush_now(ch); /* pipelining: the batch that gathered behind this write */
+    if (y->wait_head || y->len - y->start >= WAL_FLUSH_BYTES || ch->want_claim)
+        chan_flush_now(ch); /* pipelining: the batch that gathered behind this write (and the marker) */
     else if (y->n_recs)
         arm_timer(ch);
 }
@@ -480,6 +480,7 @@ void chan_flush_complete(struct chan *ch)
 {
     enum flush_form form = ch->form;
     ch->form = FLUSH_NONE;
+    wal_poll_done(ch, form);
     if (form == FLUSH_SINGLE) {
         single_complete(ch);
         return;
@@ -493,8 +494,11 @@ void chan_flush_complete(struct chan *ch)
         write_again(ch); /* a short write cancelled the linked sync: write the rest, synced */
     else if (ch->wr_eio)
         flush_failed(ch, -EIO);
-    else
+    else {
+        if (ch->claim_p)
+            marker_claim_durable(ch); /* the durability callback first, then earlier waiters */
         flush_succeeded(ch);
+    }
 }
 
 static void wr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags)
@@ -504,6 +508,8 @@ static void wr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t
     ch->inflight--;
     if (ch->wr_fake_short && res > 1)
         res = ch->wal->o_direct ? (res / 2) & ~511 : res / 2; /* as if the kernel wrote less */
+    if (ch->form == FLUSH_DSYNC)
+        ch->wr_fake_short = false; /* no sync to cancel: the short write alone */
     ch->wr.res = res;
     if (--ch->cqes == 0)
         chan_flush_complete(ch);
@@ -680,7 +686,7 @@ bool wal_before_suspend(struct wal *wal, struct worker *w)
     struct chan *ch = wal->chans[w->index];
     if (has_work(ch))
         chan_flush_now(ch); /* an idle worker flushes before it suspends */
-    return false;           /* its suspension ends at the completion */
+    return chan_poll_own_write(ch, w); /* else its suspension ends at the completion */
 }
 
 static void ignore_tag(void *ctx, uint64_t ud, int32_t res)
@@ -706,65 +712,4 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
         ring_reap(&w->ring, ignore_tag, NULL);
     }
     ch->stopping = true;
-}
-
-/* ---- creating a channel file --------------------------------------------------------- */
-
-void wal_header_block(uint8_t *block, uint64_t gen, uint32_t worker, uint64_t start_epoch, uint64_t lsn)
-{
-    struct wal_header_payload h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.magic, WAL_MAGIC, 8);
-    h.version = WAL_VERSION;
-    h.worker = worker;
-    h.gen = gen;
-    h.start_epoch = start_epoch;
-    memset(block, 0, WAL_ALIGN);
-    wal_rec_encode(block, WAL_REC_HEADER, start_epoch, 0, lsn, &h, sizeof(h));
-}
-
-/* Block 0: the header record, then zeros (written now, with the preallocation). */
-static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t start_epoch)
-{
-    ch->seg_max_epoch = start_epoch;
-    struct wal_buf *x = &ch->bufs[0];
-    wal_header_block(x->data, wal->gen, ch->index, start_epoch, ++ch->lsn);
-    x->base = 0;
-    x->len = x->start = wal_rec_size(sizeof(struct wal_header_payload));
-    buf_reset_batch(x);
-    buf_reset_batch(&ch->bufs[1]);
-    ch->gather = x;
-    int rc = wal_write_all(ch->fd, x->data, WAL_ALIGN, 0);
-    uint64_t pre = (uint64_t)wal->cfg->log_prealloc_kb * 1024;
-    for (uint64_t off = WAL_ALIGN; !rc && off < pre; off += wal->chunk)
-        rc = wal_write_all(ch->fd, wal->zeros,
-                           pre - off < wal->chunk ? wal_align_up(pre - off, WAL_ALIGN) : wal->chunk, off);
-    if (!rc && fdatasync(ch->fd))
-        rc = -errno;
-    /* log_prealloc_kb=0: nothing counts as preallocated, never a single-flush chain. */
-    ch->prealloc_end = pre ? (pre > WAL_ALIGN ? wal_align_up(pre, WAL_ALIGN) : WAL_ALIGN) : 0;
-    return rc;
-}
-
-int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen)
-{
-    wal_chan_file_name(ch->name, sizeof(ch->name), wal->gen, ch->index, 0);
-    int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (wal->o_direct ? O_DIRECT : 0);
-    ch->fd = openat(wal->dirfd, ch->name, flags, 0644);
-    if (ch->fd < 0) {
-        int e = errno;
-        snprintf(err, errlen, "log_dir %s: cannot create a channel file: %s", dir, strerror(e));
-        return -e;
-    }
-    wal_sync_nocow(&wal->sync, ch->fd); /* btrfs: while the file is empty */
-    for (int i = 0; i < 2; i++)
-        if (wal_buf_reserve(&ch->bufs[i], 256 * 1024))
-            return -ENOMEM;
-    int rc = write_header_and_zeros(wal, ch, start_epoch);
-    if (rc) {
-        snprintf(err, errlen, "log_dir %s: cannot write a channel file: %s", dir, strerror(-rc));
-        return rc;
-    }
-    atomic_init(&ch->pending_min, EPOCH_NONE);
-    return 0;
 }

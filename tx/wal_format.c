@@ -67,8 +67,8 @@ void wal_rec_encode(void *dst, uint16_t type, uint64_t epoch, uint64_t tx_id, ui
                     uint32_t len)
 {
     wal_rec_encode_header(dst, type, epoch, tx_id, lsn, len);
-    if (type == WAL_REC_COMMIT)
-        wal_rec_set_flags(dst, WAL_REC_F_END);
+    if (type == WAL_REC_COMMIT || type == WAL_REC_MARKER)
+        wal_rec_set_flags(dst, WAL_REC_F_END); /* a whole commit; a claim belongs to none */
     if (len)
         memcpy((uint8_t *)dst + WAL_HDR_SIZE, payload, len);
     wal_rec_seal(dst, len);
@@ -126,6 +126,8 @@ static const char *check_rec(const uint8_t *buf, size_t n, uint64_t off, struct 
         return "checksum mismatch";
     if (!all_zero(p + WAL_HDR_SIZE + len + WAL_CRC_SIZE, wal_rec_size(len) - WAL_HDR_SIZE - len - WAL_CRC_SIZE))
         return "non-zero padding";
+    if (type == WAL_REC_MARKER && (len != WAL_MARKER_PAYLOAD || rd64(p + 16) != 0))
+        return "malformed marker claim";
     r->off = off;
     r->len = len;
     r->type = type;

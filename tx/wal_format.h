@@ -32,7 +32,20 @@
  * aligned boundary is recognized (its lsn is not above its predecessor's).
  *
  * The first record is WAL_REC_HEADER (payload struct wal_header_payload,
- * magic "URTWAL01"). Epochs never decrease along a file, so a file is a
+ * magic "URTWAL01").
+ *
+ * Claims (WAL_REC_MARKER, version 3; log_sync single_write, wal_chan.c): a
+ * log write that the durable marker waits for may end with a claim record,
+ * payload u64 marker p, tx id 0, flags WAL_REC_F_END (it belongs to no
+ * commit), epoch max(p, the largest epoch already in the file) — never below
+ * p, so a recovery whose replay limit is below p cuts it with everything
+ * after it. It says: every record of every epoch <= p is on stable storage on
+ * every channel, given that this channel's records up to the claim are (the
+ * writer claims only what is durable elsewhere already, and writes the claim
+ * with the records in one O_DIRECT|RWF_DSYNC write). A claim is therefore
+ * believed only inside the channel's valid prefix (the scan reached it, so
+ * every byte before it is there); recovery merges claims with the epoch-file
+ * slots (wal_recover.c step 4). Claims are never replayed. Epochs never decrease along a file, so a file is a
  * sequence of epoch sections (records of one epoch are contiguous). Every
  * write ends with a terminator of WAL_TERMINATOR zero bytes (a header with
  * type 0), overwritten by the next write: whatever lies behind the last
@@ -82,7 +95,8 @@
 
 #define WAL_REC_HEADER 1u   /* first record of a channel file */
 #define WAL_REC_COMMIT 2u   /* a committed transaction's (or log commit's) record */
-#define WAL_REC_TYPE_MAX 2u
+#define WAL_REC_MARKER 3u   /* a durable-marker claim carried by a log write (version >= 3) */
+#define WAL_REC_TYPE_MAX 3u
 
 #define WAL_HDR_SIZE 32u
 #define WAL_CRC_SIZE 4u
@@ -102,7 +116,9 @@
 /* The checkpoint file "checkpoint": u64 marker, u32 magic, u32 crc32c of [0, 12). */
 #define WAL_CHECKPOINT_MAGIC 0x54504b43u /* "CKPT" */
 #define WAL_CHECKPOINT_SIZE 16u
-#define WAL_VERSION 2u       /* 2: commit records carry WAL_REC_F_END on their last one */
+#define WAL_VERSION 3u       /* 2: commit records carry WAL_REC_F_END on their last one;
+                                3: WAL_REC_MARKER claims (log_sync single_write) */
+#define WAL_MARKER_PAYLOAD 8u /* a claim's payload: u64 marker */
 #define WAL_REC_F_END 0x1u   /* the last record of its commit (a commit's records are contiguous) */
 
 struct wal_header_payload {

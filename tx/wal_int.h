@@ -23,6 +23,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
+#include "base/clock.h"
 #include "sched/io.h"
 #include "tx/commit_hook.h"
 #include "tx/delivery.h"
@@ -48,6 +49,10 @@ enum flush_form {
                      the last two                                              */
     FLUSH_SINGLE, /* write -> sync_file_range (not with O_DIRECT) -> slot ->
                      fdatasync(epochs): the flush ends with the last CQE       */
+    FLUSH_DSYNC,  /* one O_DIRECT write with RWF_DSYNC (log_sync single_write),
+                     ending with a claim when ch->claim_p != 0 (single_write
+                     may also use PLAIN on its O_DIRECT file, with a claim:
+                     wal_chan.c dsync_form)                                    */
 };
 
 /* The channel's epoch-file write. */
@@ -90,7 +95,7 @@ struct chan {
     uint64_t seg_max_epoch;     /* largest epoch written to it (owner only) */
 
     alignas(64) _Atomic uint64_t pending_min; /* O1 */
-    _Atomic uint64_t n_fsyncs, n_flushes, n_bytes, n_commits, n_errors, n_epoch_writes; /* O3 */
+    _Atomic uint64_t n_fsyncs, n_flushes, n_bytes, n_commits, n_errors, n_epoch_writes, n_claims; /* O3 */
 
     alignas(64) struct wal_buf bufs[2];
     struct wal_buf *gather, *flight;
@@ -107,6 +112,15 @@ struct chan {
 
     /* the flush in flight */
     enum flush_form form;
+    uint64_t claim_p;           /* the marker claimed by the flight's claim record (0: none) */
+    bool want_claim;            /* single_write: the marker passed target; the next flush claims it */
+    struct urt_commit *failed_head, *failed_tail; /* -errno answers of a failed claim write, held
+                                   until the repair write over its range is durable */
+    uint64_t io_start_ns;       /* polling (wal_poll): when the log I/O in flight was submitted */
+    uint64_t io_ewma_ns;        /* ... and how long this channel's recent log I/O took */
+    uint32_t poll_skip;         /* writes left without polling (the CPU was contended) */
+    uint64_t form_ewma_ns[2];   /* single_write: recent time of RWF_DSYNC writes, of write+fdatasync */
+    uint32_t form_writes;       /* ... writes so far (every 32nd tries the other form) */
     struct chan_io wr, sync;    /* log write + its fdatasync / sync_file_range */
     uint32_t cqes;              /* CQEs still to come for the flush */
     size_t wr_from, wr_to, wr_len;
@@ -146,8 +160,10 @@ struct wal {
     size_t chunk;              /* preallocation extension size (0: none) */
     uint8_t *zeros;            /* chunk zero bytes, aligned */
     uint64_t epoch_ns;
-    struct wal_sync_choice sync; /* strict or single_flush, and why (wal_sync.c) */
+    struct wal_sync_choice sync; /* strict, single_flush or single_write, and why (wal_sync.c) */
     bool single_ok;            /* single-flush chains allowed (sync.mode) */
+    bool dsync;                /* single_write: every flush is one O_DIRECT|RWF_DSYNC write */
+    uint64_t poll_cap_ns;      /* log_poll_us */
 
     alignas(64) _Atomic uint64_t epoch;   /* E, the open epoch */
     alignas(64) _Atomic uint64_t target;  /* O2 */
@@ -200,6 +216,27 @@ static inline void chan_bind(struct chan *ch, struct io_uring_sqe *sqe, struct c
 
 #define CHAN_OF(p, field) ((struct chan *)((char *)(p) - offsetof(struct chan, field)))
 
+/* The clock of the polling budget (wal_chan.c, log_poll_us). */
+static inline uint64_t wal_poll_clock(void)
+{
+    return urt_clock_ns();
+}
+
+static inline void wal_buf_reset_batch(struct wal_buf *b)
+{
+    b->min_epoch = b->max_epoch = 0;
+    b->n_recs = 0;
+    b->wait_head = b->wait_tail = NULL;
+}
+
+/* ---- wal_poll.c ---------------------------------------------------------------------- */
+/* A flush's I/O ended: its time feeds the polling budget and the form choice. */
+void wal_poll_done(struct chan *ch, enum flush_form form);
+/* The worker would suspend: poll instead (true) while ch's write is in flight. */
+bool chan_poll_own_write(struct chan *ch, struct worker *w);
+/* single_write: the form of the next write (FLUSH_DSYNC or FLUSH_PLAIN). */
+enum flush_form chan_dsync_form(struct chan *ch);
+
 /* ---- wal_chan.c ---------------------------------------------------------------------- */
 int wal_buf_reserve(struct wal_buf *b, size_t need);
 /* Block 0 of a channel file (WAL_ALIGN bytes): its header record, then zeros. */
@@ -207,7 +244,12 @@ void wal_header_block(uint8_t *block, uint64_t gen, uint32_t worker, uint64_t st
 void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task);
 void chan_flush_now(struct chan *ch);
 void chan_flush_complete(struct chan *ch);
+
+/* ---- wal_file.c ---------------------------------------------------------------------- */
 int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen);
+/* After a flush to end_off was submitted: zero-fill the next chunk on the
+ * ring when the data comes within half a chunk of the preallocation's end. */
+void chan_maybe_extend(struct chan *ch, uint64_t end_off);
 
 /* A segment ready for checkpoint deletion: all its records are at or below max_epoch. */
 struct closed_seg {
@@ -232,6 +274,19 @@ void wal_chan_file_name(char *buf, size_t len, uint64_t gen, uint32_t worker, ui
 
 /* ---- wal_marker.c -------------------------------------------------------------------- */
 uint64_t marker_durable(struct wal *wal);
+/* single_write: a claim record for the flush being prepared from x, if
+ * there is room for it in preallocated space and D, once this write is
+ * durable, passes target (or equals a marker a failed write claimed,
+ * epending): appended to x, claimed (target raised, O2), and its marker
+ * returned; 0 if none. */
+uint64_t marker_claim_append(struct chan *ch, struct wal_buf *x);
+/* single_write, after a flush of ch succeeded: whether the next flush must
+ * carry a claim (the marker passed target, or a failed claim waits); when
+ * ch cannot claim (no preallocated room), the epoch file takes the marker
+ * (marker_after_flush). */
+void marker_after_dsync(struct chan *ch);
+/* The claim of ch's completed flush is durable: D = its marker. */
+void marker_claim_durable(struct chan *ch);
 /* Claims the marker D will reach once ch's write in preparation is durable,
  * if it passes every marker sent so far: that marker, else 0 (O2). */
 uint64_t marker_claim_for_write(struct wal *wal, const struct chan *ch);

@@ -12,7 +12,22 @@
  *     conditional slot), or
  *   - by the channel whose flush completed, in a slot write of its own
  *     (EW_OWN: slot -> fdatasync(epochs)) when D passed `target`.
- * When the slot is durable, persisted = D and delivery runs (wal_deliver.c).
+ * When the slot is durable, persisted = D and delivery runs (delivery.c).
+ *
+ * log_sync single_write (wal_sync.c): every flush is one O_DIRECT write with
+ * RWF_DSYNC, and the flush that D waits for carries the marker itself, as a
+ * claim record after its records (format: wal_format.h; marker_claim_append):
+ * p = D as it will be once this write is durable = D computed without this
+ * channel (every other channel's records of epochs <= p are durable already,
+ * O1, and E has passed this write's epochs, so no new record <= p appears).
+ * When the write completes, persisted = p (marker_claim_durable): one device
+ * write and one flush, no epoch-file write. When a completion moves D past
+ * target and the channel's next flush can claim (preallocated room), that
+ * flush carries it, at once, with what gathered or alone (marker_after_dsync,
+ * want_claim); where it cannot, the epoch file takes it (EW_OWN). A claim
+ * write that failed may still be on disk: its commits' errors are held until
+ * the repair write over its range is durable (wal_chan.c), and its marker
+ * (epending) is claimed again by the repair's successor.
  * A chained slot that failed or was cancelled with its log write is written
  * again once that log write is durable (epending, marker_after_flush); an own
  * slot write that failed is written again at once, in the next slot.
@@ -211,6 +226,74 @@ void marker_chain_slot(struct chan *ch, uint64_t m, uint64_t end)
     prep_slot_pair(ch, m, end);
     if (ch->form != FLUSH_SINGLE)
         ch->ecqes = 2; /* FLUSH_STRICT: its own completion; FLUSH_SINGLE: counted in the flush's cqes */
+}
+
+/* ---- claims (log_sync single_write) ---------------------------------------------------- */
+
+#define CLAIM_BYTES wal_rec_size(WAL_MARKER_PAYLOAD)
+
+/* A claim after x's records, and the whole blocks an O_DIRECT write of them
+ * covers, lie in preallocated, zero-filled space. */
+static bool claim_room(const struct chan *ch, const struct wal_buf *x)
+{
+    size_t to = wal_align_up(x->len + CLAIM_BYTES + WAL_TERMINATOR, WAL_ALIGN);
+    return x->base + to <= ch->prealloc_end;
+}
+
+/* The marker ch may claim for its write in preparation: D once that write is
+ * durable (every other channel's records of epochs <= it are durable already:
+ * their pending_min passed it, O1), if it passes target (then target := it,
+ * O2), or if it covers a marker a failed write of ch claimed (epending: target
+ * passed that marker already, nobody else writes it). 0: no claim. */
+static uint64_t claim_marker(struct chan *ch)
+{
+    struct wal *wal = ch->wal;
+    uint64_t p = durable_without(wal, ch);
+    bool owed = ch->epending && p >= ch->epending;
+    uint64_t t = atomic_load_explicit(&wal->target, memory_order_relaxed);
+    while (p > t)
+        if (atomic_compare_exchange_weak_explicit(&wal->target, &t, p, memory_order_seq_cst,
+                                                  memory_order_relaxed)) /* O2 */
+            return p;
+    return owed ? p : 0;
+}
+
+uint64_t marker_claim_append(struct chan *ch, struct wal_buf *x)
+{
+    ch->want_claim = false;
+    if (!ch->wal->dsync || ch->repair || !claim_room(ch, x) ||
+        wal_buf_reserve(x, x->len + CLAIM_BYTES + WAL_TERMINATOR + WAL_ALIGN))
+        return 0;
+    uint64_t p = claim_marker(ch);
+    if (!p)
+        return 0;
+    /* Its epoch is never below p (a recovery that does not reach p cuts it)
+     * nor below any record before it (epochs never decrease along a file). */
+    uint64_t e = p > ch->seg_max_epoch ? p : ch->seg_max_epoch;
+    wal_rec_encode(x->data + x->len, WAL_REC_MARKER, e, 0, ++ch->lsn, &p, WAL_MARKER_PAYLOAD);
+    x->len += CLAIM_BYTES;
+    ch->seg_max_epoch = e;
+    if (p >= ch->epending)
+        ch->epending = 0;
+    return p;
+}
+
+void marker_after_dsync(struct chan *ch)
+{
+    struct wal *wal = ch->wal;
+    if (!claim_room(ch, ch->gather)) {
+        marker_after_flush(ch); /* appending past the preallocation: the epoch file takes it */
+        return;
+    }
+    if (ch->epending || marker_durable(wal) > atomic_load_explicit(&wal->target, memory_order_relaxed))
+        ch->want_claim = true; /* the next flush (at once: wal_chan.c) carries it */
+}
+
+void marker_claim_durable(struct chan *ch)
+{
+    wal_cnt_add(&ch->n_claims, 1);
+    wal_fetch_max(&ch->wal->dl.persisted, ch->claim_p); /* O2: before the releaser takes heap_lock */
+    delivery_durable(&ch->wal->dl, ch->w);
 }
 
 /* ---- the file ------------------------------------------------------------------------- */

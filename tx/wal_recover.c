@@ -10,13 +10,17 @@
  *      not a urt log directory (-EMEDIUMTYPE).
  *   3. Map every channel and scan it (wal_scan): the valid prefix, and where
  *      and why it stopped.
- *   4. Durable marker D (choose_durable): the valid epoch-file slots sorted
- *      by marker; D is the largest marker reached before the first slot
- *      whose condition fails (its channel's valid prefix does not reach the
- *      slot's `end`). Conditions are cumulative: a later slot builds on
- *      every earlier one, so once one is broken (its log bytes were lost)
- *      no later marker is believed either — a later unconditional slot
- *      cannot vouch for an epoch whose records another channel lost.
+ *   4. Durable marker D (choose_durable): the valid epoch-file slots and
+ *      the claims (WAL_REC_MARKER records of log_sync single_write, each
+ *      inside its channel's valid prefix, so it holds: add_claims) sorted by
+ *      marker; D is the largest marker reached before the first slot whose
+ *      condition fails (its channel's valid prefix does not reach the slot's
+ *      `end`). Conditions are cumulative: a later slot builds on every
+ *      earlier one, so once one is broken (its log bytes were lost) no later
+ *      marker is believed either — a later unconditional slot or claim
+ *      cannot vouch for an epoch whose records another channel lost. D is
+ *      never below the checkpoint (written only at or below a durable
+ *      marker, whose claim may have been deleted with its segment).
  *   5. Damage below D (damage_limit): a channel that stopped on corrupt or
  *      zeroed data FOLLOWED by a valid record of an epoch <= D (damage in
  *      the middle of durable data, not a torn write) lost records of epochs
@@ -49,7 +53,10 @@
  *      seen) can never make them replayable.
  * Idempotent: a second run (with or without runtimes started in between)
  * finds D unconditional, nothing to cut, and replays the same records; the
- * marker it reports never goes down.
+ * marker it reports never goes down. Claims that survive a recovery are at or
+ * below its replay limit (a claim's epoch is never below its marker, so one
+ * above the limit is cut with the records after it): they cannot raise a
+ * later recovery's marker over records this one cut.
  *
  * Threading: plain blocking file I/O on the calling thread; no shared state.
  */
@@ -82,7 +89,7 @@ static bool all_zero_bytes(const uint8_t *p, size_t n)
 struct rrec {
     uint64_t off, epoch, tx_id, lsn;
     uint32_t len;
-    uint16_t flags;
+    uint16_t flags, type;
 };
 
 struct rchan {
@@ -113,8 +120,8 @@ struct recovery {
     unsigned flags;
     struct rchan *ch;
     size_t n, cap;
-    struct rslot *slots;
-    size_t n_slots;
+    struct rslot *slots;     /* the epoch file's valid slots, then the channels' claims */
+    size_t n_slots, n_file_slots;
     bool epochs_canonical;   /* the epoch file already is "one unconditional slot D" (+ the limit) */
     uint64_t limit;          /* a replay limit an earlier recovery persisted (UINT64_MAX: none) */
     struct urt_log_recovery res;
@@ -133,7 +140,7 @@ static int collect(void *arg, const struct wal_rec *r)
         c->recs = p;
         c->cap = cap;
     }
-    c->recs[c->n++] = (struct rrec){r->off, r->epoch, r->tx_id, r->lsn, r->len, r->flags};
+    c->recs[c->n++] = (struct rrec){r->off, r->epoch, r->tx_id, r->lsn, r->len, r->flags, r->type};
     return 0;
 }
 
@@ -327,12 +334,49 @@ static int read_slots(struct recovery *r)
         }
     }
     r->epochs_canonical = !other && r->n_slots == 1 && n == (size_t)EPOCH_SLOTS * EPOCH_SLOT_SIZE;
+    r->n_file_slots = r->n_slots;
     free(b);
     return 0;
 }
 
+/* The claims (WAL_REC_MARKER, wal_format.h) in the channels' valid
+ * prefixes join the slots: each holds (the scan reached it, so every byte
+ * of its channel before it is there), and, being sorted with the slots, is
+ * believed only below the first slot whose condition fails. */
+static int add_claims(struct recovery *r)
+{
+    size_t claims = 0;
+    for (size_t i = 0; i < r->n; i++)
+        for (size_t k = 0; k < r->ch[i].n; k++)
+            claims += r->ch[i].recs[k].type == WAL_REC_MARKER;
+    if (!claims)
+        return 0;
+    struct rslot *p = realloc(r->slots, (r->n_slots + claims) * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    r->slots = p;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct rchan *c = &r->ch[i];
+        for (size_t k = 0; k < c->n; k++) {
+            if (c->recs[k].type != WAL_REC_MARKER)
+                continue;
+            struct wal_epoch_slot e = {0};
+            memcpy(&e.marker, c->data + c->recs[k].off + WAL_HDR_SIZE, 8);
+            r->slots[r->n_slots++] = (struct rslot){e, true};
+        }
+    }
+    r->res.claims = (uint32_t)claims;
+    return 0;
+}
+
+/* D: the largest marker reached before the first slot (or claim) whose
+ * condition fails; never below the checkpoint, which urt_log_checkpoint
+ * wrote only at or below a durable marker (a claim that established that
+ * marker may have been deleted with its segment). */
 static void choose_durable(struct recovery *r)
 {
+    bool canonical = r->n_file_slots == 1 && r->slots[0].holds; /* before the sort: slot 0 is the file's */
+    uint64_t file_marker = canonical ? r->slots[0].s.marker : 0;
     if (r->n_slots)
         qsort(r->slots, r->n_slots, sizeof(*r->slots), cmp_slot);
     uint64_t d = 0;
@@ -340,8 +384,10 @@ static void choose_durable(struct recovery *r)
     for (; k < r->n_slots && r->slots[k].holds; k++)
         d = r->slots[k].s.marker;
     r->res.broken_slots = (uint32_t)(r->n_slots - k);
+    if (d < r->res.checkpoint)
+        d = r->res.checkpoint;
     r->res.durable_marker = d;
-    r->epochs_canonical &= (r->n_slots == 1 && k == 1) || (r->n_slots == 0 && r->n == 0);
+    r->epochs_canonical &= (canonical && file_marker == d) || (r->n_file_slots == 0 && r->n == 0 && d == 0);
 }
 
 /* ---- step 5: damage below the marker --------------------------------------------------- */
@@ -523,6 +569,8 @@ static int replay(struct recovery *r, const struct urt_log_recover_ops *ops, voi
         if (best == n)
             break;
         const struct rrec *x = &ch[best].recs[pos[best]++];
+        if (x->type == WAL_REC_MARKER)
+            continue; /* a claim: read in step 4, never replayed */
         struct urt_log_record out = {.epoch = x->epoch, .tx_id = x->tx_id, .lsn = x->lsn, .gen = ch[best].gen,
                                      .worker = ch[best].worker, .len = x->len,
                                      .payload = ch[best].data + x->off + WAL_HDR_SIZE};
@@ -703,6 +751,8 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
         rc = read_checkpoint(&r);
     if (!rc)
         rc = read_slots(&r);
+    if (!rc)
+        rc = add_claims(&r);
     if (!rc) {
         choose_durable(&r);
         damage_limit(&r);

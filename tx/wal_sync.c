@@ -2,10 +2,23 @@
  * tx/wal_sync.c — which way a log directory makes group commits durable
  * (urt_config.log_sync; docs/durability.md).
  *
- * Two ways (wal.c submit_write):
+ * Three ways (wal_chan.c submit_write):
  *   strict        write(log) -> fdatasync(log) -> write(epoch slot) ->
  *                 fdatasync(epochs). Holds on every file system that keeps
  *                 fdatasync's promise.
+ *   single_write  one O_DIRECT write with RWF_DSYNC (the write and the
+ *                 fdatasync of its range in one request: on a device without
+ *                 FUA, one device write and one cache flush), into
+ *                 preallocated, zero-filled space, ending with a claim of the
+ *                 durable marker it makes true (wal_format.h): no epoch-file
+ *                 write while the other channels hold nothing older. RWF_DSYNC
+ *                 is the file's own fdatasync, so the write is durable where
+ *                 fdatasync keeps its promise; the claim is believed only if
+ *                 the whole write is there, which zero-filled space makes
+ *                 checkable (a torn write ends the valid prefix before it).
+ *                 The in-place overwrite is what makes it one device round
+ *                 trip. Needs O_DIRECT (probed on the first channel file:
+ *                 refused -> single_flush).
  *   single_flush  write(log) -> sync_file_range(log, wait) -> write(epoch
  *                 slot, conditional) -> fdatasync(epochs). One device cache
  *                 flush covers the log bytes and the marker. It holds only
@@ -16,19 +29,23 @@
  *                 issued after the log bytes reached the device.
  *
  * auto chooses at open, per directory (fstatfs and /proc/self/mountinfo):
- *   ext4, xfs          single_flush, unless mounted with nobarrier /
+ *   ext4, xfs          single_write (single_flush where O_DIRECT or
+ *                      RWF_DSYNC is refused), unless mounted with nobarrier /
  *                      barrier=0 (no flush at all: strict, and nothing is
  *                      durable anyway) or data=journal (data goes through the
  *                      journal, not in place): strict;
  *   btrfs              copy-on-write moves every overwrite to new extents,
- *                      recorded only by that file's own fsync: single_flush
- *                      only if FS_NOCOW_FL could be set on every channel file
+ *                      recorded only by that file's own fsync: single_write
+ *                      (or single_flush, as above) only if FS_NOCOW_FL could
+ *                      be set on every channel file
  *                      (wal_sync_nocow, while the file is still empty), else
  *                      strict;
  *   everything else    (FUSE, NFS, overlayfs, tmpfs, f2fs, zfs, ...) strict.
  *   log_prealloc_kb=0  strict: the writes append, (a) never holds.
- * A forced single_flush is taken as asked (the user vouches for the file
- * system); config validation refuses it with log_prealloc_kb=0.
+ * A forced single_flush or single_write is taken as asked (the user vouches
+ * for the file system; single_write still falls back to single_flush where
+ * O_DIRECT is refused); config validation refuses both with
+ * log_prealloc_kb=0.
  *
  * Pure set-up code: runs once in wal_open on the creating thread.
  */
@@ -99,12 +116,12 @@ static void choose_auto(int dirfd, unsigned long magic, struct wal_sync_choice *
             snprintf(c->why, sizeof(c->why), "%s mounted with %s", c->fs, opt);
             return;
         }
-        c->mode = URT_LOG_SYNC_SINGLE_FLUSH;
+        c->mode = URT_LOG_SYNC_SINGLE_WRITE;
         snprintf(c->why, sizeof(c->why), "%s: in-place overwrites of preallocated blocks", c->fs);
         return;
     }
     if (magic == FS_BTRFS) {
-        c->mode = URT_LOG_SYNC_SINGLE_FLUSH;
+        c->mode = URT_LOG_SYNC_SINGLE_WRITE;
         c->need_nocow = true; /* confirmed or withdrawn by wal_sync_nocow per channel */
         snprintf(c->why, sizeof(c->why), "btrfs with no-CoW channel files");
         return;
@@ -127,18 +144,42 @@ int wal_sync_choose(int dirfd, const struct urt_config *cfg, struct wal_sync_cho
     } else if (cfg->log_sync == URT_LOG_SYNC_STRICT) {
         c->mode = URT_LOG_SYNC_STRICT;
         snprintf(c->why, sizeof(c->why), "log_sync=strict");
-    } else if (cfg->log_sync == URT_LOG_SYNC_SINGLE_FLUSH) {
-        c->mode = URT_LOG_SYNC_SINGLE_FLUSH;
-        snprintf(c->why, sizeof(c->why), "log_sync=single_flush (forced, on %s)", c->fs);
+    } else if (cfg->log_sync == URT_LOG_SYNC_SINGLE_FLUSH || cfg->log_sync == URT_LOG_SYNC_SINGLE_WRITE) {
+        c->mode = cfg->log_sync;
+        snprintf(c->why, sizeof(c->why), "log_sync=%s (forced, on %s)", wal_sync_name(c->mode), c->fs);
     } else {
         choose_auto(dirfd, c->fs_magic, c);
     }
     return 0;
 }
 
+const char *wal_sync_name(enum urt_log_sync mode)
+{
+    switch (mode) {
+    case URT_LOG_SYNC_STRICT:
+        return "strict";
+    case URT_LOG_SYNC_SINGLE_FLUSH:
+        return "single_flush";
+    case URT_LOG_SYNC_SINGLE_WRITE:
+        return "single_write";
+    default:
+        return "auto";
+    }
+}
+
+void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err)
+{
+    if (c->mode != URT_LOG_SYNC_SINGLE_WRITE)
+        return;
+    c->mode = URT_LOG_SYNC_SINGLE_FLUSH;
+    char was[sizeof(c->why)];
+    snprintf(was, sizeof(was), "%s", c->why);
+    snprintf(c->why, sizeof(c->why), "%.70s; %s refused (%s): single_flush", was, what, strerror(err));
+}
+
 void wal_sync_nocow(struct wal_sync_choice *c, int fd)
 {
-    if (!c->need_nocow || c->mode != URT_LOG_SYNC_SINGLE_FLUSH)
+    if (!c->need_nocow || c->mode == URT_LOG_SYNC_STRICT)
         return;
     int flags = 0;
     bool ok = ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;

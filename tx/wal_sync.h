@@ -10,7 +10,7 @@
 #include <urt/config.h>
 
 struct wal_sync_choice {
-    enum urt_log_sync mode;   /* URT_LOG_SYNC_STRICT or URT_LOG_SYNC_SINGLE_FLUSH */
+    enum urt_log_sync mode;   /* URT_LOG_SYNC_STRICT, _SINGLE_FLUSH or _SINGLE_WRITE */
     bool need_nocow;          /* btrfs: every channel file must take FS_NOCOW_FL */
     unsigned long fs_magic;   /* statfs f_type of the log directory */
     char fs[16];              /* its name ("ext4", "btrfs", "fuse", ... "unknown") */
@@ -22,5 +22,10 @@ int wal_sync_choose(int dirfd, const struct urt_config *cfg, struct wal_sync_cho
 /* For a channel file just created (still empty): sets FS_NOCOW_FL where the
  * choice needs it; if it does not take, the choice falls back to strict. */
 void wal_sync_nocow(struct wal_sync_choice *c, int fd);
+/* single_write without O_DIRECT or RWF_DSYNC (what was refused, errno):
+ * the choice falls back to single_flush. */
+void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err);
+/* "strict", "single_flush", "single_write". */
+const char *wal_sync_name(enum urt_log_sync mode);
 
 #endif

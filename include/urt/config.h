@@ -31,14 +31,19 @@ enum urt_placement {
 
 /* How the log makes a group commit durable (docs/durability.md). */
 enum urt_log_sync {
-    URT_LOG_SYNC_AUTO = 0,         /* default: single_flush where the file system keeps its
+    URT_LOG_SYNC_AUTO = 0,         /* default: single_write where the file system keeps its
                                       promise (ext4, xfs, btrfs with no-CoW log files, when
-                                      preallocation is on), strict everywhere else */
+                                      preallocation is on and O_DIRECT works; single_flush
+                                      there without O_DIRECT), strict everywhere else */
     URT_LOG_SYNC_STRICT = 1,       /* each log write's own fdatasync completes before the
                                       marker that covers it is written to the epoch file */
     URT_LOG_SYNC_SINGLE_FLUSH = 2, /* write(log) -> sync_file_range -> epoch slot ->
                                       fdatasync(epochs): one device flush per group; only where
                                       log writes overwrite allocated blocks in place */
+    URT_LOG_SYNC_SINGLE_WRITE = 3, /* one O_DIRECT write with RWF_DSYNC per group into
+                                      preallocated, zero-filled space, carrying the durable
+                                      marker it makes true (a claim): one device write and one
+                                      flush, no epoch-file write while one channel is active */
 };
 
 /* Ring features urt must not use even where the kernel offers them
@@ -125,6 +130,10 @@ struct urt_config {
                                        closed segments it covers */
     bool direct_commit_callback;    /* commit callbacks run where the response is reached
                                        (urt/log.h) instead of in a new task (default false) */
+    uint32_t log_poll_us;           /* a worker whose log write is in flight polls its ring for
+                                       the completion instead of suspending, for at most this
+                                       long (µs; adaptive: about twice its recent writes' time);
+                                       0 = never (default 1000) */
 
     uint32_t reserved[8];           /* must be zero */
 };

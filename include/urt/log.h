@@ -10,14 +10,27 @@
  *                          for a transaction: after pre-commit, visible to others;
  *   URT_COMMIT_STORED    — the durable marker covers the commit's marker: the
  *                          record was written and a device flush covering it
- *                          completed (its channel's fdatasync, or, with
- *                          log_sync resolved to single_flush, the epoch file's
+ *                          completed (its channel's fdatasync; with log_sync
+ *                          resolved to single_flush, the epoch file's
  *                          fdatasync chained behind the write and its
- *                          sync_file_range), every channel flushed that epoch,
- *                          and the marker was fdatasync'd into the epoch file.
+ *                          sync_file_range; with single_write, the write's own
+ *                          RWF_DSYNC), every channel flushed that epoch,
+ *                          and the marker was made durable: fdatasync'd into
+ *                          the epoch file, or (single_write) carried by a log
+ *                          write as a claim that recovery believes only if
+ *                          that whole write is there.
  *                          It survives a process crash and a power loss on the
  *                          file systems docs/durability.md lists.
  * Group commit: records of many commits share one write + fdatasync.
+ * Release: the stored commits a new durable marker covers are answered in
+ * marker order by one task; with several workers, each time its callbacks
+ * have run for a while (50 µs), the later half of what remains is left for
+ * an idle worker to steal (a client that commits again from its callback
+ * then lives there: busy clients spread over the workers, cheap ones stay
+ * together). Answers
+ * come in marker order within each piece; pieces taken by different
+ * workers may overlap. One worker, or direct_commit_callback: strictly in
+ * marker order.
  *
  * Lifecycle of a struct urt_commit (caller-embedded, no allocation):
  *  1. The caller owns it, zeroed or not, until urt_log_commit() succeeds.
@@ -93,7 +106,8 @@ URT_API int urt_log_on_durable(urt_runtime *rt, urt_durable_fn *fn, void *arg);
 
 struct urt_log_stats {
     uint64_t fsyncs;        /* group commits made durable (one fdatasync each: the
-                               channel's, or the epoch file's in a single-flush chain) */
+                               channel's, the epoch file's in a single-flush chain, or the
+                               RWF_DSYNC of the write itself with single_write) */
     uint64_t flushes;       /* log writes submitted */
     uint64_t bytes;         /* log bytes written */
     uint64_t commits;       /* records appended */
@@ -101,10 +115,13 @@ struct urt_log_stats {
     uint64_t epoch;         /* the open epoch */
     uint64_t durable;       /* the durable marker (persisted in the epoch file) */
     uint64_t epoch_writes;  /* epoch-file writes (each fdatasync'd) */
-    uint32_t sync_mode;     /* enum urt_log_sync chosen at open: URT_LOG_SYNC_STRICT or
-                               URT_LOG_SYNC_SINGLE_FLUSH (docs/durability.md) */
+    uint32_t sync_mode;     /* enum urt_log_sync chosen at open: URT_LOG_SYNC_STRICT,
+                               URT_LOG_SYNC_SINGLE_FLUSH or URT_LOG_SYNC_SINGLE_WRITE
+                               (docs/durability.md) */
     char fs[16];            /* the log directory's file system ("ext4", "btrfs", "fuse", ...) */
     uint64_t checkpoint;    /* the last checkpoint (urt_log_checkpoint), 0: none */
+    uint64_t claims;        /* single_write: durable markers carried by log writes (claims) that
+                               became durable, instead of epoch-file writes */
 };
 /* Reads the counters (relaxed: a snapshot, not a consistent cut). Returns 0
  * or -ENOTSUP. Any thread. */
@@ -142,8 +159,8 @@ URT_API int urt_log_checkpoint(urt_runtime *rt, uint64_t marker);
  *     assign must not block for long: it runs on a worker.
  *  3. The engine calls urt_durability_notify(rt, m) from any thread when
  *     everything up to marker m is durable. Every STORED commit with a marker
- *     <= m is then answered exactly once, in marker order, in one task on a
- *     worker (or on the notifying thread with direct_commit_callback), after
+ *     <= m is then answered exactly once, in marker order, by tasks on the
+ *     workers (or on the notifying thread with direct_commit_callback), after
  *     the on_durable observer (urt_log_on_durable) was told of m, on the
  *     notifying thread. Lower or repeated markers change nothing.
  *  4. ACCEPTED and AVAILABLE commits are answered right after assign.
@@ -205,17 +222,19 @@ struct urt_log_recover_ops {
 };
 
 struct urt_log_recovery {
-    uint64_t durable_marker;   /* from the epoch file */
+    uint64_t durable_marker;   /* from the epoch file and the claims in the channels */
     uint64_t replay_marker;    /* what was replayed up to (lower if damage was found) */
     uint64_t max_epoch;        /* largest epoch of any valid record before cutting */
     uint64_t max_gen;
     uint64_t replayed, cut_bytes;
     uint32_t channels, cuts;
-    uint32_t broken_slots;     /* epoch-file slots not believed: the first whose condition failed
-                                  (its log bytes are gone) and every later one */
+    uint32_t broken_slots;     /* epoch-file slots (and claims) not believed: the first slot whose
+                                  condition failed (its log bytes are gone) and every later one */
     uint64_t checkpoint;       /* the engine's last checkpoint (urt_log_checkpoint; 0: none):
                                   only records of epochs above it are replayed */
     uint32_t deleted;          /* channel files removed: every record at or below the checkpoint */
+    uint32_t claims;           /* durable-marker claims found in the channels' valid records
+                                  (log_sync single_write: the marker rides in the log write) */
     uint32_t epoch_slot_next;  /* internal: next epoch-file slot */
 };
 

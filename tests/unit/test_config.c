@@ -51,6 +51,7 @@ static const char *const ALL_FIELDS[] = {
     "log_sync",
     "direct_commit_callback",
     "log_segment_kb",
+    "log_poll_us",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -182,9 +183,11 @@ static const struct bad BAD[] = {
     U32BAD(log_segment_kb, 63),
     U32BAD(log_segment_kb, (1u << 24) + 1),
     {"log_dir", K_LOG_DIR, 0, "", 0},
-    {"log_sync", K_LOG_SYNC, 3, NULL, 0},
+    {"log_sync", K_LOG_SYNC, 4, NULL, 0},
     {"log_sync", K_LOG_SYNC, 1000, NULL, 0},
     {"log_sync", K_LOG_SYNC, URT_LOG_SYNC_SINGLE_FLUSH | 0x100, NULL, 0}, /* single_flush, prealloc 0 */
+    {"log_sync", K_LOG_SYNC, URT_LOG_SYNC_SINGLE_WRITE | 0x100, NULL, 0}, /* single_write, prealloc 0 */
+    U32BAD(log_poll_us, 1000001),
     U64BAD(worker_suspend_timeout_us, 0),
     U64BAD(worker_suspend_timeout_us, 3600000001ull),
     U64BAD(worker_suspend_timeout_us, UINT64_MAX),
@@ -252,6 +255,7 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(io_fixed_files);
         SET32(log_prealloc_kb);
         SET32(log_segment_kb);
+        SET32(log_poll_us);
 #undef SET32
         cr_assert_fail("no u32 field %s", f);
         return;

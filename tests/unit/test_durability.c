@@ -8,7 +8,9 @@
  * a notify covering its marker began, never before on_durable heard of such
  * a marker; with one worker (or direct callbacks) answers come in marker
  * order. Shutdown answers waiting commits -ECANCELED once; bad use gets a
- * documented errno and a message.
+ * documented errno and a message. A release whose callbacks take long is
+ * split over the workers (its rest stolen by an idle one), so busy clients
+ * that commit again from their callbacks spread.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -270,5 +272,123 @@ Test(durability, bad_use_is_refused_with_a_message, .timeout = 60)
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
+    leak_check();
+}
+
+/* ---- a large release spreads over the workers (issue 12 point 3) -------------------- */
+
+/* Clients that commit again from their callback live where their callbacks
+ * run. All start on worker 0; each callback does some work (about 20 µs), as
+ * an engine's would, so a release (all commits of one marker) takes long and
+ * its rest is left for an idle worker to steal: the callbacks of a large
+ * release run on both workers — with one task per release they would all
+ * run on one, and the clients would never spread. */
+#define SPREAD_CLIENTS 32
+#define SPREAD_MARKERS 4096
+
+static _Atomic uint32_t spread_mask[SPREAD_MARKERS]; /* per marker: bit w = a callback ran on worker w */
+static _Atomic uint32_t spread_count[SPREAD_MARKERS];
+
+struct spread_client {
+    struct urt_commit c;
+    struct urt_task t;
+    urt_runtime *rt;
+    uint32_t left;
+    _Atomic int *running;
+};
+
+static void spread_issue(struct spread_client *k);
+
+static void spread_cb(struct urt_commit *c, int status, void *arg)
+{
+    struct spread_client *k = arg;
+    uint64_t m = urt_commit_marker(c);
+    int w = urt_current_worker(k->rt);
+    if (status == 0 && m < SPREAD_MARKERS && w >= 0 && w < 32) {
+        atomic_fetch_or(&spread_mask[m], 1u << w);
+        atomic_fetch_add(&spread_count[m], 1);
+    }
+    uint64_t t0 = urt_now_ns();
+    while (urt_now_ns() - t0 < 20000)
+        ; /* the client's own work */
+    if (status || --k->left == 0) {
+        atomic_fetch_sub(k->running, 1);
+        return;
+    }
+    spread_issue(k);
+}
+
+static void spread_issue(struct spread_client *k)
+{
+    uint64_t v = k->left;
+    if (urt_log_commit(k->rt, &k->c, v, &v, sizeof(v), URT_COMMIT_STORED, spread_cb, k))
+        atomic_fetch_sub(k->running, 1);
+}
+
+static enum urt_task_result spread_start(struct urt_task *t, void *arg)
+{
+    (void)t;
+    spread_issue(arg);
+    return URT_TASK_DONE;
+}
+
+/* Closes the open marker once every client waits on it (a release of all of them). */
+static void *spread_notifier(void *arg)
+{
+    urt_runtime *rt = arg;
+    while (!atomic_load(&stop_notifier)) {
+        uint64_t m = atomic_load(&open_marker);
+        if (m + 1 >= SPREAD_MARKERS)
+            break;
+        if (atomic_load(&assigned) >= m * SPREAD_CLIENTS) {
+            atomic_fetch_add(&open_marker, 1);
+            urt_durability_notify(rt, m);
+        } else {
+            sleep_us(20);
+        }
+    }
+    atomic_fetch_add(&open_marker, 1);
+    urt_durability_notify(rt, UINT64_MAX - 1);
+    return NULL;
+}
+
+Test(durability, a_large_release_spreads_over_the_workers, .timeout = 120)
+{
+    memset(spread_mask, 0, sizeof(spread_mask));
+    memset(spread_count, 0, sizeof(spread_count));
+    atomic_store(&open_marker, 1);
+    atomic_store(&assigned, 0);
+    atomic_store(&stop_notifier, false);
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_durability_source src = {.assign = assign};
+    cr_assert_eq(urt_durability_source(rt, &src), 0, "%s", urt_last_error());
+    static struct spread_client k[SPREAD_CLIENTS];
+    _Atomic int running = SPREAD_CLIENTS;
+    uint32_t rounds = SCALE(60, 20);
+    for (int i = 0; i < SPREAD_CLIENTS; i++) {
+        k[i] = (struct spread_client){.rt = rt, .left = rounds, .running = &running};
+        urt_task_init(&k[i].t, spread_start, &k[i]);
+        cr_assert_eq(urt_task_submit_to(rt, &k[i].t, 0, 0), 0); /* every client starts on worker 0 */
+    }
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, spread_notifier, rt), 0);
+    bool done = WAIT_UNTIL(atomic_load(&running) == 0, 60000);
+    atomic_store(&stop_notifier, true);
+    pthread_join(th, NULL);
+    cr_assert(done, "clients did not finish (%d left)", atomic_load(&running));
+    uint32_t large = 0, both = 0;
+    for (uint32_t m = 1; m < SPREAD_MARKERS; m++) {
+        if (atomic_load(&spread_count[m]) < SPREAD_CLIENTS / 2)
+            continue;
+        large++;
+        both += atomic_load(&spread_mask[m]) == 3u;
+    }
+    cr_log_info("%u of %u large releases ran on both workers", both, large);
+    cr_assert_geq(large, rounds / 2, "only %u releases of %d or more commits", large, SPREAD_CLIENTS / 2);
+    /* without the split none does; with it most do (the peer must wake in time: a quarter at least) */
+    cr_assert_geq(both * 4, large, "%u of %u large releases ran on both workers", both, large);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
     leak_check();
 }

@@ -922,8 +922,10 @@ Test(wal, log_sync_choice, .timeout = 60)
     cr_assert_eq(sync_mode_of(dir, 0, NULL), URT_LOG_SYNC_STRICT, "prealloc 0 must never chain");
     cr_assert_eq(sync_mode_of(dir, 64, "strict"), URT_LOG_SYNC_STRICT);
     cr_assert_eq(sync_mode_of(dir, 64, "single_flush"), URT_LOG_SYNC_SINGLE_FLUSH);
-    if (ext4_or_xfs)
-        cr_assert_eq(sync_mode_of(dir, 64, NULL), URT_LOG_SYNC_SINGLE_FLUSH, "auto on ext4/xfs");
+    if (ext4_or_xfs) {
+        cr_assert_eq(sync_mode_of(dir, 64, NULL), URT_LOG_SYNC_SINGLE_WRITE, "auto on ext4/xfs");
+        cr_assert_eq(sync_mode_of(dir, 64, "single_write"), URT_LOG_SYNC_SINGLE_WRITE);
+    }
     char note[4200], buf[4096] = "";
     snprintf(note, sizeof(note), "%s/sessions.log", dir);
     FILE *f = fopen(note, "r");
@@ -948,5 +950,8 @@ Test(wal, log_sync_choice, .timeout = 60)
     cfg.log_prealloc_kb = 0;
     cr_assert_eq(urt_config_validate(&cfg, NULL, 0), -EINVAL);
     cr_assert_not_null(strstr(urt_last_error(), "log_sync"));
+    cfg.log_sync = URT_LOG_SYNC_SINGLE_WRITE;
+    cr_assert_eq(urt_config_validate(&cfg, NULL, 0), -EINVAL);
+    cr_assert_not_null(strstr(urt_last_error(), "single_write"));
     leak_check();
 }

@@ -7,7 +7,8 @@
  *   1. run tests/crash/crash_child on one log directory with the cycle's
  *      mode — workers 2..4, log_prealloc_kb 0 every other cycle, else 4096
  *      or 64 (a small preallocation runs out and is extended often), log_sync
- *      auto / strict — doing a mix of plain STORED commits, transactions of
+ *      auto (single_write on ext4/xfs) / strict / single_flush (with
+ *      preallocation) — doing a mix of plain STORED commits, transactions of
  *      2..5 records on lanes, jobs whose tasks commit, and ACCEPTED /
  *      AVAILABLE commits; every STORED acknowledgement comes back on a pipe;
  *   2. SIGKILL it: in half the cycles (alternating every 8, so that every
@@ -53,12 +54,16 @@ struct crash_totals {
 /* The cycle's mode: workers, preallocation and sync mode rotate. */
 static void cycle_mode(uint64_t cycle, const char *dir, struct crash_child_opts *o)
 {
-    static const char *const sync_modes[] = {"auto", "strict"};
+    /* auto: single_write where the file system allows it (claims of the
+     * marker in the log writes), strict elsewhere */
+    static const char *const sync_modes[] = {"auto", "strict", "single_flush"};
     o->dir = dir;
     o->cycle = cycle;
     o->workers = 2 + (uint32_t)(cycle % 3);
     o->prealloc_kb = !(cycle & 1) ? 0 : cycle % 4 == 1 ? CRASH_PREALLOC_KB : 64; /* 64: extended often */
-    o->log_sync = sync_modes[(cycle / 4) % 2]; /* every preallocation with both */
+    o->log_sync = sync_modes[(cycle / 4) % 3]; /* every preallocation with each */
+    if (!o->prealloc_kb && o->log_sync == sync_modes[2])
+        o->log_sync = sync_modes[0]; /* single_flush needs preallocation */
 }
 
 static void cycle_kill_plan(uint64_t cycle, uint64_t *rng, struct crash_kill_plan *k)

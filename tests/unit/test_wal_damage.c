@@ -192,7 +192,8 @@ static void map_channels(struct base *b)
     closedir(d);
 }
 
-static void build_base(struct base *b, uint32_t prealloc_kb)
+/* log_sync NULL: auto (prealloc 0: strict; 4096: single_write on ext4/xfs). */
+static void build_base(struct base *b, uint32_t prealloc_kb, const char *log_sync)
 {
     memset(b, 0, sizeof(*b));
     b->dir = crash_tmpdir("urt-damage-base");
@@ -201,6 +202,8 @@ static void build_base(struct base *b, uint32_t prealloc_kb)
     test_config(&cfg, BASE_WORKERS);
     cfg.log_dir = b->dir;
     cfg.log_prealloc_kb = prealloc_kb;
+    if (log_sync)
+        cr_assert_eq(urt_config_set(&cfg, "log_sync", log_sync), 0, "%s", urt_last_error());
     urt_runtime *rt = rt_create_or_skip(&cfg);
     commit_transactions(rt);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
@@ -536,15 +539,18 @@ static void damage_one(const struct base *b, enum damage_kind kind, unsigned see
 
 static void damage_seeds(enum damage_kind kind)
 {
-    struct base bases[2];
-    build_base(&bases[0], 0);
-    build_base(&bases[1], 4096);
+    /* strict (appends), the single-flush chain, and single_write (auto where
+     * O_DIRECT works: claims of the marker in the channels) */
+    struct base bases[3];
+    build_base(&bases[0], 0, NULL);
+    build_base(&bases[1], 4096, "single_flush");
+    build_base(&bases[2], 4096, NULL);
     struct damage_totals t = {0};
     const char *one = getenv("URT_DAMAGE_SEED");
     for (unsigned seed = 1; seed <= SEEDS; seed++) {
         if (one && *one && (unsigned)atoi(one) != seed)
             continue;
-        damage_one(&bases[seed % 2], kind, seed, &t);
+        damage_one(&bases[seed % 3], kind, seed, &t);
     }
     char summary[300];
     snprintf(summary, sizeof(summary),
@@ -554,8 +560,8 @@ static void damage_seeds(enum damage_kind kind)
     printf("%s\n", summary);
     fflush(stdout);
     cr_log_info("%s", summary);
-    free_base(&bases[0]);
-    free_base(&bases[1]);
+    for (int i = 0; i < 3; i++)
+        free_base(&bases[i]);
     leak_check();
 }
 
@@ -581,29 +587,53 @@ Test(wal_damage, flip_payload_byte, .timeout = 600)
 
 /* Nothing durable: the epoch file zeroed. RECOVER_ALL still delivers every
  * valid record (reading all its bytes) without crashing, though its cuts
- * remove them all; a normal recovery afterwards replays nothing. */
+ * remove them all; a normal recovery afterwards replays nothing. With
+ * single_write the marker is carried by the log writes too (claims): the
+ * epoch file zeroed, the claims alone give the marker, and recovery replays
+ * exactly the records of the epochs they cover. */
+static void zero_epoch_file(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/epochs", dir);
+    uint64_t size;
+    free(read_file(path, &size));
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    uint8_t *zeros = calloc(1, size + 1);
+    cr_assert_eq(pwrite(fd, zeros, size, 0), (ssize_t)size);
+    free(zeros);
+    close(fd);
+}
+
 Test(wal_damage, epoch_file_zeroed_recover_all, .timeout = 300)
 {
-    for (uint32_t prealloc = 0; prealloc <= 4096; prealloc += 4096) {
+    static const struct {
+        uint32_t prealloc;
+        const char *log_sync;
+    } modes[] = {{0, NULL}, {4096, "single_flush"}, {4096, "single_write"}};
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         struct base b;
-        build_base(&b, prealloc);
-        char path[4200];
-        snprintf(path, sizeof(path), "%s/epochs", b.dir);
-        uint64_t size;
-        free(read_file(path, &size));
-        int fd = open(path, O_WRONLY);
-        cr_assert_geq(fd, 0);
-        uint8_t *zeros = calloc(1, size + 1);
-        cr_assert_eq(pwrite(fd, zeros, size, 0), (ssize_t)size);
-        free(zeros);
-        close(fd);
-        char ctx[64];
-        snprintf(ctx, sizeof(ctx), "epoch file zeroed (prealloc %u KiB)", prealloc);
+        build_base(&b, modes[m].prealloc, modes[m].log_sync);
+        bool claims = modes[m].log_sync && !strcmp(modes[m].log_sync, "single_write");
+        zero_epoch_file(b.dir);
+        char ctx[96];
+        snprintf(ctx, sizeof(ctx), "epoch file zeroed (prealloc %u KiB, log_sync %s)", modes[m].prealloc,
+                 modes[m].log_sync ? modes[m].log_sync : "auto");
         check_recover_all(ctx, b.dir, (size_t)TXS * TX_RECORDS);
         struct crash_replay rp;
         cr_assert_eq(crash_recover(b.dir, 0, &rp), 0, "%s: recovery: %s", ctx, urt_last_error());
-        cr_assert_eq(rp.n, 0, "%s: %zu records replayed with nothing durable (durable marker %" PRIu64 ")", ctx, rp.n,
-                     rp.out.durable_marker);
+        if (!claims) {
+            cr_assert_eq(rp.n, 0, "%s: %zu records replayed with nothing durable (durable marker %" PRIu64 ")", ctx,
+                         rp.n, rp.out.durable_marker);
+        } else {
+            size_t covered = 0;
+            for (size_t i = 0; i < b.written.n; i++)
+                covered += b.written.v[i].epoch <= rp.out.durable_marker;
+            cr_assert_gt(rp.out.claims, 0, "%s: no claim found", ctx);
+            cr_assert_gt(rp.out.durable_marker, 0, "%s: the claims gave no marker", ctx);
+            cr_assert_eq(rp.n, covered, "%s: %zu records replayed, %zu lie at or below the claimed marker %" PRIu64,
+                         ctx, rp.n, covered, rp.out.durable_marker);
+        }
         crash_replay_free(&rp);
         free_base(&b);
     }

@@ -219,21 +219,6 @@ static urt_runtime *runtime_create_or_die(const struct urt_config *cfg)
 
 /* ---- mode 1: one workload in this process ---------------------------------- */
 
-static void print_stats_delta(const char *name, const struct urt_stats *a, const struct urt_stats *b)
-{
-    if (!a || !b)
-        return;
-#define D(f) (unsigned long long)(b->total.f - a->total.f)
-    measure_note(name,
-                 "runtime counters over the workload (read right after the last task signalled, so "
-                 "its own counts may be missing): tasks_run=%llu stolen=%llu steal_attempts=%llu suspends=%llu "
-                 "wakes_sent=%llu wakes_received=%llu foreign_wakes_sent=%llu inbox_drains=%llu yields=%llu",
-                 D(tasks_run), D(tasks_stolen), D(steal_attempts), D(suspends), D(wakes_sent),
-                 D(wakes_received), (unsigned long long)(b->foreign_wakes_sent - a->foreign_wakes_sent),
-                 D(inbox_drains), D(yields));
-#undef D
-}
-
 static int run_in_process(const char *name)
 {
     const struct workload *wl = workload_find(name);
@@ -250,7 +235,7 @@ static int run_in_process(const char *name)
     struct urt_stats *before = urt_stats_snapshot(rt);
     int rc = wl->run(rt, name);
     struct urt_stats *after = urt_stats_snapshot(rt);
-    print_stats_delta(name, before, after);
+    measure_stats_delta(name, before, after);
     urt_stats_free(before);
     urt_stats_free(after);
 

@@ -14,6 +14,8 @@
  */
 #include "measure.h"
 
+#include <urt/urt.h>
+
 #include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -164,4 +166,37 @@ void measure_note(const char *workload, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     fprintf(stderr, "# %s %s: %s\n", MEASURE_PEER, workload, msg);
+}
+
+void measure_note_spread(const char *workload, const char *what, const uint64_t *per, unsigned n, bool skip_zero)
+{
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += per[i];
+    char line[512];
+    size_t used = 0;
+    for (unsigned i = 0; i < n && used < sizeof(line) - 48; i++)
+        if (per[i] || !skip_zero)
+            used += (size_t)snprintf(line + used, sizeof(line) - used, "%sw%u %llu (%.0f%%)", used ? ", " : "", i,
+                                     (unsigned long long)per[i], total ? 100.0 * (double)per[i] / (double)total : 0.0);
+    measure_note(workload, "%s: %s", what, used ? line : "-");
+}
+
+void measure_stats_delta(const char *name, const struct urt_stats *a, const struct urt_stats *b)
+{
+    if (!a || !b)
+        return;
+#define D(f) (unsigned long long)(b->total.f - a->total.f)
+    measure_note(name,
+                 "runtime counters over the workload (read right after the last task signalled, so "
+                 "its own counts may be missing): tasks_run=%llu stolen=%llu steal_attempts=%llu suspends=%llu "
+                 "wakes_sent=%llu wakes_received=%llu foreign_wakes_sent=%llu inbox_drains=%llu yields=%llu",
+                 D(tasks_run), D(tasks_stolen), D(steal_attempts), D(suspends), D(wakes_sent),
+                 D(wakes_received), (unsigned long long)(b->foreign_wakes_sent - a->foreign_wakes_sent),
+                 D(inbox_drains), D(yields));
+#undef D
+    uint64_t per[64] = {0}; /* where the tasks ran (issue 12 point 3) */
+    for (uint32_t i = 0; i < b->n_workers && i < a->n_workers && i < 64; i++)
+        per[i] = b->workers[i].tasks_run - a->workers[i].tasks_run;
+    measure_note_spread(name, "tasks_run per worker", per, b->n_workers < 64 ? b->n_workers : 64, false);
 }

@@ -166,5 +166,12 @@ void measure_report_latency(const char *workload, uint64_t *lat_ns, size_t n, do
 
 /* Prints a `# urt <workload>: ...` detail line on stderr. Any thread. */
 void measure_note(const char *workload, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A "# peer workload: what: w0 N (x%), w1 M (y%), ..." line for per-worker
+ * counts (workers with a count of 0 are left out when skip_zero). */
+void measure_note_spread(const char *workload, const char *what, const uint64_t *per, unsigned n, bool skip_zero);
+/* The runtime's counters between two snapshots (NULL: nothing), and the
+ * tasks_run of each worker (where the tasks ran). */
+struct urt_stats;
+void measure_stats_delta(const char *workload, const struct urt_stats *a, const struct urt_stats *b);
 
 #endif

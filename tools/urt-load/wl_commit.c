@@ -56,6 +56,7 @@
 #include "workloads.h"
 
 #define COMMIT_MAX_CLIENTS 4096 /* commit_stored_c<N>: 1 <= N <= this */
+#define SPREAD_WORKERS 16       /* answers counted per worker (workers beyond: in the last) */
 
 #define COMMIT_WARMUP_MS 300
 #define REC_SIZE 256
@@ -71,6 +72,7 @@ struct client {
     uint8_t last_rec[REC_SIZE];
     uint8_t rec[REC_SIZE];
     int error;
+    uint64_t on_worker[SPREAD_WORKERS]; /* counted commits whose callback ran on each worker */
 };
 
 struct commit_run {
@@ -147,6 +149,8 @@ static void commit_done(struct urt_commit *cm, int status, void *arg)
             c->cap_lat = cap;
         }
         c->lat[c->n_lat++] = t_b - c->t_a;
+        int w = urt_current_worker(RUN.rt);
+        c->on_worker[w < 0 ? 0 : w >= SPREAD_WORKERS ? SPREAD_WORKERS - 1 : w]++;
     }
     if (t_b >= RUN.t1) {
         measure_done_count(&RUN.done);
@@ -356,6 +360,17 @@ static void report(const struct commit_run *r, const uint64_t *all, size_t total
                  100.0 * (double)(win->cpu1 - win->cpu0) / (double)(r->t1 - r->t0), DIR_PATH);
 }
 
+/* Where the clients' callbacks ran (they commit again from there): the
+ * counted commits per worker (issue 12 point 3). */
+static void report_spread(const struct commit_run *r)
+{
+    uint64_t per[SPREAD_WORKERS] = {0};
+    for (unsigned i = 0; i < r->n; i++)
+        for (int w = 0; w < SPREAD_WORKERS; w++)
+            per[w] += r->clients[i].on_worker[w];
+    measure_note_spread(r->name, "commits answered per worker", per, SPREAD_WORKERS, true);
+}
+
 static int run(urt_runtime *rt, const char *name)
 {
     struct commit_run *r = &RUN;
@@ -390,6 +405,7 @@ static int run(urt_runtime *rt, const char *name)
     if (!all)
         return 1;
     report(r, all, total, &win);
+    report_spread(r);
     free(all);
     for (unsigned i = 0; i < r->n; i++)
         free(r->clients[i].lat);
