@@ -16,6 +16,7 @@
 #include <urt/job.h>
 #include <urt/tx.h>
 #include <urt/watcher.h>
+#include <urt/graph.h>
 
 #define URT_VERSION_MAJOR 0
 #define URT_VERSION_MINOR 1
