@@ -128,6 +128,40 @@ void gctl_abort(struct urt_graph *g, int err)
     gctl_post(g, &g->news, N_ABORT);
 }
 
+/* ---- early completion, eagerly -------------------------------------------------------------- */
+
+/* True when no consumer of x wants its units any more: all stopped or completed. */
+static bool unwanted(const struct urt_graph *g, const struct gx *x)
+{
+    for (uint32_t c = 0; c < x->n_cons; c++) {
+        const struct gstep *cs = g->steps[x->cons[c]];
+        if (!atomic_load_explicit(&cs->stop, memory_order_seq_cst) &&
+            atomic_load_explicit(&cs->state, memory_order_relaxed) < URT_STEP_COMPLETED)
+            return false;
+    }
+    return true;
+}
+
+/* s was told to complete (its stop is set): stop the steps upstream of it at
+ * once, from the instructing task, so that none of their tasks starts after
+ * the instruction returned; the controller does the rest when it handles
+ * their N_STOP (wakes parked tasks, states). The rule of propagate_up. */
+void gctl_stop_eager(struct urt_graph *g, struct gstep *s)
+{
+    for (uint32_t k = 0; k < s->n_in; k++) {
+        struct gx *x = g->xs[s->in_x[k]];
+        if (x->d.kind == URT_EXCHANGE_SHUFFLE || !unwanted(g, x))
+            continue;
+        for (uint32_t p = 0; p < x->n_prod; p++) {
+            struct gstep *ps = g->steps[x->prod[p]];
+            if (ps->d.flags & URT_STEP_DELIVER || atomic_exchange_explicit(&ps->stop, 1, memory_order_seq_cst))
+                continue;
+            gctl_stop_eager(g, ps);
+            gctl_step_news(ps, g, N_STOP);
+        }
+    }
+}
+
 /* ---- the state machine ---------------------------------------------------------------- */
 
 static void advance(struct urt_graph *g, struct gstep *s);
@@ -198,11 +232,7 @@ static void propagate_up(struct urt_graph *g, struct gstep *s)
         struct gx *x = g->xs[s->in_x[k]];
         if (x->d.kind == URT_EXCHANGE_SHUFFLE)
             continue;
-        bool wanted = false;
-        for (uint32_t c = 0; c < x->n_cons; c++) {
-            const struct gstep *cs = g->steps[x->cons[c]];
-            wanted |= !atomic_load_explicit(&cs->stop, memory_order_relaxed) && state_of(cs) < URT_STEP_COMPLETED;
-        }
+        bool wanted = !unwanted(g, x);
         for (uint32_t p = 0; p < x->n_prod && !wanted; p++) {
             struct gstep *ps = g->steps[x->prod[p]];
             if (!(ps->d.flags & URT_STEP_DELIVER) && !ps->stop_done) {

@@ -577,6 +577,7 @@ URT_API int urt_graph_complete(struct urt_graph_ctx *ctx)
         return urt__error(-EINVAL, "urt_graph_complete: ctx is NULL");
     if (atomic_exchange_explicit(&ctx->s->stop, 1, memory_order_seq_cst))
         return urt__error(-EALREADY, "urt_graph_complete: step '%s' was stopped already", gstep_name(ctx->s));
+    gctl_stop_eager(ctx->g, ctx->s);
     gctl_step_news(ctx->s, ctx->g, N_STOP);
     return 0;
 }
@@ -647,8 +648,10 @@ static uint32_t forward_limit(struct urt_graph_ctx *c, struct gx *x, uint32_t ro
         return rows;
     /* the producer completes early, unless it has side effects (DELIVER) */
     if (!atomic_exchange_explicit(&x->limit_hit, 1, memory_order_seq_cst) && !(c->s->d.flags & URT_STEP_DELIVER) &&
-        !atomic_exchange_explicit(&c->s->stop, 1, memory_order_seq_cst))
+        !atomic_exchange_explicit(&c->s->stop, 1, memory_order_seq_cst)) {
+        gctl_stop_eager(c->g, c->s);
         gctl_step_news(c->s, c->g, N_STOP);
+    }
     return (uint32_t)(limit - prev);
 }
 

@@ -212,6 +212,7 @@ struct urt_graph {
 void gctl_post(struct urt_graph *g, struct gnews *n, uint32_t bits);
 void gctl_step_news(struct gstep *s, struct urt_graph *g, uint32_t bits);
 void gctl_abort(struct urt_graph *g, int err); /* first reason wins; any thread */
+void gctl_stop_eager(struct urt_graph *g, struct gstep *s); /* any thread: s->stop is set */
 void gctl_job_done(urt_job *job, int status, void *arg);
 enum urt_task_result gctl_bootstrap(struct urt_task *t, void *arg);
 void gctl_bootstrap_cancel(struct urt_task *t, void *arg);

@@ -777,9 +777,10 @@ Test(graph, early_completion_by_a_limit_step, .timeout = 60)
         wire(g, scan, x, lim);
         cr_assert_eq(run_graph(g, &d), 0);
         int scans = atomic_load(&e.scans);
-        /* 100 rows are 15 units; the others are those in flight at the stop */
+        /* 100 rows are 15 units; the others were in flight, or ran while the limit's task waited
+         * for its worker (on a loaded machine a worker may lose its CPU for milliseconds) */
         cr_assert_geq(scans, 15);
-        cr_assert_leq(scans, 15 + 4 * (int)workers + 1, "workers %u: %d scans ran", workers, scans);
+        cr_assert_lt(scans, (int)EC_PARTS / 4, "workers %u: %d scans ran", workers, scans);
         cr_assert_leq(atomic_load(&e.late_starts), (int)workers - 1,
                       "workers %u: %d scans started after the limit was observed", workers, atomic_load(&e.late_starts));
         cr_assert_eq(atomic_load(&e.limit_calls_after), 0, "the limit ran after it completed");
@@ -1171,4 +1172,298 @@ Test(graph, destroy_in_drain_mode_runs_the_graph_to_its_end, .timeout = 30)
     cr_assert_eq(atomic_load(&d.status), 0);
     cr_assert_eq(atomic_load(&s.calls), 1);
     urt_graph_release(g);
+}
+
+/* ---- processors ----------------------------------------------------------------------------------- */
+
+#define PR_N 500
+#define PR_PARTS 2
+struct pr {
+    urt_runtime *rt;
+    uint64_t vals[PR_PARTS][PR_N];
+    uint64_t outs[PR_PARTS][PR_N];
+    _Atomic uint64_t sum;
+    _Atomic int pushed1, pushed2, sink_units;
+    int sink_stop_after;          /* > 0: the sink finishes after that many units */
+    struct rel rel1, rel2;
+    /* async */
+    bool async_src;
+    _Atomic int async_calls, wrong_worker, async_fail_at;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct urt_graph_ctx *queue[64];
+    int q_head, q_tail;
+    bool helper_stop;
+};
+
+struct pstate {
+    uint32_t i;          /* source: next value; transform: outputs made */
+    bool has, got, ready;
+    uint64_t *out;
+    struct urt_graph_unit u;
+    int async_worker;
+};
+
+/* Instance state lives beside the test (an aborted graph calls no processor again). */
+static struct pstate g_pstates[3][PR_PARTS];
+
+static struct pstate *pstate(struct urt_graph_ctx *ctx)
+{
+    return &g_pstates[urt_graph_step_of(ctx)][urt_graph_partition(ctx)];
+}
+
+static void pstate_free(struct urt_graph_ctx *ctx)
+{
+    (void)ctx;
+}
+
+static int src_event(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct pr *p = arg;
+    struct pstate *st = pstate(ctx);
+    if (p->async_src && st->ready && st->async_worker != -2) {
+        if (st->async_worker != urt_current_worker(p->rt))
+            atomic_fetch_add(&p->wrong_worker, 1); /* a continuation on another worker */
+        st->async_worker = -2;
+    }
+    unsigned out = urt_graph_out_port(ctx, 0);
+    if (out & URT_PORT_FINISHED) {
+        pstate_free(ctx);
+        return URT_PROC_FINISHED; /* the consumer closed */
+    }
+    if (st->i == PR_N) {
+        urt_graph_finish(ctx, 0);
+        pstate_free(ctx);
+        return URT_PROC_FINISHED;
+    }
+    if (out & URT_PORT_HAS_DATA)
+        return URT_PROC_NEED_CONSUME;
+    if (p->async_src && !st->ready)
+        return URT_PROC_ASYNC;
+    return URT_PROC_SYNC;
+}
+
+static int src_process(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct pr *p = arg;
+    struct pstate *st = pstate(ctx);
+    int r = urt_graph_push(ctx, 0, &p->vals[urt_graph_partition(ctx)][st->i], 1);
+    if (r == -EAGAIN)
+        return 0;
+    if (r == -EPIPE)
+        return 0; /* event() sees the closed port next */
+    cr_assert_eq(r, 0);
+    st->i++;
+    st->ready = false;
+    atomic_fetch_add(&p->pushed1, 1);
+    return 0;
+}
+
+static int tr_event(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct pr *p = arg;
+    struct pstate *st = pstate(ctx);
+    if (st->has) {
+        int r = urt_graph_push(ctx, 0, st->out, 1);
+        if (r == -EAGAIN)
+            return URT_PROC_NEED_CONSUME;
+        if (r == -EPIPE) {
+            pstate_free(ctx);
+            return URT_PROC_FINISHED;
+        }
+        atomic_fetch_add(&p->pushed2, 1);
+        st->has = false;
+    }
+    int r = urt_graph_pull(ctx, 0, &st->u);
+    if (r == 1) {
+        st->got = true;
+        return URT_PROC_SYNC;
+    }
+    if (r == -EPIPE) {
+        urt_graph_finish(ctx, 0);
+        pstate_free(ctx);
+        return URT_PROC_FINISHED;
+    }
+    cr_assert_eq(r, 0);
+    cr_assert(urt_graph_in_port(ctx, 0) & URT_PORT_NEED_DATA);
+    return URT_PROC_NEED_DATA;
+}
+
+static int tr_process(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct pr *p = arg;
+    struct pstate *st = pstate(ctx);
+    cr_assert(st->got);
+    uint32_t part = urt_graph_partition(ctx);
+    st->out = &p->outs[part][st->i++];
+    *st->out = *(uint64_t *)st->u.data * 2;
+    urt_graph_unit_release(ctx, 0, st->u.data, st->u.rows); /* done with the input */
+    st->got = false;
+    st->has = true;
+    return 0;
+}
+
+static int sink_event(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct pr *p = arg;
+    struct pstate *st = pstate(ctx);
+    if (p->sink_stop_after && st->i >= (uint32_t)p->sink_stop_after) {
+        pstate_free(ctx);
+        return URT_PROC_FINISHED; /* early: closes its input */
+    }
+    int r = urt_graph_pull(ctx, 0, &st->u);
+    if (r == 1)
+        return URT_PROC_SYNC;
+    if (r == -EPIPE) {
+        pstate_free(ctx);
+        return URT_PROC_FINISHED;
+    }
+    return URT_PROC_NEED_DATA;
+}
+
+static int sink_process(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct pr *p = arg;
+    struct pstate *st = pstate(ctx);
+    atomic_fetch_add(&p->sum, *(uint64_t *)st->u.data);
+    atomic_fetch_add(&p->sink_units, 1);
+    urt_graph_unit_release(ctx, 0, st->u.data, st->u.rows);
+    st->i++;
+    return 0;
+}
+
+/* async: the helper thread completes each request 50 µs later */
+static void *pr_helper(void *arg)
+{
+    struct pr *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->q_head == p->q_tail && !p->helper_stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->q_head == p->q_tail)
+            break;
+        struct urt_graph_ctx *ctx = p->queue[p->q_head++ % 64];
+        pthread_mutex_unlock(&p->mu);
+        sleep_us(50);
+        struct pstate *st = pstate(ctx);
+        st->ready = true;
+        int fail = atomic_fetch_sub(&p->async_fail_at, 1) == 1;
+        cr_assert_eq(urt_graph_async_done(ctx, fail ? -EIO : 0), 0);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static int src_async(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct pr *p = arg;
+    struct pstate *st = pstate(ctx);
+    st->async_worker = urt_current_worker(p->rt);
+    atomic_fetch_add(&p->async_calls, 1);
+    pthread_mutex_lock(&p->mu);
+    p->queue[p->q_tail++ % 64] = ctx;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+static const struct urt_processor SRC = {.event = src_event, .process = src_process, .async = src_async};
+static const struct urt_processor TR = {.event = tr_event, .process = tr_process};
+static const struct urt_processor SINK = {.event = sink_event, .process = sink_process};
+
+static urt_graph *pr_build(urt_runtime *rt, struct done_rec *d, struct pr *p)
+{
+    urt_graph *g = make_graph(rt, d, 0);
+    struct urt_step_desc a = {.name = "src", .processor = &SRC, .arg = p, .partitions = PR_PARTS};
+    struct urt_step_desc b = {.name = "double", .processor = &TR, .arg = p};
+    struct urt_step_desc c = {.name = "sum", .processor = &SINK, .arg = p};
+    int s0 = urt_graph_add_step(g, &a), s1 = urt_graph_add_step(g, &b), s2 = urt_graph_add_step(g, &c);
+    cr_assert(s0 >= 0 && s1 >= 0 && s2 >= 0, "%s", urt_last_error());
+    int x1 = add_x(g, URT_EXCHANGE_FORWARD, 0, 0, &p->rel1), x2 = add_x(g, URT_EXCHANGE_FORWARD, 0, 0, &p->rel2);
+    wire(g, s0, x1, s1);
+    wire(g, s1, x2, s2);
+    return g;
+}
+
+static void pr_init(struct pr *p, urt_runtime *rt)
+{
+    memset(p, 0, sizeof(*p));
+    memset(g_pstates, 0, sizeof(g_pstates));
+    p->rt = rt;
+    for (int q = 0; q < PR_PARTS; q++)
+        for (int i = 0; i < PR_N; i++)
+            p->vals[q][i] = (uint64_t)q * 1000 + i;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+}
+
+Test(graph, processors_sync_pipeline, .timeout = 30)
+{
+    urt_runtime *rt = make_rt(2);
+    struct done_rec d = {0};
+    static struct pr p;
+    pr_init(&p, rt);
+    urt_graph *g = pr_build(rt, &d, &p);
+    cr_assert_eq(run_graph(g, &d), 0);
+    uint64_t want = 0;
+    for (int q = 0; q < PR_PARTS; q++)
+        for (int i = 0; i < PR_N; i++)
+            want += 2 * p.vals[q][i];
+    cr_assert_eq(atomic_load(&p.sum), want);
+    cr_assert_eq(atomic_load(&p.rel1.units), PR_PARTS * PR_N);
+    cr_assert_eq(atomic_load(&p.rel2.units), PR_PARTS * PR_N);
+    all_deactivated(g, 3);
+    urt_graph_release(g);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(graph, processor_that_finishes_early_closes_its_input, .timeout = 30)
+{
+    urt_runtime *rt = make_rt(2);
+    struct done_rec d = {0};
+    static struct pr p;
+    pr_init(&p, rt);
+    p.sink_stop_after = 10;
+    urt_graph *g = pr_build(rt, &d, &p);
+    cr_assert_eq(run_graph(g, &d), 0);
+    cr_assert_eq(atomic_load(&p.sink_units), PR_PARTS * 10);
+    cr_assert_lt(atomic_load(&p.pushed1), PR_PARTS * PR_N, "the source was stopped by the closed ports");
+    cr_assert_eq(atomic_load(&p.rel1.units), (uint64_t)atomic_load(&p.pushed1), "every pushed unit released once");
+    cr_assert_eq(atomic_load(&p.rel2.units), (uint64_t)atomic_load(&p.pushed2));
+    all_deactivated(g, 3);
+    urt_graph_release(g);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(graph, async_processor_continues_on_its_worker, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(4);
+    for (int fail = 0; fail < 2; fail++) {
+        struct done_rec d = {0};
+        static struct pr p;
+        pr_init(&p, rt);
+        p.async_src = true;
+        atomic_store(&p.async_fail_at, fail ? 40 : 0);
+        pthread_t helper;
+        cr_assert_eq(pthread_create(&helper, NULL, pr_helper, &p), 0);
+        urt_graph *g = pr_build(rt, &d, &p);
+        int st = run_graph(g, &d);
+        pthread_mutex_lock(&p.mu);
+        p.helper_stop = true;
+        pthread_cond_signal(&p.cv);
+        pthread_mutex_unlock(&p.mu);
+        pthread_join(helper, NULL);
+        if (fail) {
+            cr_assert_eq(st, -EIO, "a failed async operation aborts the graph");
+        } else {
+            cr_assert_eq(st, 0);
+            cr_assert_eq(atomic_load(&p.async_calls), PR_PARTS * PR_N);
+            cr_assert_eq(atomic_load(&p.sink_units), PR_PARTS * PR_N);
+        }
+        cr_assert_eq(atomic_load(&p.wrong_worker), 0, "a continuation ran on another worker");
+        cr_assert_eq(atomic_load(&p.rel1.units), (uint64_t)atomic_load(&p.pushed1));
+        urt_graph_release(g);
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
