@@ -544,5 +544,12 @@ URT_API int urt_graph_wait(urt_graph *g, uint64_t timeout_ns)
         return urt__error(-EINVAL, "urt_graph_wait: g is NULL");
     if (!g->job)
         return urt__error(-EINVAL, "urt_graph_wait: the graph was not started");
-    return urt_job_wait(g->job, timeout_ns);
+    if (urt_current_worker(g->rt) >= 0)
+        return urt__error(-EDEADLK, "urt_graph_wait: called on a worker (workers never block: use urt_graph_job "
+                                    "and urt_job_poll)");
+    int st = urt_job_wait(g->job, timeout_ns);
+    if (st == -ETIMEDOUT)
+        return urt__error(-ETIMEDOUT, "urt_graph_wait: the graph did not end within timeout_ns %llu",
+                          (unsigned long long)timeout_ns);
+    return st;
 }
