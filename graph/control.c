@@ -63,6 +63,7 @@
  * Dekker pairing). abort: seq_cst CAS, first reason wins.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -496,15 +497,20 @@ static int start_job(struct urt_graph *g)
         return err;
     g->job = job;
     atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed); /* the run's */
-    err = urt_job_spawn(job, gctl_bootstrap, gctl_bootstrap_cancel, g, 0);
+    /* A plain task, not a job task: the deadline may pass before it is
+     * submitted, and a cancelled job takes no task; the job is open until the
+     * controller closes it, so it cannot end before the bootstrap ran. */
+    err = urt_spawn_ex(g->rt, gctl_bootstrap, gctl_bootstrap_cancel, g, 0);
     if (!err)
         return 0;
     /* nothing ran: end the job quietly (gctl_job_done drops the run's reference) */
+    char why[160];
+    snprintf(why, sizeof(why), "%s", urt_last_error());
     g->start_failed = true;
     g->job = NULL;
     urt_job_cancel(job);
     urt_job_close(job);
-    return urt__error(err, "urt_graph_start: the bootstrap task: %s", urt_last_error());
+    return urt__error(err, "urt_graph_start: the bootstrap task: %s", why);
 }
 
 URT_API int urt_graph_start(urt_graph *g)
