@@ -66,8 +66,12 @@ static const struct field FIELDS[] = {
     U32(ring_cq_entries, 0, 65536, "0", "CQ entries (power of two); 0 = 4 x ring_entries"),
     U32(ring_disable, 0, URT_RING_ALL_FEATURES, "0",
         "ring features not to use: 1 defer_taskrun, 2 coop_taskrun, 4 single_issuer, 8 registered_fd, "
-        "16 ringless_msg, 32 ext_arg"),
+        "16 ringless_msg, 32 ext_arg; tasks' I/O: 64 multishot_accept, 128 multishot_recv, 256 bufring, "
+        "512 send_zc, 1024 fixed_accept, 2048 link_timeout"),
     BOOL(sqpoll, "false", "SQPOLL kernel thread per ring (opt-in)"),
+    U32(io_fixed_files, 0, 65536, "1024",
+        "registered file table per worker (tasks' I/O): lower half urt_io_register_file, upper half "
+        "accepts with URT_IO_FIXED_FILE; 0 = none"),
     U32(sqpoll_idle_ms, 1, 60000, "100", "SQPOLL thread idle time (ms)"),
     BOOL(stats_timing, "false", "take timestamps for the latency statistics"),
     U64(watcher_interval_us, 1, 3600000000ull, "1000", "default check interval of conditional tasks (µs)"),
@@ -124,6 +128,7 @@ URT_API void urt_config_init(struct urt_config *c)
     c->ring_disable = 0;
     c->sqpoll = false;
     c->sqpoll_idle_ms = 100;
+    c->io_fixed_files = 1024;
     c->stats_timing = false;
     c->watcher_interval_us = 1000;
     c->max_pending_tasks = 0;

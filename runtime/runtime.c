@@ -177,6 +177,20 @@ URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *f)
     f->ext_arg = c->ext_arg;
     f->sqpoll = c->sqpoll;
     f->numa_nodes = rt->topo.n_nodes;
+    f->io_features = c->io_features;
+}
+
+static void describe_io(uint32_t io, char *buf, size_t len)
+{
+    static const char *const names[] = {"multishot_accept", "multishot_recv", "bufring", "send_zc",
+                                        "fixed_accept", "link_timeout"};
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((io & (1u << i)) && at < len)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? "|" : "", names[i]);
+    if (!at)
+        snprintf(buf, len, "none");
 }
 
 URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len)
@@ -185,9 +199,10 @@ URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_
         return urt__error(-EINVAL, "urt_features_describe: f is NULL");
     if (!buf && len)
         return urt__error(-EINVAL, "urt_features_describe: buf is NULL and len is %zu", len);
-    char setup[128];
+    char setup[128], io[128];
     ring_describe_setup(f->setup_flags, setup, sizeof(setup));
-    return snprintf(buf, len, "setup=%s ringfd=%s wake-from-foreign=%s ext_arg=%s numa_nodes=%u", setup,
+    describe_io(f->io_features, io, sizeof(io));
+    return snprintf(buf, len, "setup=%s ringfd=%s wake-from-foreign=%s ext_arg=%s numa_nodes=%u io=%s", setup,
                     f->registered_ring_fd ? "registered" : "plain", f->ringless_msg ? "ringless" : "per-thread-ring",
-                    f->ext_arg ? "yes" : "no", f->numa_nodes);
+                    f->ext_arg ? "yes" : "no", f->numa_nodes, io);
 }

@@ -1,7 +1,7 @@
 /*
  * sched/clients.c — the table through which the scheduler's core calls its
  * clients (struct sched_client_ops, sched/sched.h): the admission limit,
- * jobs, lanes and the watcher. This file is the one place that knows both
+ * jobs, lanes, the watcher and the tasks' I/O (sched/uio.c). This file is the one place that knows both
  * sides; the core includes none of the clients' headers.
  *
  * No memory ordering of its own: each entry carries its function's contract.
@@ -10,6 +10,7 @@
 #include "sched/admission.h"
 #include "sched/job.h"
 #include "sched/lane.h"
+#include "sched/uio.h"
 #include "sched/watcher.h"
 
 #include <inttypes.h>
@@ -46,4 +47,7 @@ const struct sched_client_ops sched_clients = {
     .cancel_lane_runner = lane_cancel_runner,
     .stop_watcher = watcher_stop,
     .dump_state = dump_state,
+    .io_sweep = uio_sweep_post,
+    .io_stop = uio_stop,
+    .io_pending = uio_pending,
 };

@@ -18,7 +18,8 @@ static void io_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
 {
     struct sched_io *io = (struct sched_io *)((char *)op - offsetof(struct sched_io, op));
     struct worker *w = io->w;
-    w->io_inflight--;
+    if (!(cqe_flags & IORING_CQE_F_MORE))
+        w->io_inflight--; /* the SQE's last CQE (rule 2) */
     io->done(io, w, res, cqe_flags);
 }
 

@@ -11,9 +11,12 @@
  *
  * Rules:
  *  1. Worker only: prep and cancel run on w's own thread (single issuer).
- *  2. Exactly one CQE per prepared SQE is expected (no IOSQE_CQE_SKIP_SUCCESS,
- *     no multishot); done runs once per SQE. Linked SQEs each carry their own
- *     sched_io (or the same one, counted once per SQE).
+ *  2. done runs once per CQE. An SQE has one CQE (no IOSQE_CQE_SKIP_SUCCESS),
+ *     except a multishot SQE (IORING_CQE_F_MORE on every CQE but its last)
+ *     and a zero-copy send (its result with F_MORE, then a notification with
+ *     IORING_CQE_F_NOTIF): the SQE counts in io_inflight until the CQE
+ *     without F_MORE. Linked SQEs each carry their own sched_io (or the same
+ *     one, counted once per SQE).
  *  3. The io must stay valid until done ran; done may free or reuse it.
  *  4. Prepared SQEs are submitted when the running task returns (batched into
  *     one io_uring_enter), or at once with sched_io_flush().

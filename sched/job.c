@@ -75,6 +75,11 @@
  *       scheduler's job_conds_cancelled hook (the watcher sweeps now). Missing
  *       it would only delay the cancel to the cond's next check, which looks
  *       at the job's status too.
+ *  (J8) ios / status (I/O of the job's tasks, sched/uio.c): the same Dekker
+ *       pair as J7 — job_io_begin increments ios then loads status, a cancel
+ *       CASes status then loads ios (all seq_cst): either the submission
+ *       sees the cancel (-ECANCELED) or the cancel sees the operation and
+ *       calls sched_clients.io_sweep, which cancels it on its worker.
  *  timer_armed, deadline_io and ready_io belong to the worker they are on.
  */
 #include "sched/job.h"
@@ -120,6 +125,8 @@ static int job_cancel_reason(struct urt_job *j, int32_t reason)
      * cancel (job_cond_add) or is counted here. */
     if (atomic_load_explicit(&j->conds, memory_order_seq_cst) && j->s->job_conds_cancelled)
         j->s->job_conds_cancelled(j->s);
+    if (atomic_load_explicit(&j->ios, memory_order_seq_cst)) /* (J8) */
+        sched_clients.io_sweep(j->s);
     return 0;
 }
 
@@ -458,6 +465,26 @@ int job_cond_add(struct urt_job *j, const char *fn)
     if (err)
         atomic_fetch_sub_explicit(&j->conds, 1, memory_order_relaxed);
     return err;
+}
+
+int job_io_begin(struct urt_job *j)
+{
+    atomic_fetch_add_explicit(&j->ios, 1, memory_order_seq_cst); /* (J8) before the status check */
+    if (atomic_load_explicit(&j->status, memory_order_seq_cst) < 0 || !job_count_in(j)) { /* (J8), (J1) */
+        atomic_fetch_sub_explicit(&j->ios, 1, memory_order_relaxed);
+        return -ECANCELED;
+    }
+    return 0;
+}
+
+void job_io_more(struct urt_job *j)
+{
+    job_count_in(j); /* the operation holds a count: cannot fail (J1) */
+}
+
+void job_io_end(struct urt_job *j)
+{
+    atomic_fetch_sub_explicit(&j->ios, 1, memory_order_relaxed);
 }
 
 void job_cond_unwatch(struct urt_job *j)

@@ -36,6 +36,7 @@ struct urt_job {
     _Atomic uint32_t refs;               /* see job.c "References" */
     _Atomic uint32_t closed;             /* urt_job_close was called */
     _Atomic uint32_t conds;              /* watched conditions of the job (J7) */
+    _Atomic uint32_t ios;                /* its tasks' I/O in flight (J8, sched/uio.c) */
     _Atomic(struct worker *) timer_worker; /* the worker the deadline is armed on */
     struct sched *s;
     struct urt_job_options opt;
@@ -69,6 +70,17 @@ int job_cond_submit(struct urt_job *job, struct urt_task *t, unsigned flags);
 /* A task of job was cancelled (its callback ran, it was released): the job
  * is cancelled (-ECANCELED, unless it already has a reason) and counted down. */
 void job_task_cancelled(struct sched *s, struct worker *w, struct urt_job *job);
+
+/* I/O of a job's task (urt/io.h; sched/uio.c). job_io_begin, by a task of
+ * the job: the operation counts as live work (its continuation task carries
+ * the count) and as I/O in flight (ios); 0, or -ECANCELED when the job was
+ * cancelled (nothing counted). job_io_end: its last completion arrived (ios
+ * only; live drops when the continuation task finishes). A cancel of a job
+ * with I/O in flight asks sched_clients.io_sweep to cancel it (J8). */
+int job_io_begin(struct urt_job *job);
+void job_io_end(struct urt_job *job);
+/* One more continuation task of a multishot operation of job (live + 1). */
+void job_io_more(struct urt_job *job);
 
 
 #endif

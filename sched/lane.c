@@ -136,13 +136,18 @@ static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l,
     const struct lane_ops *ops = l->ops;
     struct urt_job *job = t->priv.job;
     uint32_t flags = t->priv.flags; /* read before fn: fn may free t */
-    if (sched_run_skip(w, t))
+    w->running_lane = l; /* also around a cancel callback: an I/O continuation's context */
+    if (sched_run_skip(w, t)) {
+        w->running_lane = NULL;
         return URT_TASK_DONE;
+    }
     if (ops && ops->enter && !ops->enter(l->ctx, t)) {
         sched_cancel_task(w->s, w, t); /* the task may not start (tx ending) */
+        w->running_lane = NULL;
         return URT_TASK_DONE;
     }
     struct run_result rr = sched_run_body(w, t, &l->runner);
+    w->running_lane = NULL;
     if (ops && ops->leave)
         ops->leave(l->ctx, t);
     if (rr.r == URT_TASK_YIELD) {

@@ -17,6 +17,14 @@
  *   enter(ctx, t)  — before t's fn: false = do not run t (its cancel callback
  *                    runs, it counts as finished);
  *   leave(ctx, t)  — after t's fn returned (DONE or YIELD).
+ * and for the I/O of the lane's tasks (sched/uio.c; urt/io.h):
+ *   io_begin(ctx)  — a task of the lane submits an operation (false: refuse
+ *                    it with -ECANCELED); its continuation task carries
+ *                    TASK_IO_CONT and is counted from here, so enter lets it
+ *                    run and leave uncounts it;
+ *   io_end(ctx)    — that operation's last completion arrived;
+ *   io_cancel(ctx) — true: the lane's operations in flight are to be
+ *                    cancelled (an aborting transaction).
  */
 #ifndef URT_SCHED_LANE_H
 #define URT_SCHED_LANE_H
@@ -33,6 +41,9 @@ struct lane_ops {
     void (*idle)(void *ctx);
     bool (*enter)(void *ctx, struct urt_task *t);
     void (*leave)(void *ctx, struct urt_task *t);
+    bool (*io_begin)(void *ctx);
+    void (*io_end)(void *ctx);
+    bool (*io_cancel)(void *ctx);
 };
 
 enum lane_kind {

@@ -46,6 +46,8 @@
 #define TASK_QUEUED 0x2u   /* debug: between submit and run */
 #define TASK_ADMITTED 0x4u /* holds a pending-task slot (sched/admission.h) */
 #define TASK_LANE_RUNNER 0x8u /* the runner task of a lane (sched/lane.c) */
+#define TASK_IO_CONT 0x10u    /* an I/O continuation (sched/uio.c): the lane's owner counted it when
+                                 the I/O was submitted (lane_ops io_begin), so enter lets it run */
 
 
 enum sched_phase {
@@ -100,6 +102,16 @@ struct sched_client_ops {
     void (*stop_watcher)(struct sched *s);
     /* urt_dump_state's lines about the watcher and the admission limit */
     void (*dump_state)(struct sched *s, int fd);
+    /* I/O for tasks (sched/uio.c). io_sweep (any thread): cancel, on every
+     * worker, the operations of cancelled jobs, aborting transactions and
+     * cancel requests from other workers. io_stop (on w; idempotent, cheap
+     * when repeated): destroy began — cancel w's operations in flight;
+     * exiting: w left its loop, so their continuations run in place, and
+     * once nothing is pending the per-worker state is freed. io_pending (on
+     * w): w's operations whose last completion has not arrived. */
+    void (*io_sweep)(struct sched *s);
+    void (*io_stop)(struct worker *w, bool exiting);
+    uint32_t (*io_pending)(const struct worker *w);
 };
 extern const struct sched_client_ops sched_clients;
 
@@ -148,11 +160,18 @@ struct worker {
     struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
     struct urt_job *running_job; /* job of the task whose fn runs now, or NULL (sched/job.c: who may
                                     submit to a closed job) */
+    struct urt_lane *running_lane; /* lane of the task whose fn runs now, or NULL (sched/lane.c; the
+                                      context an I/O's continuation returns to, sched/uio.c) */
     pthread_t thread;
     int start_err;
     struct probe_hists hists; /* latency histograms (owner writes; bpf/probes.h) */
     struct timerq timers;     /* the worker's timers (sched/timer.h; its one timeout SQE counts in
                                  io_inflight); cold: off the lines the task loop touches */
+    /* I/O for tasks (sched/uio.c), cold */
+    void *uio;                /* its per-worker state (owner only; NULL until the first operation) */
+    _Atomic uint32_t io_sweep_queued; /* io_sweep is queued on the sticky queue (whoever sets it
+                                         from 0 owns the task until it runs) */
+    struct urt_task io_sweep; /* cancels the operations sched_clients.io_sweep asks for */
 };
 
 struct sched {

@@ -478,6 +478,7 @@ static void worker_loop(struct worker *w)
             timerq_sync(&w->timers); /* the SQ was full when a timer moved (sched/timer.h rule 3) */
         w->idle_polls++;
         if (__builtin_expect(phase == PHASE_DRAINING, 0)) {
+            sched_clients.io_stop(w, false); /* tasks' I/O in flight is cancelled (urt/io.h rule 9) */
             /* Report an empty poll to the destroyer (not while I/O is in
              * flight: its completion may still create work), then rest. */
             if (w->io_inflight == 0)
@@ -503,6 +504,22 @@ static void worker_loop(struct worker *w)
 }
 
 /* ---- start and stop ------------------------------------------------------------------- */
+
+/* After the loop: the tasks' I/O still in flight is cancelled and its
+ * completions are awaited here; their continuations run in place (urt/io.h
+ * rule 9). io_stop is called again after each wait (a cancel that found the
+ * SQ full is retried; with nothing pending it frees its state). */
+static void io_exit(struct worker *w)
+{
+    sched_clients.io_stop(w, true);
+    while (sched_clients.io_pending(w)) {
+        ring_wait(&w->ring, 10 * 1000 * 1000);
+        reap(w);
+        if (w->timers.dirty)
+            timerq_sync(&w->timers);
+        sched_clients.io_stop(w, true);
+    }
+}
 
 void *sched_worker_main(void *arg)
 {
@@ -539,6 +556,7 @@ void *sched_worker_main(void *arg)
         if (s->hooks.worker_start)
             s->hooks.worker_start(s->hooks.ctx, w);
         worker_loop(w);
+        io_exit(w);
         if (s->hooks.worker_stop)
             s->hooks.worker_stop(s->hooks.ctx, w);
     }

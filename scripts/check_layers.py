@@ -151,6 +151,8 @@ SCHED_CLIENTS = {
     "lane": ["sched/lane.c", "sched/lane.h"],
     "watcher": ["sched/watcher.c", "sched/watcher.h", "sched/watcher_int.h", "sched/cond.c"],
     "watchdog": ["sched/watchdog.c", "sched/watchdog_pass.h"],
+    "uio": ["sched/uio.c", "sched/uio.h", "sched/uio_ops.c", "sched/uio_timed.c", "sched/uio_buf.c",
+            "sched/uio_multi.c"],
 }
 SCHED_ROOT = "sched/clients.c"  # the one file that knows both sides
 

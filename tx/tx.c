@@ -35,7 +35,8 @@
  *
  * References (refs; freed at 0): the user's handle, one while the lane is
  * active (lane ops active/idle), one while a commit is in flight (until its
- * callback ran). Records (urt_tx_log) are a growing buffer of
+ * callback ran), one per I/O of its tasks in flight (until its continuation
+ * was queued on the lane, T5). Records (urt_tx_log) are a growing buffer of
  * {u32 length, bytes} owned by the transaction.
  *
  * ---- Memory ordering (the contract, once) -----------------------------------
@@ -50,6 +51,14 @@
  *  (T3) final (ABORTED / COMMITTED) is stored with release after the hook /
  *       response and read with acquire by urt_tx_state.
  *  (T4) the log registration: release store / acquire load (commit_hook.h rule 1).
+ *  (T5) I/O of the transaction's tasks (sched/uio.c): an operation counts as
+ *       a task in flight from its submission (tx_io_begin: the enter CAS)
+ *       until its continuation leaves, so a commit waits for it. ios counts
+ *       the operations whose completion has not arrived: tx_io_begin
+ *       increments it (seq_cst) before its CAS on term, abort_request loads
+ *       it (seq_cst) after its CAS; either the submission sees the abort
+ *       (refused) or the abort sees the operation and asks
+ *       sched_clients.io_sweep to cancel it.
  *  Records are touched by one thread at a time by the API contract (the
  *  lane's tasks are serialized; the lane hands them over with acquire/release,
  *  sched/lane.c M2).
@@ -81,6 +90,7 @@ struct urt_tx {
     alignas(64) _Atomic uint64_t term;/* the termination word */
     _Atomic uint32_t refs;
     _Atomic uint32_t final;           /* 0, URT_TX_ABORTED or URT_TX_COMMITTED (T3) */
+    _Atomic uint32_t ios;             /* its tasks' I/O in flight (T5) */
     struct sched *s;
     urt_runtime *rt;
     struct urt_tx_hooks hooks;
@@ -162,10 +172,8 @@ void tx_commit_complete(urt_tx *tx, int status)
 
 /* ---- the lane's gate -------------------------------------------------------------- */
 
-static bool tx_enter(void *ctx, struct urt_task *t)
+static bool tx_count_in(struct urt_tx *tx)
 {
-    struct urt_tx *tx = ctx;
-    (void)t;
     uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed);
     do {
         if (v & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
@@ -173,6 +181,37 @@ static bool tx_enter(void *ctx, struct urt_task *t)
     } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, v + 1, memory_order_acq_rel,
                                                     memory_order_relaxed)); /* (T1) */
     return true;
+}
+
+static bool tx_enter(void *ctx, struct urt_task *t)
+{
+    if (t->priv.flags & TASK_IO_CONT)
+        return true; /* an I/O continuation: counted at the I/O's submission (T5) */
+    return tx_count_in(ctx);
+}
+
+static bool tx_io_begin(void *ctx)
+{
+    struct urt_tx *tx = ctx;
+    atomic_fetch_add_explicit(&tx->ios, 1, memory_order_seq_cst); /* (T5) before the CAS */
+    if (tx_count_in(tx)) {
+        tx_ref(tx); /* the operation's: its continuation is queued on our lane before io_end */
+        return true;
+    }
+    atomic_fetch_sub_explicit(&tx->ios, 1, memory_order_relaxed);
+    return false;
+}
+
+static void tx_io_end(void *ctx)
+{
+    struct urt_tx *tx = ctx;
+    atomic_fetch_sub_explicit(&tx->ios, 1, memory_order_relaxed);
+    tx_unref(tx);
+}
+
+static bool tx_io_cancel(void *ctx)
+{
+    return atomic_load_explicit(&((struct urt_tx *)ctx)->term, memory_order_acquire) & TX_GOING_TO_ABORT;
 }
 
 /* True when a word with count 0 and no ENDED must be ended by its writer. */
@@ -222,6 +261,9 @@ static const struct lane_ops tx_lane_ops = {
     .idle = tx_lane_idle,
     .enter = tx_enter,
     .leave = tx_leave,
+    .io_begin = tx_io_begin,
+    .io_end = tx_io_end,
+    .io_cancel = tx_io_cancel,
 };
 
 /* ---- public API ---------------------------------------------------------------------- */
@@ -325,10 +367,12 @@ static int abort_request(struct urt_tx *tx)
         n = v | TX_GOING_TO_ABORT;
         if (TX_COUNT(v) == 0)
             n |= TX_ENDED;
-    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_acq_rel,
-                                                    memory_order_relaxed)); /* (T1) */
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, n, memory_order_seq_cst,
+                                                    memory_order_relaxed)); /* (T1), (T5) */
     if (n & TX_ENDED)
         perform_abort(tx); /* no task in flight: now, on this thread */
+    else if (atomic_load_explicit(&tx->ios, memory_order_seq_cst)) /* (T5) */
+        sched_clients.io_sweep(tx->s);
     return 0;
 }
 

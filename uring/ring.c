@@ -111,6 +111,7 @@ int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ri
         }
         if (!(disable & RING_NO_RINGLESS_MSG))
             out->ringless_msg = probe_ringless(&r);
+        out->io_features = ring_probe_io(&r, disable);
         io_uring_queue_exit(&r);
         return 0;
     }

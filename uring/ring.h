@@ -43,7 +43,18 @@ struct ring_caps {
     bool ext_arg;             /* wait timeouts through io_uring_enter's extended argument */
     bool sqpoll;
     uint32_t sqpoll_idle_ms;
+    uint32_t io_features;     /* RING_IO_*: what tasks' I/O may use (ring_probe_io) */
 };
+
+/* I/O features found by the probe (same values as URT_IO_FEAT_* of urt/io.h). */
+#define RING_IO_MULTISHOT_ACCEPT (1u << 0) /* IORING_ACCEPT_MULTISHOT (5.19) */
+#define RING_IO_MULTISHOT_RECV (1u << 1)   /* IORING_RECV_MULTISHOT with a buffer ring (6.0) */
+#define RING_IO_BUFRING (1u << 2)          /* IORING_REGISTER_PBUF_RING (5.19) */
+#define RING_IO_SEND_ZC (1u << 3)          /* IORING_OP_SEND_ZC (6.0) */
+#define RING_IO_FIXED_ACCEPT (1u << 4)     /* accept into the registered file table, IORING_FILE_INDEX_ALLOC (5.19) */
+#define RING_IO_LINK_TIMEOUT (1u << 5)     /* IORING_OP_LINK_TIMEOUT (5.5) */
+#define RING_IO_ALL ((1u << 6) - 1)
+#define RING_IO_DISABLE_SHIFT 6            /* ring_disable bit of an I/O feature: its bit << 6 */
 
 /* Ring feature bits a caller can forbid (same values as enum urt_ring_feature). */
 #define RING_NO_DEFER_TASKRUN (1u << 0)
@@ -52,12 +63,18 @@ struct ring_caps {
 #define RING_NO_REGISTERED_FD (1u << 3)
 #define RING_NO_RINGLESS_MSG (1u << 4)
 #define RING_NO_EXT_ARG (1u << 5)
+/* bits 6..11: RING_IO_* << RING_IO_DISABLE_SHIFT */
 
 /* Probes the running kernel from the calling thread: tries DEFER_TASKRUN +
  * SINGLE_ISSUER, then COOP_TASKRUN + TASKRUN_FLAG, then no flags (each
- * forbidden one skipped), and whether ring-less messages work. Returns 0 or
- * -errno (e.g. -ENOSYS without io_uring). */
+ * forbidden one skipped), whether ring-less messages work, and the I/O
+ * features (uring/probe_io.c). Returns 0 or -errno (e.g. -ENOSYS without
+ * io_uring). */
 int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ring_caps *out);
+/* The RING_IO_* features that work on ring r (an idle ring of the calling
+ * thread; each tried for real where a flag cannot be probed), minus those
+ * disabled (ring_disable bits 6..11). uring/probe_io.c. */
+uint32_t ring_probe_io(struct io_uring *r, uint32_t disable);
 
 struct ring {
     struct io_uring uring;

@@ -50,7 +50,14 @@ enum urt_ring_feature {
     URT_RING_REGISTERED_FD = 1u << 3, /* io_uring_register_ring_fd() */
     URT_RING_RINGLESS_MSG = 1u << 4,  /* IORING_REGISTER_SEND_MSG_RING for threads that are not workers */
     URT_RING_EXT_ARG = 1u << 5,       /* timeouts passed to io_uring_enter (else a timeout SQE) */
-    URT_RING_ALL_FEATURES = (1u << 6) - 1,
+    /* tasks' I/O (urt/io.h, URT_IO_FEAT_* << 6): each forbidden one falls back */
+    URT_RING_MULTISHOT_ACCEPT = 1u << 6, /* multishot accept (else one accept re-armed per connection) */
+    URT_RING_MULTISHOT_RECV = 1u << 7,   /* multishot receive into a buffer ring (else readiness + recv) */
+    URT_RING_BUFRING = 1u << 8,          /* provided buffer rings (else the pool, taken at completion) */
+    URT_RING_SEND_ZC = 1u << 9,          /* zero-copy send (else a copy) */
+    URT_RING_FIXED_ACCEPT = 1u << 10,    /* accept into the file table (else accept, then register) */
+    URT_RING_LINK_TIMEOUT = 1u << 11,    /* linked timeouts (else a timer that cancels the operation) */
+    URT_RING_ALL_FEATURES = (1u << 12) - 1,
 };
 
 struct urt_config {
@@ -91,6 +98,9 @@ struct urt_config {
     uint32_t ring_cq_entries;       /* CQ entries; 0 = 4 x ring_entries */
     uint32_t ring_disable;          /* enum urt_ring_feature bits not to use (default 0) */
     bool sqpoll;                    /* opt-in SQPOLL kernel thread per ring (default false) */
+    uint32_t io_fixed_files;        /* registered file table per worker (urt/io.h; default 1024,
+                                       0 = none): urt_io_register_file takes the lower half,
+                                       URT_IO_FIXED_FILE accepts the upper half */
     uint32_t sqpoll_idle_ms;        /* SQPOLL thread idle time (default 100) */
 
     /* --- C17 statistics -------------------------------------------------- */

@@ -57,13 +57,16 @@ struct urt_features {
     bool ext_arg;              /* IORING_FEAT_EXT_ARG: timeouts without a timeout SQE */
     bool sqpoll;
     uint32_t numa_nodes;       /* nodes of the topology in use */
+    uint32_t io_features;      /* URT_IO_FEAT_* (urt/io.h) tasks' I/O uses: found by the probe, minus
+                                  ring_disable; a missing one falls back */
 };
 
 /* Fills *out (all zero for a NULL rt; nothing for a NULL out). Any thread. */
 URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *out);
 
 /* One line describing features, e.g.
- * "setup=SINGLE_ISSUER|DEFER_TASKRUN ringfd=registered wake-from-foreign=ringless ext_arg=yes".
+ * "setup=SINGLE_ISSUER|DEFER_TASKRUN ringfd=registered wake-from-foreign=ringless ext_arg=yes
+ * numa_nodes=1 io=multishot_accept|multishot_recv|bufring|send_zc|fixed_accept|link_timeout".
  * snprintf semantics; -EINVAL for a NULL f, or a NULL buf with len > 0. Any
  * thread. */
 URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len);

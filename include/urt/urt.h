@@ -17,6 +17,7 @@
 #include <urt/tx.h>
 #include <urt/watcher.h>
 #include <urt/graph.h>
+#include <urt/io.h>
 
 #define URT_VERSION_MAJOR 0
 #define URT_VERSION_MINOR 1

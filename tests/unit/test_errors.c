@@ -23,9 +23,12 @@
  * not tested.
  */
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "runtime/runtime.h" /* urt__error_clear */
 #include "tests/helpers.h"
@@ -718,5 +721,149 @@ Test(errors, runtime_and_the_rest, .timeout = 30)
     CHECK(urt_log_stats(rt, &ls), "urt_log_stats", "log_dir", -ENOTSUP);
     CHECK(urt_log_recover(NULL, 0, NULL, NULL, NULL), "urt_log_recover", "dir", -EINVAL, -ENOENT, -ENOTDIR,
           -EMEDIUMTYPE, -EBUSY);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- urt/io.h ------------------------------------------------------------------------------------ */
+
+static void io_nop(struct urt_io *io, int32_t res, void *arg)
+{
+    (void)io, (void)res, (void)arg;
+}
+
+#define IO_COMMON -EINVAL, -EBUSY, -EPERM, -EOPNOTSUPP, -ENOMEM, -ESHUTDOWN, -ECANCELED, -EAGAIN
+
+static struct urt_io g_io;
+static char g_buf[8];
+static struct iovec g_iov = {g_buf, 8};
+
+static int io_read_bad_off(void *c) { (void)c; return urt_io_read(&g_io, 0, g_buf, 1, -5); }
+static int io_read_null_buf(void *c) { (void)c; return urt_io_read(&g_io, 0, NULL, 1, 0); }
+static int io_write_huge(void *c) { (void)c; return urt_io_write(&g_io, 0, g_buf, (size_t)1 << 33, 0); }
+static int io_readv_zero(void *c) { (void)c; return urt_io_readv(&g_io, 0, &g_iov, 0, 0); }
+static int io_writev_null(void *c) { (void)c; return urt_io_writev(&g_io, 0, NULL, 1, 0); }
+static int io_fsync_flags(void *c) { (void)c; return urt_io_fsync(&g_io, 0, 0x40); }
+static int io_openat_null(void *c) { (void)c; return urt_io_openat(&g_io, 0, NULL, 0, 0); }
+static int io_statx_null(void *c) { (void)c; return urt_io_statx(&g_io, 0, "x", 0, 0, NULL); }
+static int io_fallocate_len(void *c) { (void)c; return urt_io_fallocate(&g_io, 0, 0, 0, 0); }
+static int io_accept_flags(void *c) { (void)c; return urt_io_accept(&g_io, 0, NULL, NULL, URT_IO_ZEROCOPY); }
+static int io_accept_addr(void *c)
+{
+    (void)c;
+    static struct sockaddr_storage ss;
+    return urt_io_accept(&g_io, 0, (struct sockaddr *)&ss, NULL, 0);
+}
+static int io_connect_null(void *c) { (void)c; return urt_io_connect(&g_io, 0, NULL, 4); }
+static int io_recv_null(void *c) { (void)c; return urt_io_recv(&g_io, 0, NULL, 4, 0); }
+static int io_send_flags(void *c) { (void)c; return urt_io_send(&g_io, 0, g_buf, 1, 0, 0x10000000u); }
+static int io_sendmsg_null(void *c) { (void)c; return urt_io_sendmsg(&g_io, 0, NULL, 0); }
+static int io_recvmsg_null(void *c) { (void)c; return urt_io_recvmsg(&g_io, 0, NULL, 0); }
+static int io_poll_events(void *c) { (void)c; return urt_io_poll(&g_io, 0, 0); }
+static int io_close_null_io(void *c) { (void)c; return urt_io_close(NULL, 0); }
+static int io_sleep_null_fn(void *c)
+{
+    (void)c;
+    static struct urt_io nofn;
+    urt_io_init(&nofn, NULL, NULL);
+    return urt_io_sleep(&nofn, 1);
+}
+static int io_sleep_until_busy(void *c)
+{
+    (void)c;
+    static struct urt_io busy;
+    urt_io_init(&busy, io_nop, NULL);
+    int err = urt_io_sleep_until(&busy, urt_now_ns() + 1000000);
+    return err ? err : urt_io_sleep_until(&busy, 0);
+}
+static int io_sleep_timeout(void *c)
+{
+    (void)c;
+    static struct urt_io t;
+    urt_io_init(&t, io_nop, NULL);
+    urt_io_set_timeout(&t, 1000);
+    return urt_io_sleep(&t, 1);
+}
+static int io_cancel_idle(void *c) { (void)c; return urt_io_cancel(&g_io); }
+static int io_bufring_count(void *c) { (void)c; struct urt_bufring *b; return urt_bufring_create(6, 8, &b); }
+static int io_bufring_null(void *c) { (void)c; return urt_bufring_destroy(NULL); }
+static int io_recv_bufring_null(void *c) { (void)c; return urt_io_recv_bufring(&g_io, 0, NULL, 0); }
+static int io_register_bad_fd(void *c) { (void)c; return urt_io_register_file(-1); }
+static int io_unregister_unused(void *c) { (void)c; return urt_io_unregister_file(5); }
+static int io_register_buffers_null(void *c) { (void)c; return urt_io_register_buffers(NULL, 1); }
+
+Test(errors, io, .timeout = 30)
+{
+    urt_runtime *rt = make_rt(1, 0);
+    urt_io_init(&g_io, io_nop, NULL);
+    /* worker only (rule 5): every operation names itself and the reason */
+    CHECK(urt_io_read(&g_io, 0, g_buf, 1, 0), "urt_io_read", "not a worker", IO_COMMON);
+    CHECK(urt_io_write(&g_io, 0, g_buf, 1, 0), "urt_io_write", "not a worker", IO_COMMON);
+    CHECK(urt_io_readv(&g_io, 0, &g_iov, 1, 0), "urt_io_readv", "not a worker", IO_COMMON);
+    CHECK(urt_io_writev(&g_io, 0, &g_iov, 1, 0), "urt_io_writev", "not a worker", IO_COMMON);
+    CHECK(urt_io_fsync(&g_io, 0, 0), "urt_io_fsync", "not a worker", IO_COMMON);
+    CHECK(urt_io_openat(&g_io, 0, "x", 0, 0), "urt_io_openat", "not a worker", IO_COMMON);
+    CHECK(urt_io_close(&g_io, 0), "urt_io_close", "not a worker", IO_COMMON);
+    struct statx stx;
+    CHECK(urt_io_statx(&g_io, 0, "x", 0, 0, &stx), "urt_io_statx", "not a worker", IO_COMMON);
+    CHECK(urt_io_fallocate(&g_io, 0, 0, 0, 1), "urt_io_fallocate", "not a worker", IO_COMMON);
+    CHECK(urt_io_accept(&g_io, 0, NULL, NULL, 0), "urt_io_accept", "not a worker", IO_COMMON);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    CHECK(urt_io_connect(&g_io, 0, (struct sockaddr *)&sa, sizeof(sa)), "urt_io_connect", "not a worker",
+          IO_COMMON);
+    CHECK(urt_io_recv(&g_io, 0, g_buf, 1, 0), "urt_io_recv", "not a worker", IO_COMMON);
+    CHECK(urt_io_send(&g_io, 0, g_buf, 1, 0, 0), "urt_io_send", "not a worker", IO_COMMON);
+    struct msghdr mh = {0};
+    CHECK(urt_io_sendmsg(&g_io, 0, &mh, 0), "urt_io_sendmsg", "not a worker", IO_COMMON);
+    CHECK(urt_io_recvmsg(&g_io, 0, &mh, 0), "urt_io_recvmsg", "not a worker", IO_COMMON);
+    CHECK(urt_io_poll(&g_io, 0, 1), "urt_io_poll", "not a worker", IO_COMMON);
+    CHECK(urt_io_sleep(&g_io, 1), "urt_io_sleep", "not a worker", IO_COMMON);
+    CHECK(urt_io_sleep_until(&g_io, 1), "urt_io_sleep_until", "not a worker", IO_COMMON);
+    CHECK(urt_io_cancel(&g_io), "urt_io_cancel", "not a worker", -EALREADY, -EPERM, -EINVAL);
+    CHECK(urt_io_set_timeout(&g_io, 0), "urt_io_set_timeout", "ns", -EINVAL, -EBUSY);
+    CHECK(urt_io_set_timeout(NULL, 1), "urt_io_set_timeout", "io", -EINVAL, -EBUSY);
+    CHECK(urt_io_init2(&g_io, io_nop, NULL, 0x100), "urt_io_init2", "flags", -EINVAL);
+    CHECK(urt_spawn_at(NULL, 0, nop, NULL, NULL, 0), "urt_spawn_at", "rt", -EINVAL, -ESHUTDOWN, -EAGAIN,
+          -ENOMEM);
+    CHECK(urt_task_submit_at(rt, NULL, 0, 0), "urt_task_submit_at", "task", -EINVAL, -ESHUTDOWN, -EAGAIN,
+          -ENOMEM);
+    /* arguments, on a worker */
+    CHECK_ON_WORKER(rt, io_read_bad_off, NULL, "urt_io_read", "off", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_read_null_buf, NULL, "urt_io_read", "buf", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_write_huge, NULL, "urt_io_write", "len", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_readv_zero, NULL, "urt_io_readv", "iovcnt", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_writev_null, NULL, "urt_io_writev", "iov", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_fsync_flags, NULL, "urt_io_fsync", "flags", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_openat_null, NULL, "urt_io_openat", "path", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_statx_null, NULL, "urt_io_statx", "out", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_fallocate_len, NULL, "urt_io_fallocate", "len", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_accept_flags, NULL, "urt_io_accept", "flags", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_accept_addr, NULL, "urt_io_accept", "addrlen", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_connect_null, NULL, "urt_io_connect", "addr", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_recv_null, NULL, "urt_io_recv", "buf", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_send_flags, NULL, "urt_io_send", "flags", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_sendmsg_null, NULL, "urt_io_sendmsg", "msg", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_recvmsg_null, NULL, "urt_io_recvmsg", "msg", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_poll_events, NULL, "urt_io_poll", "events", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_close_null_io, NULL, "urt_io_close", "io", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_sleep_null_fn, NULL, "urt_io_sleep", "io->fn", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_sleep_until_busy, NULL, "urt_io_sleep_until", "in flight", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_sleep_timeout, NULL, "urt_io_sleep", "timeout", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_cancel_idle, NULL, "urt_io_cancel", "not in flight", -EALREADY, -EPERM, -EINVAL);
+    /* buffer rings, registered files and buffers */
+    struct urt_bufring *br;
+    CHECK(urt_bufring_create(4, 8, &br), "urt_bufring_create", "not a worker", -EINVAL, -EPERM, -ENOMEM);
+    CHECK(urt_io_register_file(0), "urt_io_register_file", "not a worker", -EPERM, -ENFILE, -EBADF, -ENOMEM);
+    CHECK(urt_io_unregister_file(0), "urt_io_unregister_file", "not a worker", -EPERM, -EINVAL);
+    CHECK(urt_io_register_buffers(&g_iov, 1), "urt_io_register_buffers", "not a worker", -EPERM, -EINVAL,
+          -EBUSY, -ENOMEM);
+    CHECK(urt_io_recv_bufring(&g_io, 0, NULL, 0), "urt_io_recv_bufring", "br", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_bufring_count, NULL, "urt_bufring_create", "count", -EINVAL, -EPERM, -ENOMEM);
+    CHECK_ON_WORKER(rt, io_bufring_null, NULL, "urt_bufring_destroy", "br", -EINVAL, -EPERM, -EBUSY);
+    CHECK_ON_WORKER(rt, io_recv_bufring_null, NULL, "urt_io_recv_bufring", "br", IO_COMMON);
+    CHECK_ON_WORKER(rt, io_register_bad_fd, NULL, "urt_io_register_file", "fd", -EPERM, -ENFILE, -EBADF,
+                    -ENOMEM);
+    CHECK_ON_WORKER(rt, io_unregister_unused, NULL, "urt_io_unregister_file", "index", -EPERM, -EINVAL);
+    CHECK_ON_WORKER(rt, io_register_buffers_null, NULL, "urt_io_register_buffers", "iov", -EPERM, -EINVAL,
+                    -EBUSY, -ENOMEM);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }

@@ -1,0 +1,730 @@
+/*
+ * sched/uio.c — I/O for tasks (urt/io.h, SPEC C20): submission, completion,
+ * the continuation, cancel, sweeps and shutdown. The operations themselves
+ * are in sched/uio_ops.c; the state machine and the memory-ordering contract
+ * of an io are in sched/uio.h.
+ *
+ * ---- The path of one operation ------------------------------------------------
+ *   urt_io_read(io, ...) on worker W, inside a task T
+ *     uio_begin:  checks; room for the SQEs (sched_io_reserve) and in W's
+ *                 in-flight array; the context of T is captured — T's job
+ *                 (job_io_begin: live work, J8 of sched/job.c), else T's lane
+ *                 (a transaction's counts it: lane_ops io_begin, T5 of
+ *                 tx/tx.c), else W itself;
+ *     prep + uio_submit_sqe: the SQE tagged through sched_io_bind (sched/io.h),
+ *                 a linked timeout behind it if one was set; the io's task is
+ *                 made its continuation; tag := INFLIGHT | W
+ *   submitted with what T prepared when T returns (one io_uring_enter)
+ *   W's loop reaps the CQE (the one completion path) -> uio_cqe -> finish:
+ *     out of the in-flight array; -ECANCELED / -EINTR after the linked timeout
+ *     fired become -ETIME; tag |= DELIVERING; deliver: the io's task goes to
+ *     the job (its lane if serial), else the lane, else W's sticky queue (its
+ *     deque with URT_IO_STEALABLE)
+ *   the task runs by the one run path (sched/run.h): cont_run clears the tag
+ *     and calls fn(io, res, arg). A task of a cancelled job gets its cancel
+ *     callback instead (cont_cancel), which calls fn just the same.
+ *
+ * ---- Sweeps: cancelling what other threads decide ------------------------------
+ * Only W may cancel W's operations (the ring is single-issuer; an async
+ * cancel finds requests of its own ring only). A job cancel, a transaction
+ * abort or urt_io_cancel from another worker therefore posts W's sweep task
+ * (uio_sweep_post: the per-worker io_sweep task on the sticky queue, at most
+ * once queued) and the sweep, on W, cancels every operation whose job is
+ * cancelled, whose transaction aborts or whose tag carries UIO_T_CANCEL.
+ *   poster:  state change (seq_cst RMW) -> exchange(io_sweep_queued, 1) seq_cst
+ *   sweep:   store(io_sweep_queued, 0) seq_cst -> fence seq_cst -> read states
+ * A poster whose exchange read 1 precedes the sweep's store in the single
+ * total order, hence the fence, so the queued sweep sees its change; one that
+ * read 0 queues a new sweep.
+ *
+ * ---- Shutdown (rule 9) ------------------------------------------------------------
+ * Submissions fail with -ESHUTDOWN once destroy began (phase). On DRAIN the
+ * worker calls uio_stop(w, false) when idle: every operation in flight is
+ * asked to cancel; the completions arrive and the continuations run as
+ * tasks, so the drain (which waits for io_inflight == 0) ends. Then, and
+ * directly on CANCEL, the worker leaves its loop and calls uio_stop(w, true)
+ * until nothing is pending: what is still in flight is cancelled, and each
+ * completion's continuation runs in place (run_in_place), on the worker.
+ * Timed submissions still armed then are cancelled (sched/uio_timed.c). A
+ * continuation already queued when destroy(CANCEL) stops the workers is
+ * cancelled with the queues: its cancel callback, on the destroying thread,
+ * calls fn with the operation's result.
+ */
+#include "sched/uio.h"
+#include "sched/job.h"
+#include "sched/lane.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+/* Set while a continuation runs on a thread that is not a worker (cancelled
+ * at destroy): its submissions get -ESHUTDOWN, not -EPERM. */
+static _Thread_local bool tls_off_worker_shutdown;
+
+int uio_arg_error(int err, const char *fn, const char *what)
+{
+    return urt__error(err, "%s: %s", fn, what);
+}
+
+/* ---- per-worker state ---------------------------------------------------------------- */
+
+struct uio_worker *uio_worker(struct worker *w)
+{
+    if (!w->uio)
+        w->uio = calloc(1, sizeof(struct uio_worker));
+    return w->uio;
+}
+
+static int ops_reserve(struct uio_worker *uw)
+{
+    if (uw->n < uw->cap)
+        return 0;
+    uint32_t cap = uw->cap ? uw->cap * 2 : 64;
+    struct uio **p = realloc(uw->ops, cap * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    uw->ops = p;
+    uw->cap = cap;
+    return 0;
+}
+
+static void ops_add(struct uio_worker *uw, struct uio *u)
+{
+    u->slot = uw->n;
+    uw->ops[uw->n++] = u;
+}
+
+void uio_ops_remove(struct uio_worker *uw, struct uio *u)
+{
+    struct uio *last = uw->ops[--uw->n];
+    uw->ops[u->slot] = last;
+    last->slot = u->slot;
+}
+
+/* ---- submission -------------------------------------------------------------------- */
+
+/* The continuation's context: the running task's job, else its lane. */
+static int ctx_capture(struct worker *w, struct uio_ctx *cx, enum uio_kind kind, const char *fn)
+{
+    struct urt_lane *l = w->running_lane;
+    cx->w = w;
+    cx->lane = NULL;
+    cx->job = w->running_job;
+    if (!cx->job && l && l->kind == LANE_JOB)
+        cx->job = l->ctx; /* a serial job's task outside its body (a cancel callback) */
+    if (cx->job) {
+        if (job_io_begin(cx->job)) /* (J8) */
+            return urt__error(-ECANCELED, "%s: the calling task's job %p was cancelled", fn, (void *)cx->job);
+        return 0;
+    }
+    if (!l)
+        return 0;
+    if (l->ops && l->ops->io_begin) {
+        if (kind == UIO_K_MULTI || kind == UIO_K_REARM)
+            return urt__error(-EOPNOTSUPP, "%s: a multishot operation may not belong to a transaction", fn);
+        if (!l->ops->io_begin(l->ctx)) /* (T5) */
+            return urt__error(-ECANCELED, "%s: the calling task's transaction is ending or has ended", fn);
+    }
+    cx->lane = l;
+    return 0;
+}
+
+int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sqes, struct uio_ctx *cx)
+{
+    if (!io || !io->fn)
+        return urt__error(-EINVAL, "%s: %s is NULL", fn, io ? "io->fn" : "io");
+    struct worker *w = sched_self();
+    if (!w) {
+        if (tls_off_worker_shutdown)
+            return urt__error(-ESHUTDOWN, "%s: the runtime is being destroyed", fn);
+        return urt__error(-EPERM, "%s: the calling thread is not a worker (submit a task that submits the "
+                                  "operation: urt_spawn)", fn);
+    }
+    struct uio *u = uio_of(io);
+    if (atomic_load_explicit(&w->s->phase, memory_order_relaxed) != PHASE_RUNNING)
+        return urt__error(-ESHUTDOWN, "%s: the runtime is being destroyed", fn);
+    if (atomic_load_explicit(&u->tag, memory_order_relaxed) & UIO_T_INFLIGHT)
+        return urt__error(-EBUSY, "%s: io %p is in flight (rule 2)", fn, (void *)io);
+    bool tmo = u->flags & UIO_F_TIMEOUT;
+    if (tmo && kind != UIO_K_OP)
+        return urt__error(-EOPNOTSUPP, "%s: a timeout (urt_io_set_timeout) is not for sleeps and multishot "
+                                       "operations", fn);
+    struct uio_worker *uw = uio_worker(w);
+    if (!uw || ops_reserve(uw))
+        return urt__error(-ENOMEM, "%s: out of memory for the worker's table of operations", fn);
+    if (sqes && sched_io_reserve(w, sqes + (tmo ? 1 : 0)))
+        return urt__error(-EAGAIN, "%s: the ring's submission queue is full and the kernel takes no more now", fn);
+    bool timer = kind == UIO_K_SLEEP || (tmo && !(uio_features(w) & RING_IO_LINK_TIMEOUT));
+    if (timer && timerq_reserve(&w->timers, 1))
+        return urt__error(-ENOMEM, "%s: out of memory for the worker's timer queue", fn);
+    int err = ctx_capture(w, cx, kind, fn);
+    if (err)
+        return err;
+    u->kind = (uint8_t)kind;
+    u->flags &= UIO_F_TIMEOUT;
+    return 0;
+}
+
+static enum urt_task_result cont_run(struct urt_task *t, void *arg);
+static void cont_cancel(struct urt_task *t, void *arg);
+static void uio_cqe(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags);
+static void uio_tmo_cqe(struct ring_op *op, int32_t res, uint32_t cqe_flags);
+static void uio_tmo_fire(sched_timer *t, int32_t res);
+
+/* The deadline of rule 8: a linked timeout SQE behind the operation, or,
+ * without the kernel feature, a timer of the worker that cancels it. */
+static void arm_deadline(struct worker *w, struct uio *u)
+{
+    if (uio_features(w) & RING_IO_LINK_TIMEOUT) {
+        struct io_uring_sqe *t = sched_io_sqe(w); /* reserved by uio_begin */
+        io_uring_prep_link_timeout(t, &u->sio.ts, 0);
+        u->tmo.complete = uio_tmo_cqe;
+        io_uring_sqe_set_data(t, &u->tmo);
+        w->io_inflight++;
+        u->cqes++;
+        return;
+    }
+    uint64_t ns = (uint64_t)u->sio.ts.tv_sec * 1000000000ull + (uint64_t)u->sio.ts.tv_nsec;
+    u->sio.tm = (sched_timer){0};
+    timerq_add(&w->timers, &u->sio.tm, urt_now_ns() + ns, uio_tmo_fire); /* room reserved by uio_begin */
+    timerq_sync(&w->timers);
+    u->flags |= UIO_F_TMO_TIMER;
+}
+
+void uio_submit_sqe(struct uio_ctx *cx, struct urt_io *io, struct io_uring_sqe *sqe)
+{
+    struct uio *u = uio_of(io);
+    struct worker *w = cx->w;
+    bool tmo = u->flags & UIO_F_TIMEOUT;
+    bool link = tmo && (uio_features(w) & RING_IO_LINK_TIMEOUT);
+    u->flags &= ~UIO_F_TIMEOUT;
+    sched_io_bind(w, sqe, &u->sio, uio_cqe, link);
+    u->cqes = 1;
+    if (tmo)
+        arm_deadline(w, u);
+    uio_submit_done(cx, io);
+}
+
+void uio_rebind(struct worker *w, struct io_uring_sqe *sqe, struct uio *u)
+{
+    sched_io_bind(w, sqe, &u->sio, uio_cqe, false);
+}
+
+void uio_submit_done(struct uio_ctx *cx, struct urt_io *io)
+{
+    struct uio *u = uio_of(io);
+    struct worker *w = cx->w;
+    struct urt_task *t = &io->task;
+    u->res = 0;
+    u->cflags = 0;
+    urt_task_init(t, cont_run, io);
+    t->cancel = cont_cancel;
+    t->priv.job = cx->job;
+    t->priv.lane = cx->lane;
+    t->priv.flags = TASK_IO_CONT;
+    ops_add(w->uio, u);
+    uint64_t tag = UIO_T_INFLIGHT | ((w->s->id & 0xff) << UIO_T_RT_SHIFT) | (w->index + 1);
+    atomic_store_explicit(&u->tag, tag, memory_order_release);
+}
+
+/* ---- the continuation ----------------------------------------------------------------- */
+
+/* Calls fn with the completion being delivered. The last one makes the io
+ * the caller's again first (rule 3); a multishot one with more to come
+ * (IORING_CQE_F_MORE) leaves it in flight. */
+static void cont_call(struct urt_io *io)
+{
+    struct uio *u = uio_of(io);
+    int32_t res = u->res;
+    if (uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE)) {
+        io->fn(io, res, io->arg);
+        return;
+    }
+    if (u->more)
+        uio_more_free(u);
+    uint64_t tag = atomic_load_explicit(&u->tag, memory_order_relaxed);
+    atomic_store_explicit(&u->tag, tag & (UIO_T_WORKER | UIO_T_RT), memory_order_release);
+    io->fn(io, res, io->arg);
+}
+
+static void deliver_next(struct worker *w, struct uio *u);
+
+static enum urt_task_result pump_run(struct urt_task *t, void *arg);
+
+/* After a multishot continuation returned (F_MORE: the io is still ours):
+ * the next queued completion goes out. Its queue is its worker's; a lane's
+ * continuation may have run elsewhere, so the task goes back to the worker
+ * first (as a pump: no job count, the context kept in priv.lane). */
+static void multi_after(struct urt_io *io, bool more)
+{
+    if (!more)
+        return;
+    struct uio *u = uio_of(io);
+    struct worker *w = u->sio.w, *self = sched_self();
+    if (self == w) {
+        u->flags &= ~UIO_F_QUEUED;
+        if (u->more->n)
+            deliver_next(w, u);
+        return;
+    }
+    struct urt_task *t = &io->task;
+    if (t->priv.job)
+        t->priv.lane = &t->priv.job->lane; /* a serial job's: kept through the hop */
+    t->priv.job = NULL;
+    t->fn = pump_run;
+    sched_push_sticky(w->s, w, t);
+}
+
+static enum urt_task_result pump_run(struct urt_task *t, void *arg)
+{
+    struct urt_lane *l = t->priv.lane;
+    t->fn = cont_run;
+    if (l && l->kind == LANE_JOB) {
+        t->priv.job = l->ctx;
+        t->priv.lane = NULL;
+    }
+    multi_after(arg, true);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result cont_run(struct urt_task *t, void *arg)
+{
+    struct uio *u = uio_of(arg);
+    bool more = uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE);
+    (void)t;
+    cont_call(arg);
+    multi_after(arg, more);
+    return URT_TASK_DONE;
+}
+
+/* A counted lane (a transaction's) uncounts a continuation that did not run
+ * through its lane runner. */
+static void lane_leave_counted(struct urt_lane *lane, uint32_t task_flags)
+{
+    if (lane && (task_flags & TASK_IO_CONT) && lane->ops && lane->ops->io_begin && lane->ops->leave)
+        lane->ops->leave(lane->ctx, NULL);
+}
+
+/* The continuation's task was cancelled (its job was cancelled, or destroy
+ * cancelled the queues): fn still runs, once, with the result. */
+static void cont_cancel(struct urt_task *t, void *arg)
+{
+    struct worker *w = sched_self();
+    struct urt_lane *lane = t->priv.job ? NULL : t->priv.lane;
+    uint32_t tf = t->priv.flags;
+    struct uio *u = uio_of(arg);
+    bool more = uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE);
+    if (w) {
+        struct urt_job *saved = w->running_job;
+        w->running_job = t->priv.job; /* its submissions see the cancelled job (-ECANCELED) */
+        cont_call(arg);
+        w->running_job = saved;
+        multi_after(arg, more);
+    } else {
+        tls_off_worker_shutdown = true;
+        cont_call(arg); /* destroy: the workers are gone, the rest of a multishot never comes */
+        tls_off_worker_shutdown = false;
+    }
+    lane_leave_counted(lane, tf);
+}
+
+/* ---- completion --------------------------------------------------------------------- */
+
+/* The operation's last completion arrived: its job / transaction hear it. */
+static void io_ended(struct urt_job *job, struct urt_lane *lane)
+{
+    if (job)
+        job_io_end(job);
+    else if (lane && lane->ops && lane->ops->io_end)
+        lane->ops->io_end(lane->ctx);
+}
+
+/* Destroy: the worker left its loop, nothing runs tasks any more; the
+ * continuation runs here, on the worker, in the task's context. */
+static void run_in_place(struct worker *w, struct urt_io *io, bool last)
+{
+    struct urt_task *t = &io->task;
+    struct urt_job *job = t->priv.job;
+    struct urt_lane *lane = t->priv.lane;
+    uint32_t tf = t->priv.flags;
+    struct urt_job *sj = w->running_job;
+    struct urt_lane *sl = w->running_lane;
+    w->running_job = job;
+    w->running_lane = job ? (job->serial ? &job->lane : NULL) : lane;
+    cont_call(io); /* io may be gone from here on when last */
+    w->running_job = sj;
+    w->running_lane = sl;
+    lane_leave_counted(lane, tf);
+    if (last)
+        io_ended(job, lane);
+    if (job)
+        sched_clients.job_task_finished(w->s, w, job);
+}
+
+/* Queues io's task in its context; last: the io's final completion. */
+static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool last)
+{
+    struct urt_io *io = uio_io(u);
+    struct urt_task *t = &io->task;
+    struct urt_job *job = t->priv.job;
+    struct urt_lane *lane = t->priv.lane;
+    if (!last && job)
+        job_io_more(job); /* each multishot delivery is a task of the job; the last uses the io's count */
+    if (uw->exiting) {
+        run_in_place(w, io, last);
+        return;
+    }
+    if (job && job->serial)
+        lane_submit(&job->lane, t, 0); /* from the worker: cannot fail */
+    else if (lane)
+        lane_submit(lane, t, 0);
+    else if ((u->opts & URT_IO_STEALABLE) && !uio_kind_multi(u->kind))
+        sched_local_push(w, t);
+    else
+        inbox_push(&w->sticky, t); /* never stolen; we are awake */
+    if (last)
+        io_ended(job, lane); /* after the queueing: a transaction's lane holds it now (T5) */
+}
+
+/* Multishot: the oldest queued completion goes out (on u's worker). */
+static void deliver_next(struct worker *w, struct uio *u)
+{
+    struct uio_worker *uw = w->uio;
+    do {
+        struct uio_more *m = u->more;
+        struct uio_ent e = m->e[m->head];
+        m->head = (m->head + 1) % m->cap;
+        m->n--;
+        u->res = e.res;
+        u->cflags = e.cflags;
+        u->flags |= UIO_F_QUEUED;
+        bool last = !(e.cflags & IORING_CQE_F_MORE);
+        if (last)
+            atomic_fetch_or_explicit(&u->tag, UIO_T_DELIVERING, memory_order_acq_rel);
+        deliver(w, uw, u, last);
+        if (last || !uw->exiting)
+            return;
+        u->flags &= ~UIO_F_QUEUED; /* ran in place: the next one, without recursion */
+    } while (u->more->n);
+}
+
+static int more_grow(struct uio_more *m)
+{
+    uint32_t cap = m->cap ? m->cap * 2 : 16;
+    struct uio_ent *e = malloc(cap * sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < m->n; i++)
+        e[i] = m->e[(m->head + i) % m->cap];
+    free(m->e);
+    m->e = e;
+    m->head = 0;
+    m->cap = cap;
+    return 0;
+}
+
+void uio_push(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags)
+{
+    struct uio_more *m = u->more;
+    bool last = !(cqe_flags & IORING_CQE_F_MORE);
+    if (last)
+        uio_ops_remove(w->uio, u);
+    if (m->n == m->cap && more_grow(m)) {
+        /* No memory to queue it (the queue is sized for a buffer ring's
+         * buffers, so only accepts get here): a new connection is closed,
+         * never leaked; a last completion takes the place of the newest. */
+        if (!last) {
+            if (res >= 0 && m->op == UIO_MOP_ACCEPT)
+                uio_drop_accepted(w, u, res);
+            return;
+        }
+        m->n--;
+    }
+    m->e[(m->head + m->n) % m->cap] = (struct uio_ent){res, cqe_flags};
+    m->n++;
+    if (!(u->flags & UIO_F_QUEUED))
+        deliver_next(w, u);
+}
+
+static void finish(struct worker *w, struct uio *u)
+{
+    struct uio_worker *uw = w->uio;
+    uio_ops_remove(uw, u);
+    int32_t res = u->res;
+    if ((u->flags & UIO_F_TIMED_OUT) && (res == -ECANCELED || res == -EINTR))
+        res = -ETIME; /* rule 8 */
+    else if (res == -EINTR && (u->flags & UIO_F_CANCEL_SENT))
+        res = -ECANCELED; /* an io-wq worker interrupted by the cancel */
+    if (res >= 0 && (u->flags & UIO_F_FIXED))
+        res = uio_accepted_fixed(w, u, res); /* an accept into the file table */
+    u->res = res;
+    atomic_fetch_or_explicit(&u->tag, UIO_T_DELIVERING, memory_order_acq_rel);
+    deliver(w, uw, u, true);
+}
+
+static void uio_cqe(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags)
+{
+    struct uio *u = (struct uio *)(void *)sio; /* sio is its first member */
+    if (uio_kind_multi(u->kind)) {
+        uio_multi_cqe(w, u, res, cqe_flags);
+        return;
+    }
+    if (cqe_flags & IORING_CQE_F_NOTIF) {
+        u->cflags |= IORING_CQE_F_NOTIF; /* zero-copy send: the buffer is the caller's again */
+    } else {
+        u->res = res;
+        u->cflags = cqe_flags & ~IORING_CQE_F_MORE;
+        if (cqe_flags & IORING_CQE_F_MORE)
+            u->cqes++; /* a zero-copy send's notification follows */
+    }
+    if (u->flags & UIO_F_TMO_TIMER) {
+        u->flags &= ~UIO_F_TMO_TIMER;
+        timerq_remove(&w->timers, &u->sio.tm);
+        timerq_sync(&w->timers);
+    }
+    if (--u->cqes == 0)
+        finish(w, u);
+}
+
+static void uio_tmo_cqe(struct ring_op *op, int32_t res, uint32_t cqe_flags)
+{
+    struct uio *u = (struct uio *)(void *)((char *)op - offsetof(struct uio, tmo));
+    struct worker *w = u->sio.w;
+    (void)cqe_flags;
+    w->io_inflight--;
+    if (res == -ETIME)
+        u->flags |= UIO_F_TIMED_OUT;
+    if (--u->cqes == 0)
+        finish(w, u);
+}
+
+/* The timer that stands in for a linked timeout fired: cancel the op. */
+static void uio_tmo_fire(sched_timer *t, int32_t res)
+{
+    struct uio *u = (struct uio *)(void *)((char *)t - offsetof(struct uio, sio.tm));
+    struct worker *w = u->sio.w;
+    u->flags &= ~UIO_F_TMO_TIMER;
+    if (res != -ETIME)
+        return;
+    u->flags |= UIO_F_TIMED_OUT;
+    uio_cancel_now(w, w->uio, u);
+    sched_io_flush(w); /* from the worker's loop, not a task */
+}
+
+void uio_timer_done(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags)
+{
+    struct uio *u = (struct uio *)(void *)sio;
+    (void)cqe_flags;
+    u->res = res == -ETIME ? 0 : res; /* the sleep ended; -ECANCELED: cancelled */
+    u->cflags = 0;
+    finish(w, u);
+}
+
+/* ---- cancel and sweeps ------------------------------------------------------------------ */
+
+void uio_cancel_now(struct worker *w, struct uio_worker *uw, struct uio *u)
+{
+    if (u->flags & UIO_F_CANCEL_SENT)
+        return;
+    u->flags |= UIO_F_CANCEL_SENT;
+    if (u->kind == UIO_K_SLEEP) {
+        sched_timer_cancel(w, &u->sio); /* uio_timer_done(-ECANCELED) runs now */
+        return;
+    }
+    if (u->flags & UIO_F_WAIT_BUF) {
+        uio_multi_end(w, u, -ECANCELED); /* nothing in the kernel: it ends here */
+        return;
+    }
+    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
+    if (!sqe) {
+        u->flags &= ~UIO_F_CANCEL_SENT;
+        uw->retry = true;
+        return;
+    }
+    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&u->sio.op, 0);
+    io_uring_sqe_set_data64(sqe, 0); /* its own CQE (a failure only) is ignored */
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
+static bool sweep_wants(struct uio *u)
+{
+    uint64_t tag = atomic_load_explicit(&u->tag, memory_order_acquire);
+    if (tag & UIO_T_CANCEL)
+        return true;
+    struct urt_task *t = &uio_io(u)->task;
+    if (t->priv.job)
+        return job_is_cancelled(t->priv.job);
+    struct urt_lane *l = t->priv.lane;
+    return l && l->ops && l->ops->io_cancel && l->ops->io_cancel(l->ctx);
+}
+
+/* Walks w's operations (backwards: a sleep's cancel completes and leaves
+ * the array at once, moving the last entry, already visited, into its slot). */
+static void cancel_walk(struct worker *w, struct uio_worker *uw, bool all)
+{
+    uw->retry = false;
+    for (uint32_t i = uw->n; i-- > 0;) {
+        if (i >= uw->n)
+            continue;
+        struct uio *u = uw->ops[i];
+        if (all || sweep_wants(u))
+            uio_cancel_now(w, uw, u);
+    }
+}
+
+static void sweep_post_one(struct sched *s, struct worker *w);
+
+static enum urt_task_result sweep_run(struct urt_task *t, void *arg)
+{
+    struct worker *w = arg;
+    (void)t;
+    atomic_store_explicit(&w->io_sweep_queued, 0, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* see "Sweeps" */
+    struct uio_worker *uw = w->uio;
+    if (!uw)
+        return URT_TASK_DONE;
+    cancel_walk(w, uw, uw->stopped);
+    if (uw->retry)
+        sweep_post_one(w->s, w); /* the SQ was full: again, after this task's SQEs went out */
+    return URT_TASK_DONE;
+}
+
+static void sweep_cancelled(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_store_explicit(&((struct worker *)arg)->io_sweep_queued, 0, memory_order_relaxed);
+}
+
+static void sweep_post_one(struct sched *s, struct worker *w)
+{
+    if (atomic_exchange_explicit(&w->io_sweep_queued, 1, memory_order_seq_cst))
+        return; /* queued, not yet run: it will see our change */
+    urt_task_init(&w->io_sweep, sweep_run, w);
+    w->io_sweep.cancel = sweep_cancelled;
+    if (sched_submit_to(s, w, &w->io_sweep) != 0)
+        atomic_store_explicit(&w->io_sweep_queued, 0, memory_order_relaxed); /* destroy: io_stop does it */
+}
+
+void uio_sweep_post(struct sched *s)
+{
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        sweep_post_one(s, s->workers[i]);
+}
+
+/* ---- shutdown ----------------------------------------------------------------------------- */
+
+void uio_stop(struct worker *w, bool exiting)
+{
+    struct uio_worker *uw = w->uio;
+    if (!uw)
+        return;
+    bool walk = !uw->stopped || uw->retry;
+    if (exiting && !uw->exiting) {
+        uw->exiting = true;
+        uio_timed_cancel_all(w, uw);
+        walk = true;
+    }
+    uw->stopped = true;
+    if (walk)
+        cancel_walk(w, uw, true);
+    if (exiting && uw->n == 0 && !uw->timed) {
+        uio_buf_exit(w, uw);
+        free(uw->ops);
+        free(uw);
+        w->uio = NULL;
+    }
+}
+
+uint32_t uio_pending(const struct worker *w)
+{
+    const struct uio_worker *uw = w->uio;
+    return uw ? uw->n + (uw->timed != NULL) : 0;
+}
+
+/* ---- public API ---------------------------------------------------------------------------- */
+
+URT_API void urt_io_init(struct urt_io *io, urt_io_fn *fn, void *arg)
+{
+    if (!io)
+        return;
+    memset(io, 0, sizeof(*io));
+    io->fn = fn;
+    io->arg = arg;
+}
+
+URT_API int urt_io_init2(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned flags)
+{
+    if (!io)
+        return urt__error(-EINVAL, "urt_io_init2: io is NULL");
+    if (flags & ~URT_IO_INIT_FLAGS_ALL)
+        return urt__error(-EINVAL, "urt_io_init2: unknown flags 0x%x", flags & ~URT_IO_INIT_FLAGS_ALL);
+    urt_io_init(io, fn, arg);
+    uio_of(io)->opts = (uint8_t)flags;
+    return 0;
+}
+
+URT_API int urt_io_set_timeout(struct urt_io *io, uint64_t ns)
+{
+    if (!io)
+        return urt__error(-EINVAL, "urt_io_set_timeout: io is NULL");
+    if (ns == 0)
+        return urt__error(-EINVAL, "urt_io_set_timeout: ns is 0 (a timeout must be > 0)");
+    struct uio *u = uio_of(io);
+    if (atomic_load_explicit(&u->tag, memory_order_acquire) & UIO_T_INFLIGHT)
+        return urt__error(-EBUSY, "urt_io_set_timeout: io %p is in flight (rule 2)", (void *)io);
+    u->sio.ts.tv_sec = (long long)(ns / 1000000000ull);
+    u->sio.ts.tv_nsec = (long long)(ns % 1000000000ull);
+    u->flags |= UIO_F_TIMEOUT;
+    return 0;
+}
+
+URT_API int urt_io_cancel(struct urt_io *io)
+{
+    if (!io)
+        return urt__error(-EINVAL, "urt_io_cancel: io is NULL");
+    struct worker *w = sched_self();
+    if (!w)
+        return urt__error(-EPERM, "urt_io_cancel: the calling thread is not a worker");
+    struct uio *u = uio_of(io);
+    uint64_t tag = atomic_load_explicit(&u->tag, memory_order_acquire);
+    struct sched *s = w->s;
+    if (!(tag & UIO_T_INFLIGHT) || (tag & UIO_T_DELIVERING))
+        return urt__error(-EALREADY, "urt_io_cancel: io %p is not in flight (or its last completion is being "
+                                     "delivered)", (void *)io);
+    uint32_t idx = (uint32_t)(tag & UIO_T_WORKER) - 1;
+    if (((tag & UIO_T_RT) >> UIO_T_RT_SHIFT) != (s->id & 0xff) || idx >= s->n_workers)
+        return urt__error(-EPERM, "urt_io_cancel: io %p belongs to another runtime", (void *)io);
+    if (idx == w->index) {
+        uio_cancel_now(w, w->uio, u);
+        return 0;
+    }
+    /* Another worker's: mark it, and that worker's sweep cancels it. */
+    while (!atomic_compare_exchange_weak_explicit(&u->tag, &tag, tag | UIO_T_CANCEL, memory_order_seq_cst,
+                                                  memory_order_acquire)) {
+        if (!(tag & UIO_T_INFLIGHT) || (tag & UIO_T_DELIVERING))
+            return urt__error(-EALREADY, "urt_io_cancel: io %p completed meanwhile", (void *)io);
+    }
+    sweep_post_one(s, s->workers[idx]);
+    return 0;
+}
+
+URT_API unsigned urt_io_flags(const struct urt_io *io)
+{
+    if (!io)
+        return 0;
+    uint32_t f = uio_of_const(io)->cflags;
+    return (f & IORING_CQE_F_MORE ? URT_IO_F_MORE : 0) | (f & IORING_CQE_F_BUFFER ? URT_IO_F_BUFFER : 0) |
+           (f & IORING_CQE_F_NOTIF ? URT_IO_F_NOTIF : 0);
+}
+
+URT_API int urt_io_worker(const struct urt_io *io)
+{
+    if (!io)
+        return -1;
+    uint64_t tag = atomic_load_explicit(&uio_of_const(io)->tag, memory_order_relaxed);
+    return (tag & UIO_T_WORKER) ? (int)(tag & UIO_T_WORKER) - 1 : -1;
+}

@@ -1,0 +1,284 @@
+/*
+ * sched/uio_multi.c — multishot operations of urt/io.h (rule 7): accept
+ * with URT_IO_MULTISHOT and urt_io_recv_bufring, on the kernel's multishot
+ * requests where the probe found them, else on their fallbacks:
+ *
+ *   kind            request in the kernel               a completion is
+ *   UIO_K_MULTI     multishot accept / multishot recv   each CQE with F_MORE
+ *                   selecting from a buffer ring
+ *   UIO_K_REARM     one accept, or one receive          each CQE
+ *                   selecting from the buffer ring,
+ *                   re-armed after each
+ *   UIO_K_POLLRECV  one POLLIN poll, re-armed           recv(2, MSG_DONTWAIT) into a
+ *                   (a pool: no kernel buffer ring)     buffer taken from the pool
+ *
+ * Completions are queued in kernel order (uio_push, sched/uio.c) and
+ * delivered one at a time, each with IORING_CQE_F_MORE, and the last
+ * without it. The kernel may end a multishot request on its own with a
+ * result (a CQE with data but no F_MORE): that result is delivered as an
+ * ordinary completion and the request is re-armed, so the caller sees one
+ * stream until its own cancel, an error, end of file (receive: 0), or
+ * destroy (-ECANCELED). A receive whose buffer ring ran dry (the kernel's
+ * -ENOBUFS, or an empty pool) waits on the ring's list and is re-armed when
+ * urt_bufring_put gives a buffer back: the data waits in the socket, no byte
+ * is dropped. A re-arm that finds the submission queue full ends the
+ * operation with -EAGAIN.
+ *
+ * No memory ordering of its own: everything runs on the io's worker (the
+ * continuation's hop back to it is sched/uio.c's multi_after).
+ */
+#include "sched/uio.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "base/error.h"
+
+/* ---- state -------------------------------------------------------------------------------- */
+
+static struct uio_more *more_new(uint32_t cap)
+{
+    struct uio_more *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->e = malloc(cap * sizeof(*m->e));
+    if (!m->e) {
+        free(m);
+        return NULL;
+    }
+    m->cap = cap;
+    return m;
+}
+
+void uio_more_free(struct uio *u)
+{
+    free(u->more->e);
+    free(u->more);
+    u->more = NULL;
+}
+
+/* ---- arming ------------------------------------------------------------------------------- */
+
+static void prep(struct worker *w, struct uio *u, struct io_uring_sqe *sqe)
+{
+    struct uio_more *m = u->more;
+    bool direct = (u->flags & UIO_F_FIXED) && !(u->flags & UIO_F_INSTALL);
+    (void)w;
+    switch (u->kind) {
+    case UIO_K_MULTI:
+        if (m->op == UIO_MOP_RECV) {
+            io_uring_prep_recv_multishot(sqe, m->fd, NULL, 0, m->msg_flags);
+            sqe->flags |= IOSQE_BUFFER_SELECT;
+            sqe->buf_group = uio_bufring_bgid(u->ext);
+        } else if (direct) {
+            io_uring_prep_multishot_accept_direct(sqe, m->fd, NULL, NULL, 0);
+        } else {
+            io_uring_prep_multishot_accept(sqe, m->fd, NULL, NULL, SOCK_CLOEXEC);
+        }
+        break;
+    case UIO_K_REARM:
+        if (m->op == UIO_MOP_RECV) { /* one receive selecting a buffer (len 0: the buffer's size) */
+            io_uring_prep_recv(sqe, m->fd, NULL, 0, m->msg_flags);
+            sqe->flags |= IOSQE_BUFFER_SELECT;
+            sqe->buf_group = uio_bufring_bgid(u->ext);
+        } else if (direct) /* liburing adds 1 to the index: ALLOC - 1 lets the kernel pick */
+            io_uring_prep_accept_direct(sqe, m->fd, NULL, NULL, 0, IORING_FILE_INDEX_ALLOC - 1);
+        else
+            io_uring_prep_accept(sqe, m->fd, NULL, NULL, SOCK_CLOEXEC);
+        break;
+    default:
+        io_uring_prep_poll_add(sqe, m->fd, POLLIN);
+        break;
+    }
+}
+
+/* Ends the operation: its last completion (no F_MORE). */
+static void end(struct worker *w, struct uio *u, int32_t res)
+{
+    if (u->ext)
+        uio_bufring_use(u->ext, -1);
+    uio_push(w, u, res, 0);
+}
+
+/* The kernel has no request of u's now: arm it again, unless a cancel or
+ * destroy came first. Called from a CQE (outside a task: flushed here) or a
+ * buffer's return (inside a task: it goes with the task's SQEs). */
+static void go_on(struct worker *w, struct uio *u, bool in_task)
+{
+    struct uio_worker *uw = w->uio;
+    if ((u->flags & UIO_F_CANCEL_SENT) || uw->stopped) {
+        end(w, u, -ECANCELED);
+        return;
+    }
+    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
+    if (!sqe) {
+        end(w, u, -EAGAIN);
+        return;
+    }
+    prep(w, u, sqe);
+    uio_rebind(w, sqe, u);
+    if (!in_task)
+        sched_io_flush(w);
+}
+
+static void wait_buffer(struct worker *w, struct uio *u)
+{
+    if ((u->flags & UIO_F_CANCEL_SENT) || ((struct uio_worker *)w->uio)->stopped) {
+        end(w, u, -ECANCELED);
+        return;
+    }
+    u->flags |= UIO_F_WAIT_BUF;
+    uio_bufring_wait(u->ext, u);
+}
+
+void uio_multi_resume(struct worker *w, struct uio *u)
+{
+    u->flags &= ~UIO_F_WAIT_BUF;
+    go_on(w, u, true);
+}
+
+void uio_multi_end(struct worker *w, struct uio *u, int32_t res)
+{
+    if (u->flags & UIO_F_WAIT_BUF) {
+        u->flags &= ~UIO_F_WAIT_BUF;
+        uio_bufring_unwait(u->ext, u);
+    }
+    end(w, u, res);
+}
+
+/* ---- completions -------------------------------------------------------------------------- */
+
+/* A new connection (fd, or a slot of the file table). */
+static void accepted(struct worker *w, struct uio *u, int32_t res)
+{
+    if (u->flags & UIO_F_FIXED)
+        res = uio_accepted_fixed(w, u, res);
+    uio_push(w, u, res, IORING_CQE_F_MORE);
+}
+
+/* The fallback receive: the socket is readable; one recv(2) into a pool buffer. */
+static void poll_recv(struct worker *w, struct uio *u)
+{
+    struct uio_more *m = u->more;
+    void *buf;
+    uint32_t size;
+    int bid = uio_bufring_take(u->ext, &buf, &size);
+    if (bid < 0) {
+        wait_buffer(w, u);
+        return;
+    }
+    ssize_t n = recv(m->fd, buf, size, MSG_DONTWAIT | m->msg_flags);
+    if (n > 0) {
+        uio_push(w, u, (int32_t)n, IORING_CQE_F_MORE | IORING_CQE_F_BUFFER | ((uint32_t)bid << IORING_CQE_BUFFER_SHIFT));
+        go_on(w, u, false);
+        return;
+    }
+    int err = n == 0 ? 0 : -errno;
+    uio_bufring_return(u->ext, (uint16_t)bid);
+    if (err == -EAGAIN || err == -EWOULDBLOCK || err == -EINTR)
+        go_on(w, u, false); /* a spurious wake-up */
+    else
+        end(w, u, err); /* 0: end of file */
+}
+
+void uio_multi_cqe(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags)
+{
+    struct uio_more *m = u->more;
+    bool more = cqe_flags & IORING_CQE_F_MORE;
+    if (u->kind == UIO_K_POLLRECV) {
+        if (res < 0)
+            end(w, u, res);
+        else
+            poll_recv(w, u);
+        return;
+    }
+    if (m->op == UIO_MOP_ACCEPT) {
+        if (res < 0) {
+            end(w, u, res);
+            return;
+        }
+        accepted(w, u, res);
+        if (!more) /* the kernel ended it (or it is the single-shot fallback) */
+            go_on(w, u, false);
+        return;
+    }
+    /* multishot receive into the buffer ring */
+    if (res > 0) {
+        uio_bufring_mark(u->ext, (uint16_t)(cqe_flags >> IORING_CQE_BUFFER_SHIFT)); /* the caller's now */
+        uio_push(w, u, res, cqe_flags | IORING_CQE_F_MORE);
+        if (!more)
+            go_on(w, u, false);
+    } else if (res == -ENOBUFS) {
+        wait_buffer(w, u); /* the request ended; the data waits in the socket */
+    } else {
+        end(w, u, res); /* 0: end of file, or an error (-ECANCELED ...) */
+    }
+}
+
+/* ---- submission --------------------------------------------------------------------------- */
+
+static int multi_submit(struct urt_io *io, const char *fn, enum uio_kind kind, struct uio_more *m,
+                        struct urt_bufring *br, unsigned fixed)
+{
+    struct uio_ctx cx;
+    int err = uio_begin(io, fn, kind, 1, &cx);
+    if (err) {
+        free(m->e);
+        free(m);
+        return err;
+    }
+    struct uio *u = uio_of(io);
+    u->more = m;
+    u->ext = br;
+    u->flags |= (uint8_t)fixed;
+    if (br)
+        uio_bufring_use(br, 1);
+    struct io_uring_sqe *sqe = sched_io_sqe(cx.w);
+    prep(cx.w, u, sqe);
+    uio_submit_sqe(&cx, io, sqe);
+    return 0;
+}
+
+int uio_multi_accept(struct urt_io *io, int fd, unsigned flags)
+{
+    struct worker *w = sched_self();
+    unsigned fixed = 0;
+    if (w && (flags & URT_IO_FIXED_FILE)) {
+        struct uio_worker *uw = uio_worker(w);
+        int err = uw ? uio_files_ready(w, uw) : -ENOMEM;
+        if (err)
+            return urt__error(err, "urt_io_accept: no registered file table on this worker (io_fixed_files "
+                                   "%u): %d", w->s->cfg->io_fixed_files, err);
+        fixed = UIO_F_FIXED | (uw->kernel_alloc ? 0 : UIO_F_INSTALL);
+    }
+    struct uio_more *m = more_new(16);
+    if (!m)
+        return urt__error(-ENOMEM, "urt_io_accept: out of memory for a multishot operation");
+    m->fd = fd;
+    m->op = UIO_MOP_ACCEPT;
+    bool kernel = w && (uio_features(w) & RING_IO_MULTISHOT_ACCEPT) &&
+                  (!(fixed & UIO_F_FIXED) || (fixed & UIO_F_INSTALL) || (uio_features(w) & RING_IO_FIXED_ACCEPT));
+    return multi_submit(io, "urt_io_accept", kernel ? UIO_K_MULTI : UIO_K_REARM, m, NULL, fixed);
+}
+
+URT_API int urt_io_recv_bufring(struct urt_io *io, int fd, struct urt_bufring *br, int msg_flags)
+{
+    if (!br)
+        return urt__error(-EINVAL, "urt_io_recv_bufring: br is NULL");
+    struct worker *w = sched_self();
+    if (w && w != uio_bufring_worker(br))
+        return urt__error(-EINVAL, "urt_io_recv_bufring: br belongs to worker %u, not to the calling worker %u",
+                          uio_bufring_worker(br)->index, w->index);
+    struct uio_more *m = more_new(uio_bufring_count(br) + 2); /* never grows: a completion holds a buffer */
+    if (!m)
+        return urt__error(-ENOMEM, "urt_io_recv_bufring: out of memory for a multishot operation");
+    m->fd = fd;
+    m->msg_flags = msg_flags;
+    m->op = UIO_MOP_RECV;
+    enum uio_kind kind = UIO_K_POLLRECV; /* the pool: readiness, then recv(2) into a buffer taken here */
+    if (uio_bufring_kernel(br))
+        kind = w && (uio_features(w) & RING_IO_MULTISHOT_RECV) ? UIO_K_MULTI : UIO_K_REARM;
+    return multi_submit(io, "urt_io_recv_bufring", kind, m, br, 0);
+}

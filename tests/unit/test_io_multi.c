@@ -1,0 +1,601 @@
+/*
+ * tests/unit/test_io_multi.c — the kernel features of tasks' I/O and their
+ * fallbacks (urt/io.h rule 7, docs/io.md "Feature probe"). Each test runs
+ * with the features the probe found and again with them forbidden through
+ * ring_disable, so every fallback is exercised on this kernel:
+ *  - multishot accept (and its fallback: one accept re-armed), into the
+ *    registered file table too (kernel slot pick, or install);
+ *  - multishot receive into a buffer ring run dry on purpose (the receiver
+ *    holds every buffer for a while): every byte arrives, in order, no
+ *    -ENOBUFS reaches the continuation, end of file ends it; fallbacks: a
+ *    receive by readiness into the pool, a pool without a kernel ring;
+ *  - zero-copy send (its notification flag) and its copy fallback;
+ *  - registered files and buffers (fixed reads and writes, fixed-buffer
+ *    zero-copy send), with their refusals; linked timeouts and their timer
+ *    fallback;
+ *  - the probe's report (urt_runtime_features) and ring_disable masking it.
+ */
+#include "helpers.h"
+#include "io_helpers.h"
+
+#include <poll.h>
+
+#define NO_IO_FEATURES (URT_RING_MULTISHOT_ACCEPT | URT_RING_MULTISHOT_RECV | URT_RING_BUFRING | URT_RING_SEND_ZC | \
+                        URT_RING_FIXED_ACCEPT | URT_RING_LINK_TIMEOUT)
+
+static urt_runtime *rt_with(uint32_t workers, uint32_t disable, uint32_t fixed_files)
+{
+    struct urt_config cfg;
+    test_config(&cfg, workers);
+    cfg.ring_disable = disable;
+    cfg.io_fixed_files = fixed_files;
+    g_rt = rt_create_or_skip(&cfg);
+    return g_rt;
+}
+
+static uint32_t io_features(urt_runtime *rt)
+{
+    struct urt_features f;
+    urt_runtime_features(rt, &f);
+    return f.io_features;
+}
+
+/* Runs fn(arg) in a task and waits for it. */
+struct call {
+    void (*fn)(void *);
+    void *arg;
+    _Atomic int done;
+};
+
+static enum urt_task_result call_task(struct urt_task *t, void *arg)
+{
+    struct call *c = arg;
+    (void)t;
+    c->fn(c->arg);
+    atomic_store(&c->done, 1);
+    return URT_TASK_DONE;
+}
+
+static void on_worker(urt_runtime *rt, uint32_t worker, void (*fn)(void *), void *arg)
+{
+    struct call c = {fn, arg, 0};
+    cr_assert_eq(urt_spawn_to(rt, worker, call_task, NULL, &c, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&c.done), 10000));
+}
+
+Test(io_multi, probe_reports_and_ring_disable_masks)
+{
+    urt_runtime *rt = rt_with(1, 0, 1024);
+    uint32_t f = io_features(rt);
+    char line[512];
+    struct urt_features all;
+    urt_runtime_features(rt, &all);
+    urt_features_describe(&all, line, sizeof(line));
+    cr_log_info("probe: %s", line);
+    cr_assert(strstr(line, "io="), "%s", line);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    rt = rt_with(1, NO_IO_FEATURES, 1024);
+    cr_assert_eq(io_features(rt), 0u, "ring_disable leaves 0x%x", io_features(rt));
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    rt = rt_with(1, URT_RING_SEND_ZC, 1024);
+    cr_assert_eq(io_features(rt), f & ~URT_IO_FEAT_SEND_ZC);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- multishot accept -------------------------------------------------------------------------- */
+
+struct acc {
+    struct urt_io io;
+    int lfd;
+    unsigned flags;
+    _Atomic int submit_err, calls, more_calls, last_res, ended, bad;
+    int fds[64];
+    _Atomic int n;
+};
+
+static void acc_cont(struct urt_io *io, int32_t res, void *arg)
+{
+    struct acc *a = arg;
+    atomic_fetch_add(&a->calls, 1);
+    if (urt_io_flags(io) & URT_IO_F_MORE) {
+        atomic_fetch_add(&a->more_calls, 1);
+        if (res < 0)
+            atomic_store(&a->bad, res);
+        else { /* one delivery at a time (rule 7): publish the slot after writing it */
+            int i = atomic_load(&a->n);
+            a->fds[i % 64] = res;
+            atomic_store(&a->n, i + 1);
+        }
+        return;
+    }
+    atomic_store(&a->last_res, res);
+    atomic_store(&a->ended, 1);
+}
+
+static void acc_start(void *arg)
+{
+    struct acc *a = arg;
+    urt_io_init(&a->io, acc_cont, a);
+    atomic_store(&a->submit_err, urt_io_accept(&a->io, a->lfd, NULL, NULL, URT_IO_MULTISHOT | a->flags));
+}
+
+static void acc_cancel(void *arg)
+{
+    struct acc *a = arg;
+    atomic_store(&a->submit_err, urt_io_cancel(&a->io));
+}
+
+struct sendfix {
+    int index;
+    _Atomic int res;
+    struct req r;
+};
+
+static void send_fixed(void *arg)
+{
+    struct sendfix *s = arg;
+    s->r = (struct req){.op = OP_SEND, .fd = s->index, .cbuf = "fixed", .len = 5, .uflags = URT_IO_FIXED_FILE};
+    urt_io_init(&s->r.io, req_cont, &s->r);
+    atomic_store(&s->r.submit_err, req_submit(&s->r));
+    atomic_store(&s->r.submitted, 1);
+}
+
+static void unregister_slot(void *arg)
+{
+    struct sendfix *s = arg;
+    atomic_store(&s->res, urt_io_unregister_file(s->index));
+}
+
+static void multishot_accept_run(uint32_t disable, unsigned flags)
+{
+    urt_runtime *rt = rt_with(2, disable, 64);
+    uint16_t port;
+    struct acc a = {.flags = flags};
+    a.lfd = tcp_listener(&port);
+    on_worker(rt, 0, acc_start, &a);
+    cr_assert_eq(atomic_load(&a.submit_err), 0, "%s", urt_last_error());
+    enum { K = 10 };
+    int cl[K];
+    for (int i = 0; i < K; i++) {
+        cl[i] = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        cr_assert_eq(connect(cl[i], (struct sockaddr *)&to, sizeof(to)), 0);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&a.n) == K, 5000), "accepted %d of %d", atomic_load(&a.n), K);
+    cr_assert_eq(atomic_load(&a.bad), 0, "an accept failed: %d", atomic_load(&a.bad));
+    cr_assert_eq(atomic_load(&a.ended), 0);
+    if (flags & URT_IO_FIXED_FILE) {
+        for (int i = 0; i < K; i++)
+            cr_assert(a.fds[i] >= 32 && a.fds[i] < 64, "slot %d is not in the upper half", a.fds[i]);
+        /* a connection by its slot: send through it, the client reads it */
+        struct sendfix s = {.index = a.fds[0]};
+        on_worker(rt, 0, send_fixed, &s);
+        cr_assert_eq(wait_op(&s.r), 5, "send on slot %d: %d", s.index, atomic_load(&s.r.res));
+        char buf[8];
+        int got = -1;
+        for (int i = 0; i < K && got != 5; i++) {
+            struct pollfd p = {cl[i], POLLIN, 0};
+            if (poll(&p, 1, 0) == 1)
+                got = (int)read(cl[i], buf, sizeof(buf));
+        }
+        cr_assert_eq(got, 5, "no client got the bytes sent through the slot");
+        for (int i = 0; i < K; i++) {
+            s.index = a.fds[i];
+            on_worker(rt, 0, unregister_slot, &s);
+            cr_assert_eq(atomic_load(&s.res), 0);
+        }
+        on_worker(rt, 0, unregister_slot, &s);
+        cr_assert_eq(atomic_load(&s.res), -EINVAL, "a slot unregistered twice");
+    } else {
+        for (int i = 0; i < K; i++) {
+            cr_assert(fcntl(a.fds[i], F_GETFD) & FD_CLOEXEC);
+            close(a.fds[i]);
+        }
+    }
+    on_worker(rt, 0, acc_cancel, &a);
+    cr_assert_eq(atomic_load(&a.submit_err), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&a.ended), 5000));
+    cr_assert_eq(atomic_load(&a.last_res), -ECANCELED);
+    cr_assert_eq(atomic_load(&a.calls), K + 1);
+    for (int i = 0; i < K; i++)
+        close(cl[i]);
+    close(a.lfd);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io_multi, multishot_accept)
+{
+    multishot_accept_run(0, 0);
+}
+
+Test(io_multi, multishot_accept_fallback_rearm)
+{
+    multishot_accept_run(URT_RING_MULTISHOT_ACCEPT, 0);
+}
+
+Test(io_multi, accept_into_the_file_table)
+{
+    multishot_accept_run(0, URT_IO_FIXED_FILE);
+}
+
+Test(io_multi, accept_into_the_file_table_fallback_install)
+{
+    multishot_accept_run(URT_RING_FIXED_ACCEPT | URT_RING_MULTISHOT_ACCEPT, URT_IO_FIXED_FILE);
+}
+
+/* ---- multishot receive into a buffer ring, run dry ------------------------------------------- */
+
+enum { RB_COUNT = 4, RB_SIZE = 64, RB_TOTAL = 64 * 1024 };
+
+struct rb {
+    struct urt_io io;
+    struct urt_io later;   /* gives the held buffers back after a while */
+    struct urt_bufring *br;
+    int fd;
+    unsigned char got[RB_TOTAL];
+    size_t n;
+    uint16_t held[RB_COUNT];
+    int n_held;
+    _Atomic int submit_err, ended, last_res, bad_flags, dry_runs, more_calls, overflow;
+};
+
+static void rb_give_back(struct urt_io *io, int32_t res, void *arg)
+{
+    struct rb *r = arg;
+    (void)io, (void)res;
+    for (int i = 0; i < r->n_held; i++)
+        urt_bufring_put(r->br, r->held[i]);
+    r->n_held = 0;
+}
+
+static void rb_cont(struct urt_io *io, int32_t res, void *arg)
+{
+    struct rb *r = arg;
+    unsigned f = urt_io_flags(io);
+    if (!(f & URT_IO_F_MORE)) {
+        atomic_store(&r->last_res, res);
+        atomic_store(&r->ended, 1);
+        return;
+    }
+    atomic_fetch_add(&r->more_calls, 1);
+    uint16_t bid;
+    void *b = urt_io_buffer(io, &bid);
+    if (res <= 0 || !(f & URT_IO_F_BUFFER) || !b) {
+        atomic_store(&r->bad_flags, res <= 0 ? res : -1);
+        return;
+    }
+    if (r->n + (size_t)res > RB_TOTAL) {
+        atomic_store(&r->overflow, 1);
+        return;
+    }
+    memcpy(r->got + r->n, b, (size_t)res);
+    r->n += (size_t)res;
+    r->held[r->n_held++] = bid;
+    if (r->n_held == RB_COUNT) { /* the ring is dry now: hold everything 2 ms */
+        atomic_fetch_add(&r->dry_runs, 1);
+        urt_io_init(&r->later, rb_give_back, r);
+        if (urt_io_sleep(&r->later, 2 * 1000 * 1000) != 0)
+            rb_give_back(&r->later, 0, r);
+    }
+}
+
+static void rb_start(void *arg)
+{
+    struct rb *r = arg;
+    int err = urt_bufring_create(RB_COUNT, RB_SIZE, &r->br);
+    if (err == 0) {
+        urt_io_init(&r->io, rb_cont, r);
+        err = urt_io_recv_bufring(&r->io, r->fd, r->br, 0);
+    }
+    atomic_store(&r->submit_err, err);
+}
+
+static void rb_destroy_busy(void *arg)
+{
+    struct rb *r = arg;
+    atomic_store(&r->submit_err, urt_bufring_destroy(r->br));
+}
+
+static void rb_destroy(void *arg)
+{
+    struct rb *r = arg;
+    atomic_store(&r->submit_err, urt_bufring_destroy(r->br));
+}
+
+static void recv_bufring_run(uint32_t disable)
+{
+    urt_runtime *rt = rt_with(2, disable, 64);
+    int sv[2];
+    tcp_pair(sv);
+    struct rb *r = calloc(1, sizeof(*r));
+    r->fd = sv[0];
+    on_worker(rt, 1, rb_start, r);
+    cr_assert_eq(atomic_load(&r->submit_err), 0, "%s", urt_last_error());
+    on_worker(rt, 1, rb_destroy_busy, r);
+    cr_assert_eq(atomic_load(&r->submit_err), -EBUSY, "destroy of a ring in use");
+    unsigned char *sent = malloc(RB_TOTAL);
+    uint64_t seed = 7;
+    for (int i = 0; i < RB_TOTAL; i++)
+        sent[i] = (unsigned char)rng_next(&seed);
+    for (size_t off = 0; off < RB_TOTAL;) {
+        size_t chunk = 1 + rng_next(&seed) % 3000;
+        if (chunk > RB_TOTAL - off)
+            chunk = RB_TOTAL - off;
+        ssize_t w = write(sv[1], sent + off, chunk);
+        cr_assert_gt(w, 0);
+        off += (size_t)w;
+        if (rng_next(&seed) % 8 == 0)
+            sleep_us(200);
+    }
+    shutdown(sv[1], SHUT_WR);
+    cr_assert(WAIT_UNTIL(atomic_load(&r->ended), 20000), "no end of file; %zu bytes so far", r->n);
+    cr_assert_eq(atomic_load(&r->last_res), 0, "the last completion: %d", atomic_load(&r->last_res));
+    cr_assert_eq(atomic_load(&r->bad_flags), 0, "a completion without data or buffer: %d", atomic_load(&r->bad_flags));
+    cr_assert_eq(atomic_load(&r->overflow), 0);
+    cr_assert_eq(r->n, (size_t)RB_TOTAL, "%zu bytes of %d arrived", r->n, RB_TOTAL);
+    cr_assert_eq(memcmp(r->got, sent, RB_TOTAL), 0, "bytes out of order or changed");
+    cr_assert_gt(atomic_load(&r->dry_runs), 0, "the ring never ran dry");
+    sleep_us(5000); /* the last give-back */
+    on_worker(rt, 1, rb_destroy, r);
+    cr_assert_eq(atomic_load(&r->submit_err), 0, "%s", urt_last_error());
+    free(sent);
+    free(r);
+    close(sv[0]);
+    close(sv[1]);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io_multi, recv_bufring_runs_dry_and_loses_nothing)
+{
+    recv_bufring_run(0);
+}
+
+Test(io_multi, recv_bufring_fallback_single_receives)
+{
+    recv_bufring_run(URT_RING_MULTISHOT_RECV);
+}
+
+Test(io_multi, recv_bufring_fallback_pool)
+{
+    recv_bufring_run(URT_RING_BUFRING | URT_RING_MULTISHOT_RECV);
+}
+
+static void rb_leave_armed(void *arg)
+{
+    rb_start(arg);
+}
+
+Test(io_multi, destroy_with_a_multishot_receive_and_its_ring)
+{
+    /* a receive in flight and a ring nobody destroyed: cancelled, freed (LSan) */
+    urt_runtime *rt = rt_with(1, 0, 64);
+    int sv[2];
+    tcp_pair(sv);
+    struct rb *r = calloc(1, sizeof(*r));
+    r->fd = sv[0];
+    on_worker(rt, 0, rb_leave_armed, r);
+    cr_assert_eq(atomic_load(&r->submit_err), 0);
+    cr_assert_eq(write(sv[1], "abc", 3), 3);
+    cr_assert(WAIT_UNTIL(atomic_load(&r->more_calls) >= 1, 5000));
+    rt_destroy_clean(rt, URT_SHUTDOWN_CANCEL, -1);
+    cr_assert_eq(atomic_load(&r->ended), 1);
+    cr_assert_eq(atomic_load(&r->last_res), -ECANCELED);
+    free(r);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* ---- zero-copy send, registered files and buffers ------------------------------------------- */
+
+static void zc_run(uint32_t disable, bool expect_notif)
+{
+    urt_runtime *rt = rt_with(1, disable, 64);
+    int sv[2];
+    tcp_pair(sv);
+    enum { N = 32 * 1024 };
+    char *buf = malloc(N), *got = malloc(N);
+    for (int i = 0; i < N; i++)
+        buf[i] = (char)(i * 7);
+    struct req s = {.op = OP_SEND, .fd = sv[0], .cbuf = buf, .len = N, .uflags = URT_IO_ZEROCOPY};
+    start_op(rt, &s);
+    size_t have = 0;
+    while (have < N) {
+        ssize_t r = read(sv[1], got + have, N - have);
+        cr_assert_gt(r, 0);
+        have += (size_t)r;
+    }
+    int32_t res = wait_op(&s);
+    cr_assert_eq(res, N);
+    cr_assert_eq(memcmp(buf, got, N), 0);
+    cr_assert_eq(atomic_load(&s.calls), 1, "one continuation call for the send and its notification");
+    cr_assert_eq((urt_io_flags(&s.io) & URT_IO_F_NOTIF) != 0, expect_notif, "flags 0x%x", urt_io_flags(&s.io));
+    free(buf);
+    free(got);
+    close(sv[0]);
+    close(sv[1]);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io_multi, zero_copy_send)
+{
+    urt_runtime *probe = rt_with(1, 0, 0);
+    bool zc = io_features(probe) & URT_IO_FEAT_SEND_ZC;
+    rt_destroy_clean(probe, URT_SHUTDOWN_DRAIN, 0);
+    zc_run(0, zc);
+}
+
+Test(io_multi, zero_copy_send_fallback_copy)
+{
+    zc_run(URT_RING_SEND_ZC, false);
+}
+
+struct fixed {
+    char *dir;
+    int fd, sock;
+    char *mem;
+    _Atomic int r[16];
+    struct req q;
+};
+
+static void fixed_refusals(void *arg)
+{
+    struct fixed *f = arg;
+    int i = 0;
+    struct iovec iov = {f->mem, 8192};
+    f->r[i++] = urt_io_register_buffers(&iov, 1);
+    f->r[i++] = urt_io_register_buffers(&iov, 1);      /* -EBUSY */
+    f->r[i++] = urt_io_register_buffers(NULL, 1);      /* -EINVAL */
+    f->r[i++] = urt_io_register_file(f->sock);         /* slot 0 */
+    f->r[i++] = urt_io_register_file(f->sock);         /* slot 1 */
+    f->r[i++] = urt_io_register_file(f->sock);         /* -ENFILE (io_fixed_files 4: 2 of ours) */
+    f->r[i++] = urt_io_register_file(-3);              /* -EBADF */
+    f->r[i++] = urt_io_unregister_file(1);
+    f->r[i++] = urt_io_unregister_file(1);             /* -EINVAL */
+    f->r[i++] = urt_io_unregister_file(3);             /* -EINVAL: the upper half, never used */
+    static char outside[8];
+    static struct urt_io io;
+    urt_io_init(&io, req_cont_discard, NULL);
+    f->r[i++] = urt_io_send(&io, f->sock, outside, 8, 0, URT_IO_FIXED_BUF); /* -EINVAL */
+    f->r[15] = i;
+}
+
+static void fixed_write(void *arg)
+{
+    struct fixed *f = arg;
+    urt_io_init(&f->q.io, req_cont, &f->q);
+    atomic_store(&f->q.submit_err, req_submit(&f->q));
+    atomic_store(&f->q.submitted, 1);
+}
+
+Test(io_multi, registered_files_and_buffers)
+{
+    urt_runtime *rt = rt_with(1, 0, 4);
+    struct fixed f = {0};
+    f.dir = test_tmpdir("urt-io-fixed");
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/f", f.dir);
+    f.fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    int sv[2];
+    tcp_pair(sv);
+    f.sock = sv[0];
+    f.mem = aligned_alloc(4096, 8192);
+    on_worker(rt, 0, fixed_refusals, &f);
+    int expect[] = {0, -EBUSY, -EINVAL, 0, 1, -ENFILE, -EBADF, 0, -EINVAL, -EINVAL, -EINVAL};
+    int n = (int)(sizeof(expect) / sizeof(expect[0]));
+    cr_assert_eq(atomic_load(&f.r[15]), n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(atomic_load(&f.r[i]), expect[i], "case %d: %d, expected %d", i, atomic_load(&f.r[i]),
+                     expect[i]);
+    /* a write and a read through the registered buffer (fixed-buffer operations) */
+    memcpy(f.mem + 100, "registered", 10);
+    f.q = (struct req){.op = OP_WRITE, .fd = f.fd, .cbuf = f.mem + 100, .len = 10, .off = 0};
+    on_worker(rt, 0, fixed_write, &f);
+    cr_assert_eq(wait_op(&f.q), 10);
+    char chk[10];
+    cr_assert_eq(pread(f.fd, chk, 10, 0), 10);
+    cr_assert_eq(memcmp(chk, "registered", 10), 0);
+    memset(f.mem, 0, 64);
+    f.q = (struct req){.op = OP_READ, .fd = f.fd, .buf = f.mem + 4, .len = 10, .off = 0};
+    on_worker(rt, 0, fixed_write, &f);
+    cr_assert_eq(wait_op(&f.q), 10);
+    cr_assert_eq(memcmp(f.mem + 4, "registered", 10), 0);
+    /* a zero-copy send from the registered buffer */
+    f.q = (struct req){.op = OP_SEND, .fd = sv[0], .cbuf = f.mem + 4, .len = 10,
+                       .uflags = URT_IO_FIXED_BUF | URT_IO_ZEROCOPY};
+    on_worker(rt, 0, fixed_write, &f);
+    cr_assert_eq(wait_op(&f.q), 10);
+    cr_assert_eq(read(sv[1], chk, 10), 10);
+    cr_assert_eq(memcmp(chk, "registered", 10), 0);
+    /* a send through the slot registered first (0) */
+    f.q = (struct req){.op = OP_SEND, .fd = 0, .cbuf = "slot", .len = 4, .uflags = URT_IO_FIXED_FILE};
+    on_worker(rt, 0, fixed_write, &f);
+    cr_assert_eq(wait_op(&f.q), 4);
+    cr_assert_eq(read(sv[1], chk, 4), 4);
+    cr_assert_eq(memcmp(chk, "slot", 4), 0);
+    close(f.fd);
+    close(sv[0]);
+    close(sv[1]);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    free(f.mem);
+    test_remove_dir(f.dir);
+}
+
+Test(io_multi, linked_timeout_fallback_timer)
+{
+    urt_runtime *rt = rt_with(1, URT_RING_LINK_TIMEOUT, 0);
+    int sv[2];
+    tcp_pair(sv);
+    char buf[8];
+    uint64_t t0 = urt_now_ns();
+    struct req r = {.op = OP_RECV, .fd = sv[0], .buf = buf, .len = sizeof(buf), .timeout_ns = 30 * 1000 * 1000};
+    cr_assert_eq(run_op(rt, &r), -ETIME);
+    cr_assert_geq(urt_now_ns() - t0, 30 * 1000 * 1000ull);
+    cr_assert_eq(write(sv[1], "ok", 2), 2);
+    struct req r2 = {.op = OP_RECV, .fd = sv[0], .buf = buf, .len = sizeof(buf), .timeout_ns = 5000000000ull};
+    uint64_t t1 = urt_now_ns();
+    cr_assert_eq(run_op(rt, &r2), 2);
+    cr_assert_lt(urt_now_ns() - t1, 4000000000ull, "the timer was not removed with the completion");
+    close(sv[0]);
+    close(sv[1]);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- refusals ------------------------------------------------------------------------------------ */
+
+struct mref {
+    _Atomic int r[8];
+    urt_tx *tx;
+};
+
+static enum urt_task_result tx_multishot(struct urt_task *t, void *arg)
+{
+    struct mref *m = arg;
+    static struct urt_io io;
+    (void)t;
+    urt_io_init(&io, req_cont_discard, NULL);
+    m->r[0] = urt_io_accept(&io, 0, NULL, NULL, URT_IO_MULTISHOT);
+    m->r[7] = 1;
+    return URT_TASK_DONE;
+}
+
+static void bufring_refusals(void *arg)
+{
+    struct mref *m = arg;
+    struct urt_bufring *br = NULL;
+    static struct urt_io io;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    m->r[1] = urt_bufring_create(3, 64, &br);
+    m->r[2] = urt_bufring_create(4, 0, &br);
+    m->r[3] = urt_bufring_create(4, 64, NULL);
+    urt_io_init(&io, req_cont_discard, NULL);
+    m->r[4] = urt_io_recv_bufring(&io, 0, NULL, 0);
+    m->r[5] = urt_io_accept(&io, 0, (struct sockaddr *)&ss, &sl, URT_IO_MULTISHOT);
+    m->r[6] = urt_bufring_create(4, 64, &br);
+    urt_bufring_put(br, 9);
+    urt_bufring_put(br, 0); /* not held: refused, the ring stays whole */
+    if (urt_bufring_destroy(br))
+        m->r[6] = -1000;
+}
+
+Test(io_multi, refusals)
+{
+    urt_runtime *rt = rt_with(1, 0, 64);
+    struct mref m = {0};
+    cr_assert_eq(urt_tx_begin(rt, NULL, &m.tx), 0);
+    cr_assert_eq(urt_tx_spawn(m.tx, tx_multishot, NULL, &m, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&m.r[7]), 5000));
+    cr_assert_eq(atomic_load(&m.r[0]), -EOPNOTSUPP, "multishot in a transaction");
+    urt_tx_release(m.tx);
+    on_worker(rt, 0, bufring_refusals, &m);
+    cr_assert_eq(atomic_load(&m.r[1]), -EINVAL, "count not a power of two");
+    cr_assert_eq(atomic_load(&m.r[2]), -EINVAL, "size 0");
+    cr_assert_eq(atomic_load(&m.r[3]), -EINVAL, "out NULL");
+    cr_assert_eq(atomic_load(&m.r[4]), -EINVAL, "br NULL");
+    cr_assert_eq(atomic_load(&m.r[5]), -EINVAL, "multishot accept with addr");
+    cr_assert_eq(atomic_load(&m.r[6]), 0);
+    struct urt_bufring *br;
+    cr_assert_eq(urt_bufring_create(4, 64, &br), -EPERM, "not from a thread that is not a worker");
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
