@@ -1467,3 +1467,167 @@ Test(graph, async_processor_continues_on_its_worker, .timeout = 60)
     }
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
+
+/* ---- async processors on urt I/O (urt/io.h) ----------------------------------------------------------- */
+
+#define AIO_CHUNK 4096
+#define AIO_CHUNKS 64
+struct aio {
+    urt_runtime *rt;
+    int fd;
+    uint64_t sleep_ns;          /* > 0: each async step is a urt_io_sleep of this long */
+    _Atomic int wrong_worker, completions, cancelled_seen;
+    _Atomic uint64_t sum;       /* the sink's sum of every byte */
+    struct aio_inst {
+        struct urt_io io;
+        struct urt_graph_ctx *ctx;
+        int worker;             /* where async() ran */
+        uint32_t next;          /* next chunk to read */
+        int32_t res;            /* the last read's result */
+        bool have, pending;
+        unsigned char buf[AIO_CHUNKS / 2][AIO_CHUNK]; /* one per chunk: a pulled unit is the sink's */
+        int cur;
+    } inst[2];
+};
+
+static void aio_done(struct urt_io *io, int32_t res, void *arg)
+{
+    struct aio_inst *in = arg;
+    (void)io;
+    in->res = res;
+    urt_graph_async_done(in->ctx, res < 0 ? res : 0);
+}
+
+static int aio_event(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct aio *a = arg;
+    struct aio_inst *in = &a->inst[urt_graph_partition(ctx)];
+    if (in->pending) { /* back from async(): on the worker that started it */
+        in->pending = false;
+        if (in->worker != urt_current_worker(a->rt))
+            atomic_fetch_add(&a->wrong_worker, 1);
+        atomic_fetch_add(&a->completions, 1);
+        in->have = true;
+    }
+    if (urt_graph_out_port(ctx, 0) & URT_PORT_FINISHED)
+        return URT_PROC_FINISHED;
+    if (in->have) {
+        int r = urt_graph_push(ctx, 0, in->buf[in->cur], a->sleep_ns ? 1 : (uint32_t)in->res);
+        if (r == -EAGAIN)
+            return URT_PROC_NEED_CONSUME;
+        in->have = false;
+    }
+    if (in->next == AIO_CHUNKS / 2) {
+        urt_graph_finish(ctx, 0);
+        return URT_PROC_FINISHED;
+    }
+    return URT_PROC_ASYNC;
+}
+
+static int aio_async(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct aio *a = arg;
+    uint32_t p = urt_graph_partition(ctx);
+    struct aio_inst *in = &a->inst[p];
+    in->ctx = ctx;
+    in->worker = urt_current_worker(a->rt);
+    in->pending = true;
+    urt_io_init(&in->io, aio_done, in);
+    in->cur = (int)in->next;
+    uint32_t chunk = p * (AIO_CHUNKS / 2) + in->next++;
+    int r = a->sleep_ns ? urt_io_sleep(&in->io, a->sleep_ns)
+                        : urt_io_read(&in->io, a->fd, in->buf[in->cur], AIO_CHUNK, (int64_t)chunk * AIO_CHUNK);
+    if (r)
+        in->pending = false;
+    return r;
+}
+
+static int aio_sink_event(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct aio *a = arg;
+    struct urt_graph_unit u;
+    int r;
+    while ((r = urt_graph_pull(ctx, 0, &u)) == 1) {
+        uint64_t s = 0;
+        for (uint32_t i = 0; i < u.rows; i++)
+            s += ((const unsigned char *)u.data)[i];
+        atomic_fetch_add(&a->sum, s);
+    }
+    return r == -EPIPE ? URT_PROC_FINISHED : URT_PROC_NEED_DATA;
+}
+
+static const struct urt_processor AIO_SRC = {.event = aio_event, .async = aio_async};
+static const struct urt_processor AIO_SINK = {.event = aio_sink_event};
+
+static urt_graph *aio_build(urt_runtime *rt, struct done_rec *d, struct aio *a, uint64_t deadline_ns)
+{
+    struct urt_graph_options o;
+    urt_graph_options_init(&o);
+    o.done = on_done;
+    o.arg = d;
+    o.deadline_ns = deadline_ns;
+    urt_graph *g = NULL;
+    cr_assert_eq(urt_graph_create(rt, &o, &g), 0);
+    int s = urt_graph_add_step(g, &(struct urt_step_desc){.name = "read", .processor = &AIO_SRC, .arg = a,
+                                                          .partitions = 2});
+    int k = urt_graph_add_step(g, &(struct urt_step_desc){.name = "sum", .processor = &AIO_SINK, .arg = a});
+    int x = add_x(g, URT_EXCHANGE_FORWARD, 0, 0, NULL);
+    wire(g, s, x, k);
+    return g;
+}
+
+Test(graph, async_processor_reads_a_file_with_urt_io, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(2);
+    static struct aio a;
+    memset(&a, 0, sizeof(a));
+    a.rt = rt;
+    char path[] = "/tmp/urt-graph-aio.XXXXXX";
+    a.fd = mkstemp(path);
+    cr_assert_geq(a.fd, 0);
+    unlink(path);
+    uint64_t want = 0;
+    static unsigned char data[AIO_CHUNK * AIO_CHUNKS];
+    for (size_t i = 0; i < sizeof(data); i++) {
+        data[i] = (unsigned char)(i * 7 + i / 4096);
+        want += data[i];
+    }
+    cr_assert_eq(write(a.fd, data, sizeof(data)), (ssize_t)sizeof(data));
+    struct done_rec d = {0};
+    urt_graph *g = aio_build(rt, &d, &a, 0);
+    cr_assert_eq(run_graph(g, &d), 0);
+    cr_assert_eq(atomic_load(&a.sum), want, "every byte read through urt_io_read reached the sink");
+    cr_assert_eq(atomic_load(&a.completions), AIO_CHUNKS);
+    cr_assert_eq(atomic_load(&a.wrong_worker), 0, "a continuation ran on another worker");
+    urt_graph_release(g);
+    close(a.fd);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(graph, async_processor_sleeps_with_urt_io_and_the_deadline_cancels_it, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(2);
+    static struct aio a;
+    /* short sleeps: the graph runs to its end, each step on its worker */
+    memset(&a, 0, sizeof(a));
+    a.rt = rt;
+    a.sleep_ns = 100 * 1000;
+    struct done_rec d = {0};
+    urt_graph *g = aio_build(rt, &d, &a, 0);
+    cr_assert_eq(run_graph(g, &d), 0);
+    cr_assert_eq(atomic_load(&a.completions), AIO_CHUNKS);
+    cr_assert_eq(atomic_load(&a.wrong_worker), 0);
+    urt_graph_release(g);
+    /* 10 s sleeps under a 20 ms deadline: the job's deadline cancels the sleeps in flight */
+    memset(&a, 0, sizeof(a));
+    a.rt = rt;
+    a.sleep_ns = 10ull * 1000000000ull;
+    memset(&d, 0, sizeof(d));
+    g = aio_build(rt, &d, &a, 20 * 1000000ull);
+    uint64_t t0 = now_ns();
+    cr_assert_eq(run_graph(g, &d), -ETIME);
+    cr_assert_lt(now_ns() - t0, 2000000000ull, "the deadline did not cut the 10 s sleeps short");
+    all_deactivated(g, 2);
+    urt_graph_release(g);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
