@@ -356,6 +356,69 @@ static int classify(struct urt_graph *g)
     return 0;
 }
 
+/* ---- prepare: side inputs that would wait for their own step's forward input ---------------- */
+
+/* True when step `from` reaches step `to` (from == to counts), through any
+ * exchange or, with fwd_only, through forward exchanges only. */
+static bool reaches(const struct urt_graph *g, int from, int to, bool fwd_only, uint8_t *seen)
+{
+    if (from == to)
+        return true;
+    if (seen[from])
+        return false;
+    seen[from] = 1;
+    const struct gstep *s = g->steps[from];
+    for (uint32_t k = 0; k < s->n_out; k++) {
+        const struct gx *x = g->xs[s->out_x[k]];
+        if (fwd_only && x->d.kind != URT_EXCHANGE_FORWARD)
+            continue;
+        for (uint32_t c = 0; c < x->n_cons; c++)
+            if (reaches(g, x->cons[c], to, fwd_only, seen))
+                return true;
+    }
+    return false;
+}
+
+/* A forward consumer's units wait (bounded by the capacity) until its side
+ * inputs are prepared, i.e. until their producers completed. If a producer of
+ * the forward feeds a side input's producer, or a side input's producer feeds
+ * the forward's producer through forward exchanges (whose back-pressure
+ * reaches it), the two wait for each other: refused. */
+static int check_side_waits(struct urt_graph *g, uint8_t *seen)
+{
+    for (uint32_t i = 0; i < g->n_steps; i++) {
+        const struct gstep *c = g->steps[i];
+        if (c->main != MAIN_FORWARD || !c->n_side)
+            continue;
+        const struct gx *fx = g->xs[c->in_x[c->fwd_port]];
+        for (uint32_t k = 0; k < c->n_in; k++) {
+            const struct gx *bx = g->xs[c->in_x[k]];
+            for (uint32_t b = 0; bx->d.kind == URT_EXCHANGE_BROADCAST && b < bx->n_prod; b++)
+                for (uint32_t f = 0; f < fx->n_prod; f++) {
+                    bool bad = (memset(seen, 0, g->n_steps), reaches(g, fx->prod[f], bx->prod[b], false, seen)) ||
+                               (memset(seen, 0, g->n_steps), reaches(g, bx->prod[b], fx->prod[f], true, seen));
+                    if (bad)
+                        return urt__error(-EINVAL, "urt_graph_prepare: step '%s' reads a forward from '%s' and a "
+                                                   "broadcast from '%s', which depend on each other: its units would "
+                                                   "wait for the side input that waits for them (use a shuffle)",
+                                          gstep_name(c), gstep_name(g->steps[fx->prod[f]]),
+                                          gstep_name(g->steps[bx->prod[b]]));
+                }
+        }
+    }
+    return 0;
+}
+
+static int check_waits(struct urt_graph *g)
+{
+    uint8_t *seen = malloc(g->n_steps);
+    if (!seen)
+        return urt__error(-ENOMEM, "urt_graph_prepare: no memory");
+    int err = check_side_waits(g, seen);
+    free(seen);
+    return err;
+}
+
 /* ---- prepare: partition counts (P1-P6, the static part) -------------------------------------- */
 
 /* P2: the consumers of x agree on a count: their explicit ones, else dflt. */
@@ -574,6 +637,8 @@ URT_API int urt_graph_prepare(urt_graph *g)
         err = topo_order(g);
     if (!err)
         err = classify(g);
+    if (!err)
+        err = check_waits(g);
     if (!err)
         err = decide_counts(g);
     if (!err)

@@ -49,7 +49,10 @@
  *     (URT_STEP_SCAN): then the consumer has its own or the default count
  *     and producer partition i feeds partition i mod count.
  * A step reads at most one forward exchange, or any number of shuffles (a
- * cogroup), not both; plus any number of broadcasts. A cycle is refused.
+ * cogroup), not both; plus any number of broadcasts. A cycle is refused, and
+ * so is a step whose forward producers and side inputs' producers depend on
+ * each other (its forward units wait, bounded, for its side inputs, which
+ * would wait for them: use a shuffle).
  *
  * Step states (jogasaki's DAG controller; urt_graph_step_state), driven by
  * events — upstream providing, task completed, completion instructed, abort
@@ -264,7 +267,7 @@ URT_API int urt_graph_input(urt_graph *g, int exchange, int step);
 
 /* Checks the whole graph and allocates the run (rule 3). Returns 0, or
  * -EINVAL (no step; an exchange without producer or consumer; a cycle; a
- * partition rule broken: P2, P3, P6 or a processor port edge whose two
+ * forward and a side input that wait for each other; a partition rule broken: P2, P3, P6 or a processor port edge whose two
  * steps differ in count; the message names the step or exchange),
  * -EALREADY (prepared or started before), -ENOMEM. Owner only. */
 URT_API int urt_graph_prepare(urt_graph *g);

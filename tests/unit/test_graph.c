@@ -227,6 +227,25 @@ Test(graph, p2_p3_refused_shapes, .timeout = 30)
     cr_assert_eq(urt_graph_prepare(g), -EINVAL);
     cr_assert(strstr(urt_last_error(), "P6"), "%s", urt_last_error());
     urt_graph_release(g);
+    /* a forward and a broadcast from the same producer (a self-join): the forward's units would wait
+     * for the side input, which waits for the producer; then the same through a forward-only chain */
+    for (int chain = 0; chain < 2; chain++) {
+        g = make_graph(rt, &d, 0);
+        s = add_step(g, "scan", nop_step, NULL, 2, 0);
+        int mid = chain ? add_step(g, "mid", nop_step, NULL, 0, 0) : s;
+        c1 = add_step(g, "join", nop_step, NULL, 0, 0);
+        x = add_x(g, URT_EXCHANGE_FORWARD, 0, 0, NULL);
+        int bx = add_x(g, URT_EXCHANGE_BROADCAST, 0, 0, NULL);
+        if (chain) {
+            int fx0 = add_x(g, URT_EXCHANGE_FORWARD, 0, 0, NULL);
+            wire(g, s, fx0, mid);
+        }
+        wire(g, mid, x, c1);
+        wire(g, s, bx, c1);
+        cr_assert_eq(urt_graph_prepare(g), -EINVAL);
+        cr_assert(strstr(urt_last_error(), "depend on each other"), "%s", urt_last_error());
+        urt_graph_release(g);
+    }
     /* a cycle */
     g = make_graph(rt, &d, 0);
     s = add_step(g, "a", nop_step, NULL, 1, 0);
@@ -1630,4 +1649,41 @@ Test(graph, async_processor_sleeps_with_urt_io_and_the_deadline_cancels_it, .tim
     all_deactivated(g, 2);
     urt_graph_release(g);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- runtime destroy in cancel mode ------------------------------------------------------------------ */
+
+static int slow_source(struct urt_graph_ctx *ctx, void *arg)
+{
+    (void)arg;
+    uint64_t until = now_ns() + 200000;
+    while (now_ns() < until)
+        ;
+    int r = urt_graph_emit(ctx, 0, urt_graph_partition(ctx) % 2, &g_rows[0], 1);
+    return r == -EPIPE ? URT_STEP_DONE : r;
+}
+
+Test(graph, destroy_in_cancel_mode_aborts_the_graph, .timeout = 30)
+{
+    for (int round = 0; round < SCALE(20, 5); round++) {
+        urt_runtime *rt = make_rt(2);
+        struct done_rec d = {0};
+        struct rel r = {0};
+        urt_graph *g = make_graph(rt, &d, 0);
+        int a = add_step(g, "slow", slow_source, NULL, 2000, 0);
+        int x = add_x(g, URT_EXCHANGE_SHUFFLE, 0, 0, &r);
+        int b = add_step(g, "sink", nop_step, NULL, 2, 0);
+        wire(g, a, x, b);
+        cr_assert_eq(urt_graph_start(g), 0);
+        sleep_us(1000 + round * 300);
+        cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
+        cr_assert_eq(atomic_load(&d.calls), 1, "the callback ran %d times", atomic_load(&d.calls));
+        cr_assert_eq(atomic_load(&d.status), -ECANCELED);
+        struct urt_graph_step_stats st;
+        cr_assert_eq(urt_graph_step_stats(g, a, &st), 0);
+        cr_assert_eq(atomic_load(&r.units), st.units_out);
+        cr_assert_lt(st.tasks_run, 2000);
+        urt_graph_release(g);
+        leak_check();
+    }
 }
