@@ -126,8 +126,9 @@
  *     graph ended (or was never started) and the handle was released.
  *     Releasing NULL is a no-op. Unit memory is the caller's: free it after
  *     its release callback, or after the graph ended.
- *  8. A graph must end before its runtime is destroyed in cancel mode; in
- *     drain mode destroy runs it to its end.
+ *  8. Runtime destroy in drain mode runs a started graph to its end; in
+ *     cancel mode it aborts it: the callback runs once, with -ECANCELED, or
+ *     -ESHUTDOWN when one of the graph's submissions was refused first.
  *
  * The step context (struct urt_graph_ctx) is valid inside the step function,
  * prepare function or processor callback it was passed to, and for

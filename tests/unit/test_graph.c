@@ -1678,7 +1678,8 @@ Test(graph, destroy_in_cancel_mode_aborts_the_graph, .timeout = 30)
         sleep_us(1000 + round * 300);
         cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
         cr_assert_eq(atomic_load(&d.calls), 1, "the callback ran %d times", atomic_load(&d.calls));
-        cr_assert_eq(atomic_load(&d.status), -ECANCELED);
+        int st_ = atomic_load(&d.status); /* -ESHUTDOWN: a submission of the graph was refused first */
+        cr_assert(st_ == -ECANCELED || st_ == -ESHUTDOWN, "status %d", st_);
         struct urt_graph_step_stats st;
         cr_assert_eq(urt_graph_step_stats(g, a, &st), 0);
         cr_assert_eq(atomic_load(&r.units), st.units_out);
