@@ -11,6 +11,7 @@
  *
  * Build: cc examples/graph_io.c $(pkg-config --cflags --libs urt)
  */
+#define _GNU_SOURCE /* mkstemp */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
