@@ -11,7 +11,9 @@
  *
  * Build: cc examples/graph_io.c $(pkg-config --cflags --libs urt)
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* mkstemp */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>

@@ -38,6 +38,7 @@ static const char *const ALL_FIELDS[] = {
     "ring_disable",
     "sqpoll",
     "sqpoll_idle_ms",
+    "io_fixed_files",
     "stats_timing",
     "watcher_interval_us",
     "max_pending_tasks",
@@ -212,6 +213,7 @@ static const struct bad BAD[] = {
     {"ring_cq_entries", K_RING_PAIR, 131072, NULL, 256},
     U32BAD(ring_disable, URT_RING_ALL_FEATURES + 1),
     U32BAD(ring_disable, 1u << 31),
+    U32BAD(io_fixed_files, 65537),
     U32BAD(sqpoll_idle_ms, 0),
     U32BAD(sqpoll_idle_ms, 60001),
     {"watcher_interval_us", K_U64, 0, NULL, 0},
@@ -247,6 +249,7 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(ring_cq_entries);
         SET32(ring_disable);
         SET32(sqpoll_idle_ms);
+        SET32(io_fixed_files);
         SET32(log_prealloc_kb);
         SET32(log_segment_kb);
 #undef SET32
@@ -413,7 +416,7 @@ Test(config, set_from_text, .timeout = 10)
     cr_assert_eq(urt_config_set(&c, "topology", ""), 0, "empty text = discover");
     cr_assert_null(c.topology);
 
-    cr_assert_eq(urt_config_set(&c, "ring_disable", "63"), 0);
+    cr_assert_eq(urt_config_set(&c, "ring_disable", "4095"), 0);
     cr_assert_eq(c.ring_disable, URT_RING_ALL_FEATURES);
     cr_assert_eq(urt_config_set(&c, "deque_capacity", "1024"), 0);
     cr_assert_eq(c.deque_capacity, 1024);
@@ -441,7 +444,7 @@ Test(config, set_rejects_bad_text_naming_the_field, .timeout = 10)
         {"inbox_check_interval", "0", -EINVAL},
         {"ring_entries", "1", -EINVAL},
         {"ring_cq_entries", "65537", -EINVAL},
-        {"ring_disable", "64", -EINVAL},
+        {"ring_disable", "4096", -EINVAL},
         {"sqpoll_idle_ms", "0", -EINVAL},
         {"busy_worker", "maybe", -EINVAL},
         {"busy_worker", "", -EINVAL},
@@ -519,7 +522,7 @@ Test(config, from_env_rejects_bad_values_naming_the_variable, .timeout = 10)
         {"URT_PLACEMENT", "socket", "placement"},
         {"URT_TOPOLOGY", "0;;1", "topology"},
         {"URT_DEQUE_CAPACITY", "7", "deque_capacity"},
-        {"URT_RING_DISABLE", "128", "ring_disable"},
+        {"URT_RING_DISABLE", "8192", "ring_disable"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         clear_urt_env();
