@@ -693,7 +693,8 @@ static int emit_forward(struct urt_graph_ctx *c, struct gx *x, void *data, uint3
     struct gunit *u = gpool_get(&x->pool, &full);
     if (!u && full) {
         c->blocked = x; /* the step yields: park it (yielded) */
-        return -EAGAIN;
+        return urt__error(-EAGAIN, "urt_graph_emit: exchange %d holds its capacity of %u units (yield)", x->id,
+                          x->pool.capacity);
     }
     if (!u)
         return urt__error(-ENOMEM, "urt_graph_emit: no memory for exchange %d's units", x->id);

@@ -230,7 +230,7 @@ URT_API int urt_graph_pull(struct urt_graph_ctx *ctx, uint32_t port, struct urt_
             return 1;
         }
         if (w & URT_PORT_FINISHED)
-            return -EPIPE; /* a normal end, not a failed call: no message */
+            return urt__error(-EPIPE, "urt_graph_pull: input port %u is finished", port);
         if (w & URT_PORT_NEED_DATA)
             return 0;
         if (atomic_compare_exchange_weak_explicit(&p->word, &w, w | URT_PORT_NEED_DATA, memory_order_acq_rel,
@@ -250,7 +250,7 @@ URT_API int urt_graph_push(struct urt_graph_ctx *ctx, uint32_t port, void *data,
     if (w & PORT_CLOSED)
         return urt__error(-EPIPE, "urt_graph_push: the consumer of port %u finished", port);
     if (w & URT_PORT_HAS_DATA)
-        return -EAGAIN; /* the normal wait of a processor: no message */
+        return urt__error(-EAGAIN, "urt_graph_push: output port %u still holds a unit", port);
     if (w & URT_PORT_FINISHED)
         return urt__error(-EINVAL, "urt_graph_push: port %u was finished", port);
     p->data = data;

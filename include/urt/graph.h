@@ -245,8 +245,8 @@ URT_API int urt_graph_create(urt_runtime *rt, const struct urt_graph_options *op
 
 /* Adds a step; returns its id (>= 0), or -EINVAL (NULL g or d; neither or
  * both of fn and processor; a processor without event; unknown flags;
- * reserved not zero; partitions above 1,048,576; max_in_flight with a
- * processor; the graph was started), -ENOMEM. Owner only. */
+ * reserved not zero; partitions above 1,048,576; max_in_flight or prepare
+ * with a processor; the graph was started), -ENOMEM. Owner only. */
 URT_API int urt_graph_add_step(urt_graph *g, const struct urt_step_desc *d);
 
 /* Adds an exchange; returns its id (>= 0), or -EINVAL (NULL g or d, unknown
@@ -362,7 +362,9 @@ URT_API int urt_graph_next(struct urt_graph_ctx *ctx, uint32_t port, struct urt_
  *             URT_STEP_YIELD and emit it again when called again;
  *   -ENOBUFS  a blocking exchange is full (its capacity);
  *   -EPIPE    no consumer wants it (the limit was reached, the consumers
- *             completed or were stopped): nothing was taken;
+ *             completed or were stopped, the graph is being aborted):
+ *             nothing was taken;
+ *   -ENOMEM   no memory for the exchange's unit descriptors;
  *   -EINVAL   NULL ctx, port out of range, partition out of range for a
  *             shuffle, a processor's port edge (use urt_graph_push).
  * The data stays the caller's on any error. */
@@ -410,8 +412,10 @@ URT_API int urt_graph_unit_release(struct urt_graph_ctx *ctx, uint32_t port, voi
 /* Ends the asynchronous work a processor's async() started: res 0, or a
  * -errno that aborts the graph. The processor continues (event()) on the
  * worker that called async(). Exactly once per successful async(). Returns
- * 0, -EINVAL (NULL ctx, no async work in flight), -ESHUTDOWN (the runtime is
- * being destroyed: the processor is finished in place). Any thread. */
+ * 0, -EINVAL (NULL ctx, no async work in flight), -ESHUTDOWN or -EAGAIN (the
+ * continuation could not be submitted — the runtime is being destroyed, the
+ * pending-task limit: the graph is aborted with that reason and the
+ * processor is finished in place). Any thread. */
 URT_API int urt_graph_async_done(struct urt_graph_ctx *ctx, int res);
 
 #ifdef __cplusplus

@@ -650,13 +650,13 @@ Test(errors, graphs, .timeout = 30)
     /* NULL contexts */
     struct urt_graph_unit u;
     CHECK(urt_graph_next(NULL, 0, &u), "urt_graph_next", "ctx", -EINVAL);
-    CHECK(urt_graph_emit(NULL, 0, 0, NULL, 0), "urt_graph_emit", "ctx", -EINVAL, -EAGAIN, -ENOBUFS, -EPIPE);
+    CHECK(urt_graph_emit(NULL, 0, 0, NULL, 0), "urt_graph_emit", "ctx", -EINVAL, -EAGAIN, -ENOBUFS, -EPIPE, -ENOMEM);
     CHECK(urt_graph_complete(NULL), "urt_graph_complete", "ctx", -EINVAL, -EALREADY);
     CHECK(urt_graph_pull(NULL, 0, &u), "urt_graph_pull", "port", -EINVAL, -EPIPE);
     CHECK(urt_graph_push(NULL, 0, NULL, 0), "urt_graph_push", "port", -EINVAL, -EAGAIN, -EPIPE);
     CHECK(urt_graph_finish(NULL, 0), "urt_graph_finish", "port", -EINVAL);
     CHECK(urt_graph_unit_release(NULL, 0, NULL, 0), "urt_graph_unit_release", "port", -EINVAL);
-    CHECK(urt_graph_async_done(NULL, 0), "urt_graph_async_done", "ctx", -EINVAL, -ESHUTDOWN);
+    CHECK(urt_graph_async_done(NULL, 0), "urt_graph_async_done", "ctx", -EINVAL, -ESHUTDOWN, -EAGAIN);
     /* a graph whose step makes bad calls; then start twice, cancel after the end, wait on a worker */
     urt_graph *g = NULL;
     cr_assert_eq(urt_graph_create(rt, NULL, &g), 0);
