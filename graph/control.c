@@ -32,11 +32,12 @@
  * The state machine (per step; urt/graph.h names the states):
  *   ACTIVATED   -> PREPARING  when its broadcasts completed (side_left 0):
  *                             one sub-task per side input (prepare)
- *   PREPARING   -> PREPARED   when those finished (N_PREPARED); forward
- *                             streams are opened
+ *   PREPARING   -> PREPARED   when those finished (N_PREPARED)
  *   PREPARED    -> RUNNING    source / processors: at once; shuffle: when
  *                             every shuffle input completed (P4 decided);
- *                             forward: at the first providing
+ *                             forward: at the first providing (its streams
+ *                             open: units that came earlier waited in them).
+ *                             No task of a step runs before RUNNING.
  *   RUNNING     -> COMPLETING when no task will be created any more: the
  *                             open count of `live` is dropped
  *   COMPLETING  -> COMPLETED  when live reached 0 (N_TASKS_DONE, or the
@@ -267,6 +268,8 @@ static void step_completed(struct urt_graph *g, struct gstep *s)
                                   memory_order_relaxed);
     } else if (!s->ran && s->main == MAIN_SHUFFLE) {
         atomic_fetch_add_explicit(&s->st_skipped, s->assumed, memory_order_relaxed);
+    } else if (!s->ran && s->d.processor) {
+        gproc_close_unstarted(g, s); /* stopped before it started */
     }
     for (uint32_t k = 0; k < s->n_out; k++) {
         struct gx *x = g->xs[s->out_x[k]];
@@ -298,7 +301,17 @@ static void decide_forward(struct urt_graph *g, struct gstep *s)
 
 static void enter_prepared(struct urt_graph *g, struct gstep *s)
 {
+    (void)g;
     set_state(s, URT_STEP_PREPARED);
+}
+
+/* No task of a step runs before it is RUNNING: a forward consumer's streams
+ * open then (or at COMPLETING, to release what waits in them). */
+static void open_streams(struct urt_graph *g, struct gstep *s)
+{
+    if (s->streams_open)
+        return;
+    s->streams_open = true;
     gexec_open_streams(g, s);
 }
 
@@ -314,6 +327,7 @@ static bool start_running(struct urt_graph *g, struct gstep *s)
     s->ran = true;
     decide_forward(g, s);
     gexec_start_step(g, s);
+    open_streams(g, s);
     return true;
 }
 
@@ -321,6 +335,7 @@ static void enter_completing(struct urt_graph *g, struct gstep *s)
 {
     set_state(s, URT_STEP_COMPLETING);
     decide_forward(g, s);
+    open_streams(g, s);
     s->open_dropped = true;
     if (atomic_fetch_sub_explicit(&s->live, 1, memory_order_acq_rel) == 1)
         s->tasks_done = true; /* no task was left: this drop completes it */

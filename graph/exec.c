@@ -518,12 +518,14 @@ void gexec_start_prepare(struct urt_graph *g, struct gstep *s)
         }
 }
 
-/* Steps with side inputs hold their streams shut (pending starts at 1)
- * until the side inputs are prepared. */
+/* A forward consumer's streams are shut (pending starts at 1) until the
+ * step is RUNNING (its side inputs prepared, its first unit provided) or
+ * COMPLETING: units that arrive earlier wait in the inbox. Controller only,
+ * once per step. */
 void gexec_open_streams(struct urt_graph *g, struct gstep *s)
 {
     (void)g;
-    if (s->main != MAIN_FORWARD || !s->n_side)
+    if (s->main != MAIN_FORWARD)
         return;
     for (uint32_t i = 0; i < s->n_ctx; i++)
         if (atomic_fetch_sub_explicit(&s->ctx[i]->pending, 1, memory_order_acq_rel) > 1)

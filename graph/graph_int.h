@@ -139,7 +139,7 @@ struct urt_graph_ctx {
     struct gunit *unit;          /* the unit being processed */
     struct gunit *_Atomic inbox; /* arriving units (stack) */
     struct gunit *fifo;          /* taken from the inbox, in arrival order */
-    _Atomic int64_t pending;     /* units queued, plus one while gated (side inputs) */
+    _Atomic int64_t pending;     /* units queued, plus one until the step is RUNNING */
     /* CTX_PROC */
     _Atomic uint32_t psched;     /* P_* */
     int async_res;               /* published by the psched CAS of urt_graph_async_done */
@@ -175,7 +175,7 @@ struct gstep {
     _Atomic uint32_t prep_live;  /* side-input sub-tasks running */
     struct gnews news;
     uint32_t side_left, main_left; /* controller: input exchanges not complete */
-    bool open_dropped, stop_done, tasks_done, ran; /* controller */
+    bool open_dropped, stop_done, tasks_done, ran, streams_open; /* controller */
     uint32_t n_ctx;
     struct urt_graph_ctx **ctx;  /* slots / partitions / streams / instances */
     struct urt_graph_ctx **prep; /* CTX_PREPARE, one per side input */
@@ -235,7 +235,7 @@ void gexec_task_cancel(struct urt_task *t, void *arg);
 void gctl_drain(struct urt_graph *g);
 void gexec_start_step(struct urt_graph *g, struct gstep *s); /* controller: RUNNING's tasks */
 void gexec_start_prepare(struct urt_graph *g, struct gstep *s);
-void gexec_open_streams(struct urt_graph *g, struct gstep *s); /* side inputs ready */
+void gexec_open_streams(struct urt_graph *g, struct gstep *s); /* RUNNING or COMPLETING */
 void gexec_wake(struct urt_graph *g, struct gx *x);
 void gexec_park(struct urt_graph_ctx *c); /* c->blocked is full: wait for room */
 void gexec_release_blocking(struct urt_graph *g, struct gx *x);
@@ -251,8 +251,10 @@ struct gport {
     struct urt_graph_ctx *prod, *cons;
 };
 #define PORT_CLOSED 0x8u
+void gproc_init(struct urt_graph_ctx *c);
 void gproc_notify(struct urt_graph_ctx *c);
 void gproc_start_step(struct urt_graph *g, struct gstep *s);
+void gproc_close_unstarted(struct urt_graph *g, struct gstep *s);
 void gproc_release_ports(struct urt_graph *g, struct gx *x);
 enum urt_task_result gproc_run(struct urt_graph_ctx *c); /* in gexec_task */
 

@@ -12,7 +12,9 @@
  * (acq_rel). FINISHED: the producer will push nothing more; CLOSED: the
  * consumer wants nothing more (a producer's push gets -EPIPE).
  *
- * Scheduling word (psched, P_* in graph_int.h) per instance:
+ * Scheduling word (psched, P_* in graph_int.h) per instance, born SCHED|AGAIN
+ * (a neighbour may notify it before its step started; the start submits its
+ * first task after counting the instances in the step's live):
  *   notify:  DONE -> nothing; SCHED or ASYNC -> set AGAIN (the running task,
  *            or the continuation, calls event() once more); idle -> set
  *            SCHED and spawn a task (the only place a task is created for it,
@@ -61,12 +63,20 @@ void gproc_notify(struct urt_graph_ctx *c)
     }
 }
 
+/* Instances are born SCHED|AGAIN (gproc_init): a neighbour's notification
+ * before the step runs only sets AGAIN, and the step's start submits the
+ * first task of each, after it counted them in live. */
+void gproc_init(struct urt_graph_ctx *c)
+{
+    atomic_init(&c->psched, P_SCHED | P_AGAIN);
+}
+
 void gproc_start_step(struct urt_graph *g, struct gstep *s)
 {
     (void)g;
     atomic_fetch_add_explicit(&s->live, s->n_ctx, memory_order_relaxed);
     for (uint32_t i = 0; i < s->n_ctx; i++)
-        gproc_notify(s->ctx[i]);
+        gexec_spawn(s->ctx[i]); /* SCHED since birth: this is its task */
 }
 
 /* SCHED -> idle unless a port changed meanwhile (then: run event() again). */
@@ -90,8 +100,8 @@ static struct gport *port_edge(const struct urt_graph_ctx *c, uint32_t port, boo
     return x->port_edge ? &x->ports[c->partition] : NULL;
 }
 
-/* The end: outputs finished, inputs closed, neighbours told, live given back. */
-static enum urt_task_result proc_finish(struct urt_graph_ctx *c)
+/* Outputs finished, inputs closed, neighbours told. */
+static void proc_close_ports(struct urt_graph_ctx *c)
 {
     struct gstep *s = c->s;
     for (uint32_t k = 0; k < s->n_out; k++) {
@@ -104,10 +114,28 @@ static enum urt_task_result proc_finish(struct urt_graph_ctx *c)
         if (p && !(atomic_fetch_or_explicit(&p->word, PORT_CLOSED, memory_order_acq_rel) & PORT_CLOSED))
             gproc_notify(p->prod);
     }
+}
+
+/* The end: ports closed, DONE, live given back. */
+static enum urt_task_result proc_finish(struct urt_graph_ctx *c)
+{
+    proc_close_ports(c);
     atomic_fetch_or_explicit(&c->psched, P_DONE, memory_order_acq_rel);
     gexec_flush_stats(c);
-    glive_put(c->g, s, 1); /* last touch */
+    glive_put(c->g, c->s, 1); /* last touch */
     return URT_TASK_DONE;
+}
+
+/* A processor step that completes without having run (stopped before its
+ * start): its instances never run, but their neighbours must see their
+ * ports finished and closed. Controller only. */
+void gproc_close_unstarted(struct urt_graph *g, struct gstep *s)
+{
+    (void)g;
+    for (uint32_t i = 0; i < s->n_ctx; i++) {
+        atomic_fetch_or_explicit(&s->ctx[i]->psched, P_DONE, memory_order_acq_rel);
+        proc_close_ports(s->ctx[i]);
+    }
 }
 
 /* SCHED -> ASYNC, then async(); 0: started (c is not ours any more). */

@@ -15,7 +15,9 @@
  *   - the completion callback ran exactly once, with the status that
  *     urt_graph_wait and urt_job_poll return, which is 0 or one of the
  *     reasons this graph could have had (-ECANCELED, -ETIME, -EIO);
- *   - a graph with none of those ran to 0;
+ *   - a graph with none of those ran to 0, and its processor sinks got
+ *     every unit of their sources (or exactly the 12 they took before
+ *     closing their input early);
  *   - every exchange gave back, through its release callback, exactly the
  *     units its producer had accepted (no unit lost or released twice);
  *   - every step ended DEACTIVATED;
@@ -44,7 +46,7 @@ struct sg {
     /* processor state per partition of the three processor steps */
     struct {
         uint32_t i;
-        bool has;
+        bool has, closed_early;
         struct urt_graph_unit u;
     } ps[3][4];
 };
@@ -254,8 +256,10 @@ static int pr_sink_event(struct urt_graph_ctx *ctx, void *arg)
     int r;
     while ((r = urt_graph_pull(ctx, 0, &u)) == 1) {
         urt_graph_unit_release(ctx, 0, u.data, u.rows);
-        if (++s->ps[2][p].i == 12 && (rnd(s) & 1))
+        if (++s->ps[2][p].i == 12 && (rnd(s) & 1)) {
+            s->ps[2][p].closed_early = true;
             return URT_PROC_FINISHED; /* closes its input early */
+        }
     }
     return r == -EPIPE ? URT_PROC_FINISHED : URT_PROC_NEED_DATA;
 }
@@ -367,6 +371,9 @@ static void one_round(urt_runtime *rt, uint64_t *seed)
                   s->job_cancel, atomic_load(&s->self_cancelled), s->deadline, atomic_load(&s->failed));
         if (!cancelled && !s->deadline && !atomic_load(&s->failed))
             cr_assert_eq(st, 0);
+        for (int q = 0; q < 2 && st == 0; q++) /* a run to its end: every unit reached the sink */
+            cr_assert_eq(s->ps[2][q].i, s->ps[2][q].closed_early ? 12u : 20u, "graph %d sink %d got %u units", i, q,
+                         s->ps[2][q].i);
         for (int k = 0; k < N_X; k++) {
             struct urt_graph_step_stats stats;
             cr_assert_eq(urt_graph_step_stats(s->g, s->producer[k], &stats), 0);

@@ -10,7 +10,9 @@
  *  - a graph with every exchange kind (forward, shuffle, broadcast, a
  *    cogroup) against a single-threaded reference, for 1, 2 and 4 workers;
  *  - step states: every step ends DEACTIVATED; a forward consumer is RUNNING
- *    while its producer still runs;
+ *    while its producer still runs; no step function or processor event runs
+ *    before its step is RUNNING (also when its producer runs first: a
+ *    processor notified before its step started);
  *  - early completion: a LIMIT step (urt_graph_complete) — at most one task
  *    per other worker starts after it was observed, most partitions never
  *    start, the graph ends with 0; a forward limit_rows clips and stops its
@@ -276,10 +278,18 @@ static int emit_tagged(struct urt_graph_ctx *ctx, void *arg)
 }
 
 static struct fwd *g_fwd;
+static _Atomic int g_early_steps; /* step functions called before their step was RUNNING */
+
+static void expect_running(struct urt_graph_ctx *ctx)
+{
+    if (urt_graph_step_state(urt_graph_of(ctx), urt_graph_step_of(ctx)) < URT_STEP_RUNNING)
+        atomic_fetch_add(&g_early_steps, 1);
+}
 
 static int collect_tagged(struct urt_graph_ctx *ctx, void *arg)
 {
     (void)arg;
+    expect_running(ctx);
     struct urt_graph_unit u;
     cr_assert_eq(urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u), 1);
     cr_assert_eq(urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) + 1, 1); /* one unit per call */
@@ -305,6 +315,7 @@ Test(graph, p6_forward_sum_and_scan, .timeout = 30)
     cr_assert_eq(run_graph(g, &d), 0);
     cr_assert_eq(urt_graph_step_partitions(g, c), 5);
     cr_assert_eq(atomic_load(&f.units), 5);
+    cr_assert_eq(atomic_load(&g_early_steps), 0, "a forward consumer ran before its step was RUNNING");
     for (int i = 0; i < 2; i++)
         cr_assert_eq(atomic_load(&f.got[i]), 1ull << i, "C's partition %d got %llx", i,
                      (unsigned long long)atomic_load(&f.got[i]));
@@ -419,6 +430,7 @@ static int side_prepare(struct urt_graph_ctx *ctx, void *arg)
 static int side_main(struct urt_graph_ctx *ctx, void *arg)
 {
     struct side *s = arg;
+    expect_running(ctx);
     if (!atomic_load(&s->prepared))
         atomic_fetch_add(&s->before_prepared, 1);
     struct urt_graph_unit u;
@@ -449,6 +461,7 @@ Test(graph, p5_broadcast_side_input, .timeout = 30)
     cr_assert_eq(atomic_load(&s.prepares), 1, "one sub-task per side input");
     cr_assert_eq(atomic_load(&s.prepare_port), 1);
     cr_assert_eq(atomic_load(&s.before_prepared), 0);
+    cr_assert_eq(atomic_load(&g_early_steps), 0);
     cr_assert_eq(atomic_load(&s.main_calls), 4);
     cr_assert_eq(atomic_load(&s.side_units_total), 4 * 3, "every main task saw every side unit");
     cr_assert_eq(urt_graph_step_partitions(g, join), 4, "P5: the broadcast changes nothing");
@@ -768,6 +781,7 @@ static int ec_limit(struct urt_graph_ctx *ctx, void *arg)
 {
     struct ec *e = arg;
     struct urt_graph_unit u;
+    expect_running(ctx);
     if (atomic_load(&e->observed))
         atomic_fetch_add(&e->limit_calls_after, 1);
     cr_assert_eq(urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u), 1);
@@ -803,6 +817,7 @@ Test(graph, early_completion_by_a_limit_step, .timeout = 60)
         cr_assert_leq(atomic_load(&e.late_starts), (int)workers - 1,
                       "workers %u: %d scans started after the limit was observed", workers, atomic_load(&e.late_starts));
         cr_assert_eq(atomic_load(&e.limit_calls_after), 0, "the limit ran after it completed");
+        cr_assert_eq(atomic_load(&g_early_steps), 0, "the limit ran before its step was RUNNING");
         struct urt_graph_step_stats st;
         cr_assert_eq(urt_graph_step_stats(g, scan, &st), 0);
         cr_assert_eq(st.tasks_run, (uint64_t)scans);
@@ -1208,6 +1223,7 @@ struct pr {
     /* async */
     bool async_src;
     _Atomic int async_calls, wrong_worker, async_fail_at;
+    _Atomic int early_events; /* event() calls before the processor's step was RUNNING */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct urt_graph_ctx *queue[64];
@@ -1226,9 +1242,12 @@ struct pstate {
 /* Instance state lives beside the test (an aborted graph calls no processor again). */
 static struct pstate g_pstates[3][PR_PARTS];
 
+static int g_pstate_steps[3] = {0, 1, 2}; /* the step ids of source, transform, sink */
+
 static struct pstate *pstate(struct urt_graph_ctx *ctx)
 {
-    return &g_pstates[urt_graph_step_of(ctx)][urt_graph_partition(ctx)];
+    int id = urt_graph_step_of(ctx), k = id == g_pstate_steps[0] ? 0 : id == g_pstate_steps[1] ? 1 : 2;
+    return &g_pstates[k][urt_graph_partition(ctx)];
 }
 
 static void pstate_free(struct urt_graph_ctx *ctx)
@@ -1278,10 +1297,17 @@ static int src_process(struct urt_graph_ctx *ctx, void *arg)
     return 0;
 }
 
+static void check_running(struct urt_graph_ctx *ctx, struct pr *p)
+{
+    if (urt_graph_step_state(urt_graph_of(ctx), urt_graph_step_of(ctx)) < URT_STEP_RUNNING)
+        atomic_fetch_add(&p->early_events, 1);
+}
+
 static int tr_event(struct urt_graph_ctx *ctx, void *arg)
 {
     struct pr *p = arg;
     struct pstate *st = pstate(ctx);
+    check_running(ctx, p);
     if (st->has) {
         int r = urt_graph_push(ctx, 0, st->out, 1);
         if (r == -EAGAIN)
@@ -1304,7 +1330,8 @@ static int tr_event(struct urt_graph_ctx *ctx, void *arg)
         return URT_PROC_FINISHED;
     }
     cr_assert_eq(r, 0);
-    cr_assert(urt_graph_in_port(ctx, 0) & URT_PORT_NEED_DATA);
+    /* NEED_DATA, unless the producer pushed or finished since (it clears the bit) */
+    cr_assert(urt_graph_in_port(ctx, 0) & (URT_PORT_NEED_DATA | URT_PORT_HAS_DATA | URT_PORT_FINISHED));
     return URT_PROC_NEED_DATA;
 }
 
@@ -1326,6 +1353,7 @@ static int sink_event(struct urt_graph_ctx *ctx, void *arg)
 {
     struct pr *p = arg;
     struct pstate *st = pstate(ctx);
+    check_running(ctx, p);
     if (p->sink_stop_after && st->i >= (uint32_t)p->sink_stop_after) {
         pstate_free(ctx);
         return URT_PROC_FINISHED; /* early: closes its input */
@@ -1437,6 +1465,41 @@ Test(graph, processors_sync_pipeline, .timeout = 30)
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* The controller starts steps in topological order: with many unrelated
+ * steps between them, the source processor runs and pushes before its
+ * consumers' steps started. They must not run (or finish) before then. */
+Test(graph, processors_notified_before_their_step_started, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(2);
+    for (int round = 0; round < SCALE(5, 2); round++) {
+        struct done_rec d = {0};
+        static struct pr p;
+        pr_init(&p, rt);
+        p.sink_stop_after = 1; /* a sink instance that ran early would also finish early */
+        urt_graph *g = make_graph(rt, &d, 0);
+        struct urt_step_desc a = {.name = "src", .processor = &SRC, .arg = &p, .partitions = PR_PARTS};
+        int s0 = urt_graph_add_step(g, &a);
+        for (int k = 0; k < 3000; k++) /* started between the source and its consumers */
+            add_step(g, "filler", nop_step, NULL, 1, 0);
+        struct urt_step_desc b = {.name = "double", .processor = &TR, .arg = &p};
+        struct urt_step_desc c = {.name = "sum", .processor = &SINK, .arg = &p};
+        int s1 = urt_graph_add_step(g, &b), s2 = urt_graph_add_step(g, &c);
+        int x1 = add_x(g, URT_EXCHANGE_FORWARD, 0, 0, &p.rel1), x2 = add_x(g, URT_EXCHANGE_FORWARD, 0, 0, &p.rel2);
+        wire(g, s0, x1, s1);
+        wire(g, s1, x2, s2);
+        g_pstate_steps[0] = s0, g_pstate_steps[1] = s1, g_pstate_steps[2] = s2;
+        cr_assert_eq(run_graph(g, &d), 0);
+        cr_assert_eq(atomic_load(&p.early_events), 0, "round %d: a processor ran before its step started", round);
+        cr_assert_eq(atomic_load(&p.sink_units), PR_PARTS, "round %d: %d units reached the sink", round,
+                     atomic_load(&p.sink_units));
+        cr_assert_eq(atomic_load(&p.rel1.units), (uint64_t)atomic_load(&p.pushed1));
+        cr_assert_eq(urt_graph_step_state(g, s2), URT_STEP_DEACTIVATED);
+        urt_graph_release(g);
+    }
+    g_pstate_steps[0] = 0, g_pstate_steps[1] = 1, g_pstate_steps[2] = 2;
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
 Test(graph, processor_that_finishes_early_closes_its_input, .timeout = 30)
 {
     urt_runtime *rt = make_rt(2);
@@ -1446,7 +1509,8 @@ Test(graph, processor_that_finishes_early_closes_its_input, .timeout = 30)
     p.sink_stop_after = 10;
     urt_graph *g = pr_build(rt, &d, &p);
     cr_assert_eq(run_graph(g, &d), 0);
-    cr_assert_eq(atomic_load(&p.sink_units), PR_PARTS * 10);
+    cr_assert_eq(atomic_load(&p.sink_units), PR_PARTS * 10, "sink units %d (partition 0: %u, 1: %u)",
+                 atomic_load(&p.sink_units), g_pstates[2][0].i, g_pstates[2][1].i);
     cr_assert_lt(atomic_load(&p.pushed1), PR_PARTS * PR_N, "the source was stopped by the closed ports");
     cr_assert_eq(atomic_load(&p.rel1.units), (uint64_t)atomic_load(&p.pushed1), "every pushed unit released once");
     cr_assert_eq(atomic_load(&p.rel2.units), (uint64_t)atomic_load(&p.pushed2));
