@@ -62,7 +62,8 @@
  *   sub-tasks) -> PREPARED -> RUNNING (main tasks created; for a forward
  *   consumer: at the first providing) -> COMPLETING (no more tasks will be
  *   created) -> COMPLETED (every task finished) -> DEACTIVATED (its outputs
- *   were consumed and released).
+ *   were consumed and released). No task of a step runs before RUNNING
+ *   (units that arrive earlier wait in the consumer's streams).
  *
  * Early completion. urt_graph_complete() (a step instructs its own
  * completion, e.g. a LIMIT that has its rows) or a forward's limit_rows
