@@ -72,13 +72,19 @@
 
 /* ---- the strand --------------------------------------------------------------------- */
 
+/* A drain for a poster that is not one of the graph's tasks (urt_graph_cancel
+ * from anywhere, the completion callback included; an async completion).
+ * It holds a reference to the graph: the graph may end, and its handle be
+ * released, before it runs. */
 static enum urt_task_result ctl_task(struct urt_task *t, void *arg)
 {
+    struct urt_graph *g = arg;
     struct gexec e;
     (void)t;
-    gexec_enter(&e, arg);
+    gexec_enter(&e, g);
     e.drain = true; /* this task was spawned to drain */
     gexec_leave(&e);
+    graph_unref(g);
     return URT_TASK_DONE;
 }
 
@@ -93,8 +99,9 @@ static void ctl_kick(struct urt_graph *g)
         gexec_cur->drain = true; /* the running task drains when its step returned */
         return;
     }
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed); /* the drain's */
     if (urt_spawn_ex(g->rt, ctl_task, ctl_task_cancel, g, 0) != 0)
-        gctl_drain(g); /* the runtime refuses tasks (it is being destroyed) */
+        ctl_task(NULL, g); /* the runtime refuses tasks (it is being destroyed): here */
 }
 
 void gctl_post(struct urt_graph *g, struct gnews *n, uint32_t bits)
@@ -552,10 +559,14 @@ URT_API int urt_graph_cancel(urt_graph *g)
         return urt__error(-EINVAL, "urt_graph_cancel: g is NULL");
     if (!g->job)
         return urt__error(-EINVAL, "urt_graph_cancel: the graph was not started");
-    if (atomic_load_explicit(&g->abort, memory_order_acquire) || urt_job_cancelled(g->job) ||
-        urt_job_poll(g->job) != -EINPROGRESS)
+    /* The job's cancel decides: it fails once the job was cancelled, aborted,
+     * timed out, or its teardown (the graph's end) began. */
+    if (atomic_load_explicit(&g->abort, memory_order_acquire) || urt_job_abort(g->job, -ECANCELED))
         return urt__error(-EALREADY, "urt_graph_cancel: the graph was aborted already or ended");
-    gctl_abort(g, -ECANCELED);
+    int32_t none = 0;
+    if (atomic_compare_exchange_strong_explicit(&g->abort, &none, -ECANCELED, memory_order_seq_cst,
+                                                memory_order_seq_cst))
+        gctl_post(g, &g->news, N_ABORT);
     return 0;
 }
 

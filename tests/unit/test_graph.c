@@ -1752,3 +1752,40 @@ Test(graph, destroy_in_cancel_mode_aborts_the_graph, .timeout = 30)
         leak_check();
     }
 }
+
+/* ---- urt_graph_cancel from the completion callback, which releases the handle ---------------------- */
+
+struct cb_cancel {
+    _Atomic int calls, cancel_ret;
+};
+
+static void cancel_in_callback(urt_graph *g, int status, void *arg)
+{
+    struct cb_cancel *c = arg;
+    (void)status;
+    atomic_store(&c->cancel_ret, urt_graph_cancel(g)); /* the graph is ending: -EALREADY */
+    urt_graph_release(g);                              /* rule 6: the callback may release */
+    atomic_fetch_add(&c->calls, 1);
+}
+
+Test(graph, cancel_and_release_in_the_completion_callback, .timeout = 30)
+{
+    urt_runtime *rt = make_rt(2);
+    for (int round = 0; round < SCALE(50, 10); round++) {
+        struct cb_cancel c = {0};
+        struct urt_graph_options o;
+        urt_graph_options_init(&o);
+        o.done = cancel_in_callback;
+        o.arg = &c;
+        urt_graph *g = NULL;
+        cr_assert_eq(urt_graph_create(rt, &o, &g), 0);
+        int a = add_step(g, "src", emit_tagged, (void *)1, 8, 0);
+        int x = add_x(g, URT_EXCHANGE_SHUFFLE, 0, 0, NULL);
+        int b = add_step(g, "sink", nop_step, NULL, 2, 0);
+        wire(g, a, x, b);
+        cr_assert_eq(urt_graph_start(g), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&c.calls) == 1, 10000));
+        cr_assert_eq(atomic_load(&c.cancel_ret), -EALREADY);
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
