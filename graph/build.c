@@ -96,7 +96,7 @@ static int check_building(const struct urt_graph *g, const char *fn)
     if (!g)
         return urt__error(-EINVAL, "%s: g is NULL", fn);
     if (g->phase != PH_BUILD)
-        return urt__error(-EINVAL, "%s: the graph was %s already", fn, g->phase == PH_STARTED ? "started" : "prepared");
+        return urt__error(-EINVAL, "%s: the graph was %s already", fn, g->phase == PH_PREPARED ? "prepared" : "started");
     return 0;
 }
 
@@ -633,7 +633,7 @@ URT_API int urt_graph_prepare(urt_graph *g)
         return urt__error(-EINVAL, "urt_graph_prepare: g is NULL");
     if (g->phase != PH_BUILD)
         return urt__error(-EALREADY, "urt_graph_prepare: the graph was %s already",
-                          g->phase == PH_STARTED ? "started" : "prepared");
+                          g->phase == PH_PREPARED ? "prepared" : "started");
     int err = check_structure(g);
     if (!err)
         err = topo_order(g);

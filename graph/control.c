@@ -518,6 +518,7 @@ static int start_job(struct urt_graph *g)
     if (err)
         return err;
     g->job = job;
+    g->phase = PH_STARTED; /* before the bootstrap: the graph may end, and be released, before spawn returns */
     atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed); /* the run's */
     /* A plain task, not a job task: the deadline may pass before it is
      * submitted, and a cancelled job takes no task; the job is open until the
@@ -528,8 +529,9 @@ static int start_job(struct urt_graph *g)
     /* nothing ran: end the job quietly (gctl_job_done drops the run's reference) */
     char why[160];
     snprintf(why, sizeof(why), "%s", urt_last_error());
-    g->start_failed = true;
+    g->start_failed = true; /* final: the failed job's teardown may still read it */
     g->job = NULL;
+    g->phase = PH_FAILED;
     urt_job_cancel(job);
     urt_job_close(job);
     return urt__error(err, "urt_graph_start: the bootstrap task: %s", why);
@@ -541,16 +543,14 @@ URT_API int urt_graph_start(urt_graph *g)
         return urt__error(-EINVAL, "urt_graph_start: g is NULL");
     if (g->phase == PH_STARTED)
         return urt__error(-EALREADY, "urt_graph_start: the graph was started already");
+    if (g->phase == PH_FAILED)
+        return urt__error(-EINVAL, "urt_graph_start: an earlier start of the graph failed (release it)");
     if (g->phase == PH_BUILD) {
         int err = urt_graph_prepare(g);
         if (err)
             return err;
     }
-    int err = start_job(g);
-    if (err)
-        return err;
-    g->phase = PH_STARTED;
-    return 0;
+    return start_job(g); /* touches nothing of g after the bootstrap was submitted */
 }
 
 URT_API int urt_graph_cancel(urt_graph *g)

@@ -184,7 +184,7 @@ struct gstep {
 
 /* ---- the graph --------------------------------------------------------------- */
 
-enum gphase { PH_BUILD = 0, PH_PREPARED, PH_STARTED };
+enum gphase { PH_BUILD = 0, PH_PREPARED, PH_STARTED, PH_FAILED };
 
 struct urt_graph {
     urt_runtime *rt;

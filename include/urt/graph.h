@@ -278,9 +278,11 @@ URT_API int urt_graph_prepare(urt_graph *g);
 
 /* Starts the graph (rule 4): creates its job (deadline, completion) and
  * submits its bootstrap task. Returns 0, or the errors of
- * urt_graph_prepare, -EALREADY (started before), -ESHUTDOWN, -EAGAIN (the
- * pending-task limit) and the errors of urt_job_create. On failure nothing
- * runs and the callback is never called. Owner only. */
+ * urt_graph_prepare, -EALREADY (started before), -EINVAL (an earlier start
+ * failed), -ESHUTDOWN, -EAGAIN (the pending-task limit) and the errors of
+ * urt_job_create. On failure nothing runs, the callback is never called and
+ * the graph cannot be started again (release it). The graph may end — and
+ * its callback release it — before this call returns. Owner only. */
 URT_API int urt_graph_start(urt_graph *g);
 
 /* The graph's job (NULL before the start): urt_job_wait, urt_job_poll,

@@ -639,6 +639,22 @@ static void graph_build_errors(urt_runtime *rt)
     CHECK(urt_graph_wait(NULL, 0), "urt_graph_wait", "g", -EINVAL, -ETIMEDOUT, -EDEADLK);
     CHECK(urt_graph_wait(g, 0), "urt_graph_wait", "started", -EINVAL, -ETIMEDOUT, -EDEADLK);
     CHECK(urt_graph_start(NULL), "urt_graph_start", "g", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN, -ENOMEM);
+    /* a start refused by the pending-task limit is final */
+    {
+        urt_runtime *lim = make_rt(1, 1);
+        urt_graph *lg = NULL;
+        cr_assert_eq(urt_graph_create(lim, NULL, &lg), 0);
+        cr_assert_geq(urt_graph_add_step(lg, &(struct urt_step_desc){.fn = gnop, .partitions = 1}), 0);
+        atomic_store(&g_gate, false);
+        cr_assert_eq(urt_spawn(lim, gated, NULL, 0), 0); /* holds the one pending slot */
+        CHECK(urt_graph_start(lg), "urt_graph_start", "bootstrap", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN,
+              -ENOMEM);
+        CHECK(urt_graph_start(lg), "urt_graph_start", "earlier start", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN,
+              -ENOMEM);
+        atomic_store(&g_gate, true);
+        urt_graph_release(lg);
+        rt_destroy_clean(lim, URT_SHUTDOWN_DRAIN, 0);
+    }
     urt_graph_release(g);
     urt_graph_release(NULL);
 }
