@@ -544,8 +544,8 @@ static int alloc_step(struct urt_graph *g, struct gstep *s)
     for (uint32_t i = 0; i < n; i++, s->n_ctx++) {
         if (!(s->ctx[i] = gctx_new(g, s, kind, i)))
             return -ENOMEM;
-        if (kind == CTX_STREAM)
-            atomic_init(&s->ctx[i]->pending, 1); /* shut until the step is RUNNING */
+        if (kind == CTX_STREAM && s->n_side)
+            atomic_init(&s->ctx[i]->pending, 1); /* shut until the side inputs are prepared */
         if (kind == CTX_PROC)
             gproc_init(s->ctx[i]);
     }

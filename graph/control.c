@@ -35,9 +35,13 @@
  *   PREPARING   -> PREPARED   when those finished (N_PREPARED)
  *   PREPARED    -> RUNNING    source / processors: at once; shuffle: when
  *                             every shuffle input completed (P4 decided);
- *                             forward: at the first providing (its streams
- *                             open: units that came earlier waited in them).
- *                             No task of a step runs before RUNNING.
+ *                             forward: when it handles the first providing.
+ *                             The controller starts the tasks of sources,
+ *                             shuffle consumers and processors at RUNNING;
+ *                             a forward consumer's stream starts with its
+ *                             first unit, from the emitter (after its side
+ *                             inputs were prepared): the data path does not
+ *                             wait for the controller.
  *   RUNNING     -> COMPLETING when no task will be created any more: the
  *                             open count of `live` is dropped
  *   COMPLETING  -> COMPLETED  when live reached 0 (N_TASKS_DONE, or the
@@ -306,20 +310,20 @@ static void decide_forward(struct urt_graph *g, struct gstep *s)
     atomic_store_explicit(&s->decided, sum, memory_order_relaxed);
 }
 
-static void enter_prepared(struct urt_graph *g, struct gstep *s)
-{
-    (void)g;
-    set_state(s, URT_STEP_PREPARED);
-}
-
-/* No task of a step runs before it is RUNNING: a forward consumer's streams
- * open then (or at COMPLETING, to release what waits in them). */
+/* A forward consumer's streams wait for its side inputs (if any): they
+ * open when those are prepared (or at COMPLETING, to release what waits). */
 static void open_streams(struct urt_graph *g, struct gstep *s)
 {
     if (s->streams_open)
         return;
     s->streams_open = true;
     gexec_open_streams(g, s);
+}
+
+static void enter_prepared(struct urt_graph *g, struct gstep *s)
+{
+    set_state(s, URT_STEP_PREPARED);
+    open_streams(g, s);
 }
 
 /* PREPARED -> RUNNING when its main input allows; false: not yet. */
@@ -334,7 +338,6 @@ static bool start_running(struct urt_graph *g, struct gstep *s)
     s->ran = true;
     decide_forward(g, s);
     gexec_start_step(g, s);
-    open_streams(g, s);
     return true;
 }
 

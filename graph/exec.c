@@ -518,14 +518,16 @@ void gexec_start_prepare(struct urt_graph *g, struct gstep *s)
         }
 }
 
-/* A forward consumer's streams are shut (pending starts at 1) until the
- * step is RUNNING (its side inputs prepared, its first unit provided) or
- * COMPLETING: units that arrive earlier wait in the inbox. Controller only,
- * once per step. */
+/* A forward consumer with side inputs keeps its streams shut (pending
+ * starts at 1) until they are prepared (or it completes): units that arrive
+ * earlier wait in the inbox. Without side inputs a stream starts with its
+ * first unit, from the emitter: the data path never waits for the
+ * controller (a preempted drainer would hold a LIMIT back while its scan
+ * goes on). Controller only, once per step. */
 void gexec_open_streams(struct urt_graph *g, struct gstep *s)
 {
     (void)g;
-    if (s->main != MAIN_FORWARD)
+    if (s->main != MAIN_FORWARD || !s->n_side)
         return;
     for (uint32_t i = 0; i < s->n_ctx; i++)
         if (atomic_fetch_sub_explicit(&s->ctx[i]->pending, 1, memory_order_acq_rel) > 1)

@@ -139,7 +139,7 @@ struct urt_graph_ctx {
     struct gunit *unit;          /* the unit being processed */
     struct gunit *_Atomic inbox; /* arriving units (stack) */
     struct gunit *fifo;          /* taken from the inbox, in arrival order */
-    _Atomic int64_t pending;     /* units queued, plus one until the step is RUNNING */
+    _Atomic int64_t pending;     /* units queued, plus one while side inputs are not prepared */
     /* CTX_PROC */
     _Atomic uint32_t psched;     /* P_* */
     int async_res;               /* published by the psched CAS of urt_graph_async_done */
@@ -235,7 +235,7 @@ void gexec_task_cancel(struct urt_task *t, void *arg);
 void gctl_drain(struct urt_graph *g);
 void gexec_start_step(struct urt_graph *g, struct gstep *s); /* controller: RUNNING's tasks */
 void gexec_start_prepare(struct urt_graph *g, struct gstep *s);
-void gexec_open_streams(struct urt_graph *g, struct gstep *s); /* RUNNING or COMPLETING */
+void gexec_open_streams(struct urt_graph *g, struct gstep *s); /* side inputs prepared, or COMPLETING */
 void gexec_wake(struct urt_graph *g, struct gx *x);
 void gexec_park(struct urt_graph_ctx *c); /* c->blocked is full: wait for room */
 void gexec_release_blocking(struct urt_graph *g, struct gx *x);

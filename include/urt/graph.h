@@ -62,8 +62,10 @@
  *   sub-tasks) -> PREPARED -> RUNNING (main tasks created; for a forward
  *   consumer: at the first providing) -> COMPLETING (no more tasks will be
  *   created) -> COMPLETED (every task finished) -> DEACTIVATED (its outputs
- *   were consumed and released). No task of a step runs before RUNNING
- *   (units that arrive earlier wait in the consumer's streams).
+ *   were consumed and released). The tasks of sources, shuffle consumers
+ *   and processors start at RUNNING; a forward consumer's stream starts with
+ *   its first unit (once its side inputs are prepared), from the emitter,
+ *   without waiting for the controller to record RUNNING.
  *
  * Early completion. urt_graph_complete() (a step instructs its own
  * completion, e.g. a LIMIT that has its rows) or a forward's limit_rows
