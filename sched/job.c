@@ -18,7 +18,8 @@
  * task is handed to a worker; at runtime destroy (no worker left) it runs in
  * place on the destroying thread, without waiting for readiness.
  *
- * Cancel: the status word goes JOB_OPEN -> reason (-ECANCELED, -ETIME) by CAS,
+ * Cancel: the status word goes JOB_OPEN -> reason (-ECANCELED, -ETIME, an
+ * urt_job_abort error) by CAS,
  * once; the teardown seals it JOB_OPEN -> JOB_SEALED_OK by the same CAS, so
  * either the cancel wins (callback sees the reason) or the teardown does
  * (cancel returns -EALREADY). A task of a cancelled job is not run: the
@@ -551,6 +552,18 @@ URT_API int urt_job_cancel(urt_job *job)
         return urt__error(-EINVAL, "urt_job_cancel: job is NULL");
     if (job_cancel_reason(job, -ECANCELED))
         return urt__error(-EALREADY, "urt_job_cancel: job %p was already cancelled, timed out or ending", (void *)job);
+    return 0;
+}
+
+URT_API int urt_job_abort(urt_job *job, int err)
+{
+    if (!job)
+        return urt__error(-EINVAL, "urt_job_abort: job is NULL");
+    if (err >= 0 || err < -4095 || err == -EINPROGRESS)
+        return urt__error(-EINVAL, "urt_job_abort: err %d is not a negative errno (-4095..-1, not -EINPROGRESS)",
+                          err);
+    if (job_cancel_reason(job, err))
+        return urt__error(-EALREADY, "urt_job_abort: job %p was already cancelled, timed out or ending", (void *)job);
     return 0;
 }
 

@@ -30,7 +30,7 @@
 
 struct urt_job {
     alignas(64) _Atomic uint64_t live;   /* live tasks (+1 while not closed) */
-    alignas(64) _Atomic int32_t status;  /* JOB_OPEN, JOB_SEALED_OK or -ECANCELED / -ETIME */
+    alignas(64) _Atomic int32_t status;  /* JOB_OPEN, JOB_SEALED_OK or -ECANCELED / -ETIME / an abort error */
     _Atomic uint32_t ended;              /* futex word: 1 once teardown finished */
     _Atomic uint32_t waiters;            /* threads in urt_job_wait */
     _Atomic uint32_t refs;               /* see job.c "References" */

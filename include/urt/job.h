@@ -58,8 +58,8 @@ typedef struct urt_job urt_job;
 
 #define URT_WORK_LEVEL_MAX 60
 
-/* Completion: status 0, -ECANCELED or -ETIME. Runs once, on a worker (or on
- * the destroying thread at runtime destroy). */
+/* Completion: status 0, -ECANCELED, -ETIME or urt_job_abort's err. Runs
+ * once, on a worker (or on the destroying thread at runtime destroy). */
 typedef void urt_job_done_fn(urt_job *job, int status, void *arg);
 /* Readiness predicate: false delays the teardown; it is checked again every
  * ready_interval_ns (a timer on the worker's ring, not a spin). */
@@ -112,11 +112,19 @@ URT_API int urt_job_close(urt_job *job);
  * teardown already started), -EINVAL (NULL job). Any thread. */
 URT_API int urt_job_cancel(urt_job *job);
 
-/* True once the job was cancelled or its deadline passed. Any thread (tasks
- * use it to stop early). */
+/* Cancels the job like urt_job_cancel, with err as the reason: the
+ * callback, urt_job_poll and urt_job_wait report err instead of -ECANCELED
+ * (a graph's first error, urt/graph.h). err: a negative errno (-4095..-1)
+ * other than -EINPROGRESS. Returns 0, -EALREADY (already cancelled, timed
+ * out, aborted, or its teardown started), -EINVAL (NULL job, err out of
+ * range). Any thread. */
+URT_API int urt_job_abort(urt_job *job, int err);
+
+/* True once the job was cancelled, aborted or its deadline passed. Any
+ * thread (tasks use it to stop early). */
 URT_API bool urt_job_cancelled(const urt_job *job);
 
-/* The job's status if it ended (0, -ECANCELED, -ETIME), else -EINPROGRESS;
+/* The job's status if it ended (0, -ECANCELED, -ETIME, an abort's err), else -EINPROGRESS;
  * -EINVAL for a NULL job. Any thread. */
 URT_API int urt_job_poll(const urt_job *job);
 

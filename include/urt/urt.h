@@ -16,6 +16,7 @@
 #include <urt/job.h>
 #include <urt/tx.h>
 #include <urt/watcher.h>
+#include <urt/graph.h>
 #include <urt/io.h>
 #include <urt/batch.h>
 #include <urt/dispatch.h> /* functions present when built with dispatch (libpq) */

@@ -258,8 +258,14 @@ Test(errors, jobs, .timeout = 30)
     CHECK(urt_job_wait(job, 1000), "urt_job_wait", "timeout_ns", -EINVAL, -ETIMEDOUT, -EDEADLK);
     CHECK_ON_WORKER(rt, wait_call, job, "urt_job_wait", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
 
+    CHECK(urt_job_abort(NULL, -EIO), "urt_job_abort", "job", -EINVAL, -EALREADY);
+    CHECK(urt_job_abort(job, 0), "urt_job_abort", "err", -EINVAL, -EALREADY);
+    CHECK(urt_job_abort(job, -EINPROGRESS), "urt_job_abort", "err", -EINVAL, -EALREADY);
+    CHECK(urt_job_abort(job, -5000), "urt_job_abort", "err", -EINVAL, -EALREADY);
+
     /* wrong state: cancelled, closed twice, ended */
     cr_assert_eq(urt_job_cancel(job), 0);
+    CHECK(urt_job_abort(job, -EIO), "urt_job_abort", "cancelled", -EINVAL, -EALREADY);
     CHECK(urt_job_cancel(job), "urt_job_cancel", "cancelled", -EINVAL, -EALREADY);
     CHECK(urt_job_spawn(job, nop, NULL, NULL, 0), "urt_job_spawn", "cancelled", -EINVAL, -ECANCELED, -EAGAIN,
           -ESHUTDOWN, -ENOMEM);
@@ -497,6 +503,200 @@ Test(errors, conds, .timeout = 30)
     cr_assert(WAIT_UNTIL(urt_cond_cancel(rt, &c) == -EALREADY && strstr(urt_last_error(), "not watched"), 5000),
               "%s", urt_last_error());
     rt_destroy_clean(other, URT_SHUTDOWN_DRAIN, 0);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- urt/graph.h ------------------------------------------------------------------------------------ */
+
+static int gnop(struct urt_graph_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return URT_STEP_DONE;
+}
+
+/* Calls made inside a step's task (the messages are per thread: copied there). */
+#define G_INSIDE 6
+static struct {
+    int ret[G_INSIDE];
+    char msg[G_INSIDE][256];
+} g_inside;
+
+static void inside(int i, int ret)
+{
+    g_inside.ret[i] = ret;
+    snprintf(g_inside.msg[i], sizeof(g_inside.msg[i]), "%s", urt_last_error());
+    urt__error_clear();
+}
+
+static int bad_calls(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct urt_graph_unit u;
+    (void)arg;
+    urt__error_clear();
+    inside(0, urt_graph_emit(ctx, 7, 0, NULL, 1));          /* port out of range */
+    inside(1, urt_graph_emit(ctx, 0, 99, NULL, 1));         /* shuffle partition out of range */
+    inside(2, urt_graph_next(ctx, 9, &u));                  /* port out of range */
+    inside(3, urt_graph_pull(ctx, 0, &u));                  /* not a processor */
+    inside(4, urt_graph_push(ctx, 0, NULL, 1));
+    inside(5, urt_graph_async_done(ctx, 0));                /* not a processor */
+    return URT_STEP_DONE;
+}
+
+static int gwait_call(void *g)
+{
+    return urt_graph_wait(g, 0);
+}
+
+static void check_inside(int i, const char *fn, const char *needle, const int *codes, size_t n)
+{
+    bool documented = false;
+    for (size_t k = 0; k < n; k++)
+        documented |= g_inside.ret[i] == codes[k];
+    cr_assert(documented, "inside call %d returned %d", i, g_inside.ret[i]);
+    cr_assert(strstr(g_inside.msg[i], fn) && strstr(g_inside.msg[i], needle), "inside call %d: \"%s\" (want %s, %s)", i,
+              g_inside.msg[i], fn, needle);
+}
+#define CHECK_INSIDE(i, fn, needle, ...)                                                                      \
+    do {                                                                                                     \
+        static const int codes_[] = {__VA_ARGS__};                                                           \
+        check_inside(i, fn, needle, codes_, sizeof(codes_) / sizeof(codes_[0]));                             \
+    } while (0)
+
+static void graph_build_errors(urt_runtime *rt)
+{
+    urt_graph *g = NULL;
+    struct urt_graph_options o;
+    urt_graph_options_init(&o);
+    CHECK(urt_graph_create(NULL, NULL, &g), "urt_graph_create", "rt", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_create(rt, NULL, NULL), "urt_graph_create", "out", -EINVAL, -ENOMEM);
+    o.flags = 1;
+    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "flags", -EINVAL, -ENOMEM);
+    urt_graph_options_init(&o);
+    o.reserved[2] = 1;
+    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "reserved", -EINVAL, -ENOMEM);
+    urt_graph_options_init(&o);
+    o.partitions = 1u << 20;
+    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "partitions", -EINVAL, -ENOMEM);
+    cr_assert_eq(urt_graph_create(rt, NULL, &g), 0);
+    CHECK(urt_graph_prepare(g), "urt_graph_prepare", "no step", -EINVAL, -EALREADY, -ENOMEM);
+
+    struct urt_step_desc d = {.name = "s", .fn = gnop};
+    struct urt_processor proc = {0};
+    CHECK(urt_graph_add_step(NULL, &d), "urt_graph_add_step", "g", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_step(g, NULL), "urt_graph_add_step", "d", -EINVAL, -ENOMEM);
+    d.fn = NULL;
+    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "fn and processor", -EINVAL, -ENOMEM);
+    d.processor = &proc;
+    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "event", -EINVAL, -ENOMEM);
+    proc.event = gnop;
+    d.max_in_flight = 2;
+    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "max_in_flight", -EINVAL, -ENOMEM);
+    d = (struct urt_step_desc){.fn = gnop, .flags = 0x80};
+    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "flags", -EINVAL, -ENOMEM);
+    d = (struct urt_step_desc){.fn = gnop, .reserved = {0, 1}};
+    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "reserved", -EINVAL, -ENOMEM);
+    d = (struct urt_step_desc){.fn = gnop, .partitions = (1u << 20) + 1};
+    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "partitions", -EINVAL, -ENOMEM);
+
+    struct urt_exchange_desc x = {.kind = 9};
+    CHECK(urt_graph_add_exchange(NULL, &x), "urt_graph_add_exchange", "g", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_exchange(g, NULL), "urt_graph_add_exchange", "d", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "kind", -EINVAL, -ENOMEM);
+    x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD, .capacity = (1u << 24) + 1};
+    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "capacity", -EINVAL, -ENOMEM);
+    x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE, .limit_rows = 5};
+    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "limit_rows", -EINVAL, -ENOMEM);
+    x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE, .reserved = {1}};
+    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "reserved", -EINVAL, -ENOMEM);
+
+    d = (struct urt_step_desc){.name = "a", .fn = gnop};
+    int a = urt_graph_add_step(g, &d), b = urt_graph_add_step(g, &d);
+    d = (struct urt_step_desc){.name = "p", .processor = &proc};
+    int pr = urt_graph_add_step(g, &d);
+    int fx = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD});
+    int fx2 = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD});
+    int sx = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE});
+    cr_assert(a >= 0 && b >= 0 && pr >= 0 && fx >= 0 && fx2 >= 0 && sx >= 0);
+    CHECK(urt_graph_output(NULL, a, fx), "urt_graph_output", "g", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_output(g, 42, fx), "urt_graph_output", "step 42", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_output(g, a, 42), "urt_graph_output", "exchange 42", -EINVAL, -ENOMEM);
+    cr_assert_eq(urt_graph_output(g, a, fx), 0);
+    CHECK(urt_graph_output(g, a, fx), "urt_graph_output", "already", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_input(g, fx, 42), "urt_graph_input", "step 42", -EINVAL, -ENOMEM);
+    cr_assert_eq(urt_graph_input(g, fx, b), 0);
+    CHECK(urt_graph_input(g, fx, b), "urt_graph_input", "already", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_input(g, fx2, b), "urt_graph_input", "forward", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_input(g, sx, b), "urt_graph_input", "shuffle", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_input(g, sx, pr), "urt_graph_input", "processor", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_prepare(g), "urt_graph_prepare", "exchange", -EINVAL, -EALREADY, -ENOMEM);
+    CHECK(urt_graph_step_partitions(g, a), "urt_graph_step_partitions", "prepared", -EINVAL);
+    CHECK(urt_graph_step_state(NULL, 0), "urt_graph_step_state", "g", -EINVAL);
+    CHECK(urt_graph_step_state(g, 42), "urt_graph_step_state", "step 42", -EINVAL);
+    CHECK(urt_graph_step_stats(g, 0, NULL), "urt_graph_step_stats", "out", -EINVAL);
+    CHECK(urt_graph_cancel(NULL), "urt_graph_cancel", "g", -EINVAL, -EALREADY);
+    CHECK(urt_graph_cancel(g), "urt_graph_cancel", "started", -EINVAL, -EALREADY);
+    CHECK(urt_graph_wait(NULL, 0), "urt_graph_wait", "g", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    CHECK(urt_graph_wait(g, 0), "urt_graph_wait", "started", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    CHECK(urt_graph_start(NULL), "urt_graph_start", "g", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN, -ENOMEM);
+    /* a start refused by the pending-task limit is final */
+    {
+        urt_runtime *lim = make_rt(1, 1);
+        urt_graph *lg = NULL;
+        cr_assert_eq(urt_graph_create(lim, NULL, &lg), 0);
+        cr_assert_geq(urt_graph_add_step(lg, &(struct urt_step_desc){.fn = gnop, .partitions = 1}), 0);
+        atomic_store(&g_gate, false);
+        cr_assert_eq(urt_spawn(lim, gated, NULL, 0), 0); /* holds the one pending slot */
+        CHECK(urt_graph_start(lg), "urt_graph_start", "bootstrap", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN,
+              -ENOMEM);
+        CHECK(urt_graph_start(lg), "urt_graph_start", "earlier start", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN,
+              -ENOMEM);
+        atomic_store(&g_gate, true);
+        urt_graph_release(lg);
+        rt_destroy_clean(lim, URT_SHUTDOWN_DRAIN, 0);
+    }
+    urt_graph_release(g);
+    urt_graph_release(NULL);
+}
+
+Test(errors, graphs, .timeout = 30)
+{
+    urt_runtime *rt = make_rt(1, 0);
+    graph_build_errors(rt);
+    /* NULL contexts */
+    struct urt_graph_unit u;
+    CHECK(urt_graph_next(NULL, 0, &u), "urt_graph_next", "ctx", -EINVAL);
+    CHECK(urt_graph_emit(NULL, 0, 0, NULL, 0), "urt_graph_emit", "ctx", -EINVAL, -EAGAIN, -ENOBUFS, -EPIPE, -ENOMEM);
+    CHECK(urt_graph_complete(NULL), "urt_graph_complete", "ctx", -EINVAL, -EALREADY);
+    CHECK(urt_graph_pull(NULL, 0, &u), "urt_graph_pull", "port", -EINVAL, -EPIPE);
+    CHECK(urt_graph_push(NULL, 0, NULL, 0), "urt_graph_push", "port", -EINVAL, -EAGAIN, -EPIPE);
+    CHECK(urt_graph_finish(NULL, 0), "urt_graph_finish", "port", -EINVAL);
+    CHECK(urt_graph_unit_release(NULL, 0, NULL, 0), "urt_graph_unit_release", "port", -EINVAL);
+    CHECK(urt_graph_async_done(NULL, 0), "urt_graph_async_done", "ctx", -EINVAL, -ESHUTDOWN, -EAGAIN);
+    /* a graph whose step makes bad calls; then start twice, cancel after the end, wait on a worker */
+    urt_graph *g = NULL;
+    cr_assert_eq(urt_graph_create(rt, NULL, &g), 0);
+    int a = urt_graph_add_step(g, &(struct urt_step_desc){.name = "bad", .fn = bad_calls, .partitions = 1});
+    int b = urt_graph_add_step(g, &(struct urt_step_desc){.name = "sink", .fn = gnop, .partitions = 2});
+    int x = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE});
+    cr_assert_eq(urt_graph_output(g, a, x), 0);
+    cr_assert_eq(urt_graph_input(g, x, b), 0);
+    cr_assert_eq(urt_graph_prepare(g), 0);
+    CHECK(urt_graph_prepare(g), "urt_graph_prepare", "prepared", -EINVAL, -EALREADY, -ENOMEM);
+    cr_assert_eq(urt_graph_start(g), 0);
+    CHECK(urt_graph_start(g), "urt_graph_start", "started", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN, -ENOMEM);
+    CHECK(urt_graph_add_step(g, &(struct urt_step_desc){.fn = gnop}), "urt_graph_add_step", "started", -EINVAL,
+          -ENOMEM);
+    CHECK_ON_WORKER(rt, gwait_call, g, "urt_graph_wait", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    cr_assert_eq(urt_graph_wait(g, URT_WAIT_FOREVER), 0);
+    CHECK(urt_graph_cancel(g), "urt_graph_cancel", "ended", -EINVAL, -EALREADY);
+    CHECK_INSIDE(0, "urt_graph_emit", "port 7", -EINVAL);
+    CHECK_INSIDE(1, "urt_graph_emit", "partition 99", -EINVAL);
+    CHECK_INSIDE(2, "urt_graph_next", "port 9", -EINVAL);
+    CHECK_INSIDE(3, "urt_graph_pull", "port", -EINVAL);
+    CHECK_INSIDE(4, "urt_graph_push", "port", -EINVAL);
+    CHECK_INSIDE(5, "urt_graph_async_done", "processor", -EINVAL);
+    urt_graph_release(g);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 

@@ -361,6 +361,37 @@ Test(jobs, cancel_skips_queued_tasks, .timeout = 30)
     rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* urt_job_abort: a cancel whose reason is the caller's error (a task graph's first error). */
+Test(jobs, abort_carries_its_error, .timeout = 30)
+{
+    static struct jstate s;
+    memset(&s, 0, sizeof(s));
+    atomic_store(&g_gate, false);
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    s.rt = rt_create_or_skip(&cfg);
+    struct urt_job_options o;
+    opts(&o, &s);
+    cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(urt_job_spawn(s.job, gated_fn, count_cancel, &s, 0), 0);
+    sleep_us(5000);
+    cr_assert_eq(urt_job_abort(s.job, -EIO), 0);
+    cr_assert_eq(urt_job_abort(s.job, -ENOSPC), -EALREADY, "the first reason stands");
+    cr_assert_eq(urt_job_cancel(s.job), -EALREADY);
+    cr_assert(urt_job_cancelled(s.job));
+    cr_assert_eq(urt_job_spawn(s.job, gated_fn, count_cancel, &s, 0), -ECANCELED);
+    atomic_store(&g_gate, true);
+    cr_assert_eq(urt_job_close(s.job), 0);
+    cr_assert_eq(urt_job_wait(s.job, 10ull * 1000 * 1000 * 1000), -EIO);
+    cr_assert_eq(urt_job_poll(s.job), -EIO);
+    cr_assert_eq(atomic_load(&s.status), -EIO);
+    cr_assert_eq(atomic_load(&s.callbacks), 1);
+    cr_assert_eq(atomic_load(&s.tasks_run) + atomic_load(&s.tasks_cancelled), 20);
+    urt_job_release(s.job);
+    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
 static void *open_gate_later(void *arg)
 {
     (void)arg;

@@ -54,12 +54,13 @@ struct workload {
 extern const struct workload WL_CORE[]; /* wl_core.c: docs/benchmarks.md 3.1-3.7 */
 extern const struct workload WL_STICKY[]; /* wl_sticky.c: docs/benchmarks.md 3.8 */
 extern const struct workload WL_COMMIT[]; /* wl_commit.c: docs/benchmarks.md 3.9 */
+extern const struct workload WL_GRAPH[]; /* wl_graph.c: docs/benchmarks.md 3.10, 3.11 */
 extern const struct workload WL_IO[]; /* wl_io.c: docs/benchmarks.md 3.13 */
 /* commit_stored_c<N> / commit_available_c<N> for any N (1..4096) and the bare
  * names (N from CLIENTS, default 16); NULL for anything else. */
 const struct workload *commit_workload_for(const char *name);
 extern const struct workload WL_BATCH[]; /* wl_batch.c: docs/benchmarks.md 3.12 */
 
-#define WORKLOAD_FAMILIES WL_CORE, WL_STICKY, WL_COMMIT, WL_IO, WL_BATCH
+#define WORKLOAD_FAMILIES WL_CORE, WL_STICKY, WL_COMMIT, WL_GRAPH, WL_IO, WL_BATCH
 
 #endif

@@ -1,0 +1,277 @@
+/*
+ * graph/graph_int.h — the private objects of task graphs (SPEC C16,
+ * urt/graph.h) and the seams between graph/'s files:
+ *
+ *   build.c    building, checking (partition rules P1-P6), allocation, the
+ *              handle's lifecycle, the read-only queries;
+ *   control.c  the controller: a strand of events (news), the step state
+ *              machine, exchange completion and release, early completion,
+ *              abort, the job's end;
+ *   exec.c     the tasks: source slots, partition tasks, side-input
+ *              sub-tasks, forward streams; the unit pool; emit/next; parking
+ *              of producers held back by a full exchange;
+ *   proc.c     processors: their scheduling word, ports, async work.
+ *
+ * graph/ is written on urt's public API only (<urt/...>, base/): a graph's
+ * tasks are urt tasks — job tasks (urt_job_spawn) where they may run
+ * anywhere, lane tasks on a step's lane, urt_spawn_to for an async
+ * processor's continuation — and its job is a urt_job kept open while the
+ * graph runs (the controller closes it at the end, so the job's teardown,
+ * callback and waiters are the graph's).
+ *
+ * Lifetime rule used everywhere ("last touch"): a task, stream or processor
+ * holds one count of its step's `live`. The decrement of that count (and the
+ * news it may post) is the last access of the task to graph memory: once a
+ * step completed the controller may finish the graph, close the job and the
+ * graph may be freed (from the job's callback) while a task that is not a
+ * job task (lanes, continuations) is still returning.
+ */
+#ifndef URT_GRAPH_INT_H
+#define URT_GRAPH_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urt/graph.h>
+
+#define G_MAX_STEPS 4096
+#define G_MAX_GRAPH_PARTITIONS 65536u
+#define G_MAX_STEP_PARTITIONS (1u << 20)
+#define G_MAX_CAPACITY (1u << 24)
+#define G_FORWARD_CAPACITY 256u
+#define G_BLOCKING_CAPACITY (1u << 20)
+#define G_CHUNK_SHIFT 8 /* unit nodes are allocated 256 at a time */
+#define G_STREAM_BATCH 64 /* units one stream task processes before it yields */
+#define G_PROC_BATCH 64   /* event() rounds of one processor task before it yields */
+
+/* ---- news: what the controller is told (control.c) --------------------------- */
+
+#define N_START 0x1u       /* graph: run the bootstrap */
+#define N_ABORT 0x2u       /* graph: abort everything */
+#define N_PROVIDED 0x4u    /* step: the first unit arrived (upstream providing) */
+#define N_TASKS_DONE 0x8u  /* step: live reached 0 */
+#define N_STOP 0x10u       /* step: completion instructed */
+#define N_PREPARED 0x20u   /* step: its side inputs' sub-tasks finished */
+
+struct gnews {
+    struct gnews *next;     /* the controller's stack */
+    _Atomic uint32_t bits;  /* N_*: set by posters, taken by the controller */
+    int32_t step;           /* -1: the graph's own */
+};
+
+/* ---- units and their pool (exec.c) --------------------------------------------- */
+
+struct gunit {
+    void *data;
+    uint32_t rows;
+    uint32_t partition;          /* shuffle: the consumer partition */
+    _Atomic uint32_t refs;       /* forward: consumers still holding it */
+    _Atomic uint32_t next_free;  /* pool free list: index + 1 of the next, 0 = end */
+    uint32_t index;              /* in the pool */
+    struct gunit *next;          /* blocking: its partition's stack */
+    struct gunit *links[];       /* forward: one link per consumer step (its stream's queue) */
+};
+
+struct gpool {
+    uint32_t capacity;
+    uint32_t node_size;
+    _Atomic uint32_t used;       /* nodes handed out (<= capacity) */
+    _Atomic uint32_t bump;       /* nodes ever created */
+    _Atomic uint64_t free_top;   /* tag << 32 | (index + 1) */
+    uint32_t n_chunks;
+    void *_Atomic *chunks;       /* G_CHUNK nodes each, created on first use */
+};
+
+/* ---- exchanges ---------------------------------------------------------------- */
+
+struct gport; /* proc.c */
+
+struct gx {
+    struct urt_exchange_desc d;
+    int id;
+    uint32_t n_prod, n_cons;
+    int *prod, *cons;            /* step ids */
+    uint32_t *cons_port;         /* the input port index of each consumer */
+    uint32_t *prod_offset;       /* P6: producer k's first consumer partition */
+    bool scan_src;               /* P6's exception: a producer is a scan */
+    bool port_edge;              /* forward between processor steps: ports (proc.c) */
+    uint32_t parts;              /* consumer partitions (assumed) */
+    /* run */
+    struct gpool pool;
+    _Atomic uint64_t rows;       /* forward with limit_rows: rows accepted */
+    _Atomic uint32_t limit_hit;
+    _Atomic uint32_t provided;   /* the first unit was emitted */
+    struct gunit *_Atomic *heads;/* shuffle: per partition; broadcast: [0] */
+    struct urt_graph_ctx *_Atomic waiters; /* parked producers (exec.c) */
+    struct gport *ports;         /* port edges: one per partition */
+    uint32_t prod_left, cons_left; /* controller: producer / consumer steps not completed */
+    bool released;               /* controller */
+};
+
+/* ---- task contexts (exec.c, proc.c) -------------------------------------------------- */
+
+enum gctx_kind {
+    CTX_SOURCE = 1,  /* a slot of a source step: runs partitions one after another */
+    CTX_PART,        /* a partition of a shuffle consumer */
+    CTX_PREPARE,     /* a side input's sub-task */
+    CTX_STREAM,      /* a partition of a forward consumer: its units, one at a time */
+    CTX_PROC,        /* a processor instance */
+};
+
+/* processor scheduling word (proc.c) */
+#define P_SCHED 0x1u /* a task is queued or running for it */
+#define P_AGAIN 0x2u /* a port changed while it was scheduled */
+#define P_ASYNC 0x4u /* async work in flight */
+#define P_DONE 0x8u  /* finished */
+
+struct urt_graph_ctx {
+    struct urt_graph *g;
+    struct gstep *s;
+    uint32_t kind;               /* enum gctx_kind */
+    uint32_t partition;
+    void *state;                 /* urt_graph_task_state */
+    struct gx *blocked;          /* urt_graph_emit said -EAGAIN on it */
+    struct urt_graph_ctx *wnext; /* waiters' stack */
+    bool started;                /* the step function ran once for this partition/unit */
+    bool unit_taken;             /* CTX_STREAM: urt_graph_next returned the unit */
+    /* CTX_STREAM */
+    struct gunit *unit;          /* the unit being processed */
+    struct gunit *_Atomic inbox; /* arriving units (stack) */
+    struct gunit *fifo;          /* taken from the inbox, in arrival order */
+    _Atomic int64_t pending;     /* units queued, plus one while side inputs are not prepared */
+    /* CTX_PROC */
+    _Atomic uint32_t psched;     /* P_* */
+    int async_res;               /* published by the psched CAS of urt_graph_async_done */
+    bool async_back;             /* the next run continues after async work */
+    int async_worker;
+    /* per-task counters, added to the step's at the end */
+    uint64_t n_run, n_yield, n_in, n_out, n_rows;
+    /* CTX_PART, CTX_PREPARE: a cursor per input port */
+    uint32_t n_cur;
+    struct gunit *cur[];
+};
+
+/* ---- steps ------------------------------------------------------------------- */
+
+enum gmain { MAIN_NONE = 0, MAIN_FORWARD, MAIN_SHUFFLE, MAIN_PORTS };
+
+struct gstep {
+    struct urt_step_desc d;
+    int id;
+    uint32_t n_in, n_out, cap_in, cap_out;
+    int *in_x, *out_x;           /* exchange ids, in port order */
+    uint32_t *in_link;           /* forward inputs: this step's index among the exchange's consumers */
+    enum gmain main;
+    uint32_t n_side, n_main;     /* broadcast inputs; main input exchanges */
+    uint32_t fwd_port;           /* MAIN_FORWARD: the forward input's port */
+    uint32_t assumed;            /* partition count decided at prepare */
+    /* run */
+    _Atomic uint32_t state;      /* enum urt_step_state (controller writes) */
+    _Atomic uint32_t decided;    /* the count as decided so far */
+    _Atomic int64_t live;        /* tasks, streams' units, processors, plus one until COMPLETING */
+    _Atomic uint32_t stop;       /* completion instructed or aborted */
+    _Atomic uint32_t next_part;  /* sources: partitions admitted */
+    _Atomic uint32_t prep_live;  /* side-input sub-tasks running */
+    struct gnews news;
+    uint32_t side_left, main_left; /* controller: input exchanges not complete */
+    bool open_dropped, stop_done, tasks_done, ran, streams_open; /* controller */
+    uint32_t n_ctx;
+    struct urt_graph_ctx **ctx;  /* slots / partitions / streams / instances */
+    struct urt_graph_ctx **prep; /* CTX_PREPARE, one per side input */
+    _Atomic uint64_t st_run, st_skipped, st_yields, st_in, st_out, st_rows;
+};
+
+/* ---- the graph --------------------------------------------------------------- */
+
+enum gphase { PH_BUILD = 0, PH_PREPARED, PH_STARTED, PH_FAILED };
+
+struct urt_graph {
+    urt_runtime *rt;
+    struct urt_graph_options opt;
+    uint32_t default_parts;
+    uint32_t phase;              /* owner only */
+    _Atomic int refs;            /* the handle, and the run until the job's callback returned */
+    urt_job *job;
+    _Atomic int32_t abort;       /* first abort reason (0: none) */
+    uint32_t n_steps, cap_steps, n_x, cap_x;
+    struct gstep **steps;
+    struct gx **xs;
+    int *topo;                   /* steps in topological order */
+    /* controller strand */
+    struct gnews *_Atomic ctl_head;
+    _Atomic int64_t ctl_pending;
+    struct gnews news;           /* the graph's own */
+    uint32_t deactivated;        /* controller */
+    bool finished, closed, aborting, start_failed; /* controller (start_failed: urt_graph_start) */
+};
+
+/* ---- seams ------------------------------------------------------------------------ */
+
+/* control.c */
+void gctl_post(struct urt_graph *g, struct gnews *n, uint32_t bits);
+void gctl_step_news(struct gstep *s, struct urt_graph *g, uint32_t bits);
+void gctl_abort(struct urt_graph *g, int err); /* first reason wins; any thread */
+void gctl_stop_eager(struct urt_graph *g, struct gstep *s); /* any thread: s->stop is set */
+void gctl_job_done(urt_job *job, int status, void *arg);
+enum urt_task_result gctl_bootstrap(struct urt_task *t, void *arg);
+void gctl_bootstrap_cancel(struct urt_task *t, void *arg);
+bool gctl_stopping(const struct urt_graph *g, const struct gstep *s);
+
+/* exec.c */
+struct gexec {
+    struct urt_graph *g;
+    bool drain; /* this thread owes the controller a drain */
+    struct gexec *prev;
+};
+extern _Thread_local struct gexec *gexec_cur;
+void gexec_enter(struct gexec *e, struct urt_graph *g);
+void gexec_leave(struct gexec *e); /* drains if owed: the caller's last touch */
+void glive_put(struct urt_graph *g, struct gstep *s, int64_t n); /* last touch */
+bool glive_get(struct gstep *s, int64_t n); /* false: the step completed */
+int gexec_spawn(struct urt_graph_ctx *c);   /* 0, or the ctx was finished in place */
+enum urt_task_result gexec_task(struct urt_task *t, void *arg);  /* runs a ctx (arg) */
+void gexec_task_cancel(struct urt_task *t, void *arg);
+void gctl_drain(struct urt_graph *g);
+void gexec_start_step(struct urt_graph *g, struct gstep *s); /* controller: RUNNING's tasks */
+void gexec_start_prepare(struct urt_graph *g, struct gstep *s);
+void gexec_open_streams(struct urt_graph *g, struct gstep *s); /* side inputs prepared, or COMPLETING */
+void gexec_wake(struct urt_graph *g, struct gx *x);
+void gexec_park(struct urt_graph_ctx *c); /* c->blocked is full: wait for room */
+void gexec_release_blocking(struct urt_graph *g, struct gx *x);
+int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links);
+void gpool_free(struct gpool *p);
+void gexec_flush_stats(struct urt_graph_ctx *c);
+
+/* proc.c */
+struct gport {
+    _Atomic uint32_t word;       /* URT_PORT_* | PORT_CLOSED */
+    uint32_t rows;
+    void *data;                  /* published by the word's release */
+    struct urt_graph_ctx *prod, *cons;
+};
+#define PORT_CLOSED 0x8u
+void gproc_init(struct urt_graph_ctx *c);
+void gproc_notify(struct urt_graph_ctx *c);
+void gproc_start_step(struct urt_graph *g, struct gstep *s);
+void gproc_close_unstarted(struct urt_graph *g, struct gstep *s);
+void gproc_release_ports(struct urt_graph *g, struct gx *x);
+enum urt_task_result gproc_run(struct urt_graph_ctx *c); /* in gexec_task */
+
+/* build.c */
+struct urt_graph_ctx *gctx_new(struct urt_graph *g, struct gstep *s, uint32_t kind, uint32_t partition);
+void graph_unref(struct urt_graph *g);
+static inline struct gstep *gstep_at(const struct urt_graph *g, int id)
+{
+    return g->steps[id];
+}
+static inline struct gx *gx_at(const struct urt_graph *g, int id)
+{
+    return g->xs[id];
+}
+static inline const char *gstep_name(const struct gstep *s)
+{
+    return s->d.name ? s->d.name : "(unnamed)";
+}
+
+#endif
