@@ -694,20 +694,33 @@ static void ignore_tag(void *ctx, uint64_t ud, int32_t res)
     (void)ctx, (void)ud, (void)res;
 }
 
+/* At most this many writes start in wal_worker_stop (a device that keeps
+ * failing must not hold the destroy): what is still unflushed after them is
+ * answered -ECANCELED by wal_close. */
+#define STOP_FLUSHES 16
+
 void wal_worker_stop(struct wal *wal, struct worker *w)
 {
     struct chan *ch = wal->chans[w->index];
-    /* Write what this channel still holds, and wait for every SQE of ours:
-     * the buffers must outlive the kernel's use of them (rule 3). */
-    if (has_work(ch))
-        chan_flush_now(ch);
-    if (ch->timer_armed)
-        sched_timer_cancel(w, &ch->io_t);
-    sched_io_flush(w);
-    int rounds = 0;
-    while (ch->inflight && rounds++ < 100000) {
-        if (!ch->flight && ch->ew == EW_IDLE && ch->ext == EXT_IDLE)
-            ch->stopping = true; /* only the timer is left: no new work from it */
+    /* Write what this channel holds, also what gathers behind a write in
+     * flight (its completion arms the epoch timer instead of writing at once),
+     * and wait for every SQE of ours: the buffers must outlive the kernel's
+     * use of them (rule 3). The marker follows as usual: the last flush to
+     * complete over all channels finds D past target and writes it. */
+    int flushes = 0, rounds = 0;
+    for (;;) {
+        if (ch->timer_armed)
+            sched_timer_cancel(w, &ch->io_t); /* the epoch timer has nothing left to do */
+        if (has_work(ch) && flushes < STOP_FLUSHES) {
+            flushes++;
+            chan_flush_now(ch);
+        }
+        sched_io_flush(w);
+        bool idle = !ch->flight && ch->ew == EW_IDLE && ch->ext == EXT_IDLE;
+        if (idle && (!has_work(ch) || flushes >= STOP_FLUSHES))
+            ch->stopping = true; /* only a cancelled timer may be left: no new work from it */
+        if (!ch->inflight || rounds++ >= 100000)
+            break;
         ring_wait(&w->ring, 10 * 1000 * 1000);
         ring_reap(&w->ring, ignore_tag, NULL);
     }

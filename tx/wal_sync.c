@@ -44,7 +44,9 @@
  *   log_prealloc_kb=0  strict: the writes append, (a) never holds.
  * A forced single_flush or single_write is taken as asked (the user vouches
  * for the file system; single_write still falls back to single_flush where
- * O_DIRECT is refused); config validation refuses both with
+ * O_DIRECT is refused), except on btrfs, where neither ever holds on a
+ * copy-on-write file: there, as under auto, every channel file gets
+ * FS_NOCOW_FL or the log is strict; config validation refuses both with
  * log_prealloc_kb=0.
  *
  * Pure set-up code: runs once in wal_open on the creating thread.
@@ -146,6 +148,7 @@ int wal_sync_choose(int dirfd, const struct urt_config *cfg, struct wal_sync_cho
         snprintf(c->why, sizeof(c->why), "log_sync=strict");
     } else if (cfg->log_sync == URT_LOG_SYNC_SINGLE_FLUSH || cfg->log_sync == URT_LOG_SYNC_SINGLE_WRITE) {
         c->mode = cfg->log_sync;
+        c->need_nocow = c->fs_magic == FS_BTRFS; /* never safe on btrfs's copy-on-write files */
         snprintf(c->why, sizeof(c->why), "log_sync=%s (forced, on %s)", wal_sync_name(c->mode), c->fs);
     } else {
         choose_auto(dirfd, c->fs_magic, c);

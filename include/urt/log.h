@@ -32,6 +32,10 @@
  * workers may overlap. One worker, or direct_commit_callback: strictly in
  * marker order.
  *
+ * Destroy: urt_runtime_destroy (either mode) writes and syncs what the
+ * channels hold before it returns, so every commit answered before destroy
+ * began — ACCEPTED and AVAILABLE included — is replayed by the next recovery.
+ *
  * Lifecycle of a struct urt_commit (caller-embedded, no allocation):
  *  1. The caller owns it, zeroed or not, until urt_log_commit() succeeds.
  *  2. From a successful urt_log_commit() until its callback runs, it belongs
