@@ -387,8 +387,10 @@ Test(durability, a_large_release_spreads_over_the_workers, .timeout = 120)
     }
     cr_log_info("%u of %u large releases ran on both workers", both, large);
     cr_assert_geq(large, rounds / 2, "only %u releases of %d or more commits", large, SPREAD_CLIENTS / 2);
-    /* without the split none does; with it most do (the peer must wake in time: a quarter at least) */
-    cr_assert_geq(both * 4, large, "%u of %u large releases ran on both workers", both, large);
+    /* without the split none does; with it most do (the peer must wake in
+     * time: a quarter at least; under a sanitizer, whose slowed wake-ups let
+     * the owner finish most releases alone, one at least) */
+    cr_assert_geq(both * SCALE(4, large), large, "%u of %u large releases ran on both workers", both, large);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
     leak_check();
 }
