@@ -186,6 +186,11 @@ void measure_stats_delta(const char *name, const struct urt_stats *a, const stru
 {
     if (!a || !b)
         return;
+    if (b->total.tasks_run == a->total.tasks_run) {
+        /* batch_load runs each iteration on a runtime of its own (with its log directory) */
+        measure_note(name, "runtime counters: no task ran on the main runtime (the workload's own lines tell)");
+        return;
+    }
 #define D(f) (unsigned long long)(b->total.f - a->total.f)
     measure_note(name,
                  "runtime counters over the workload (read right after the last task signalled, so "
