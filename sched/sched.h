@@ -237,6 +237,14 @@ int sched_stop(struct sched *s, bool drain);
 /* A worker thread's body (sched/worker.c), started by sched_start (sched/start.c). */
 void *sched_worker_main(void *arg);
 
+/* The argument checks of every public submission entry point (fn names it
+ * in the message; what names its task argument: "task", "task->fn" or
+ * "fn"): 0 or -EINVAL with a message. */
+int sched_check_submit(const char *fn, const void *rt, bool has_fn, const char *what, unsigned flags);
+/* The message of a submission the scheduler or the admission limit refused
+ * (-EAGAIN, -ESHUTDOWN); returns err. */
+int sched_submit_error(const char *fn, int err);
+
 /* Queues t (placement rules SPEC C5; URT_SUBMIT_LOCAL: pinned to the
  * calling worker, as sched_submit_to). */
 int sched_submit(struct sched *s, struct urt_task *t, unsigned flags);

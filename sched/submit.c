@@ -194,9 +194,8 @@ URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg)
     task->priv.submit_flags = 0;
 }
 
-/* The argument checks of every submission entry point: what names the
- * task argument ("task", "task->fn" or "fn"). */
-static int check_submit(const char *fn, const void *rt, bool has_fn, const char *what, unsigned flags)
+/* The argument checks of every submission entry point (sched.h). */
+int sched_check_submit(const char *fn, const void *rt, bool has_fn, const char *what, unsigned flags)
 {
     if (!rt || !has_fn)
         return urt__error(-EINVAL, "%s: %s is NULL", fn, !rt ? "rt" : what);
@@ -210,8 +209,7 @@ static int check_submit(const char *fn, const void *rt, bool has_fn, const char 
     return 0;
 }
 
-/* The message of a submission the scheduler or the admission limit refused. */
-static int submit_error(const char *fn, int err)
+int sched_submit_error(const char *fn, int err)
 {
     if (err == -EAGAIN)
         return urt__error(err, "%s: max_pending_tasks reached", fn);
@@ -220,7 +218,7 @@ static int submit_error(const char *fn, int err)
     return err;
 }
 
-/* The affinity checks of urt_task_submit_to / urt_spawn_to (after check_submit). */
+/* The affinity checks of urt_task_submit_to / urt_spawn_to (after sched_check_submit). */
 static int check_target(const char *fn, const urt_runtime *rt, uint32_t worker, unsigned flags)
 {
     const struct sched *s = sched_of(rt);
@@ -244,7 +242,7 @@ static int submit_task(const char *fn, struct sched *s, struct urt_task *task, u
         err = sched_clients.admit(s, task, flags, target); /* max_pending_tasks (sched/admission.c) */
     else
         err = sched_submit_to(s, target, task);
-    return err ? submit_error(fn, err) : 0;
+    return err ? sched_submit_error(fn, err) : 0;
 }
 
 /* A pooled task (urt_spawn*) to target (NULL: placement rules). */
@@ -257,25 +255,25 @@ static int spawn_task(const char *fn, struct sched *s, urt_task_fn *f, urt_task_
     int err;
     if (__builtin_expect(s->adm != NULL, 0)) {
         err = sched_clients.admit(s, t, flags, target); /* max_pending_tasks; frees t on failure (sched/admission.c) */
-        return err ? submit_error(fn, err) : 0;
+        return err ? sched_submit_error(fn, err) : 0;
     }
     err = target ? sched_submit_to(s, target, t) : sched_submit(s, t, flags);
     if (err) {
         sched_task_free(s, t);
-        return submit_error(fn, err);
+        return sched_submit_error(fn, err);
     }
     return 0;
 }
 
 URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags)
 {
-    int err = check_submit("urt_task_submit", rt, task && task->fn, task ? "task->fn" : "task", flags);
+    int err = sched_check_submit("urt_task_submit", rt, task && task->fn, task ? "task->fn" : "task", flags);
     return err ? err : submit_task("urt_task_submit", sched_of(rt), task, flags, NULL);
 }
 
 URT_API int urt_task_submit_to(urt_runtime *rt, struct urt_task *task, uint32_t worker, unsigned flags)
 {
-    int err = check_submit("urt_task_submit_to", rt, task && task->fn, task ? "task->fn" : "task", flags);
+    int err = sched_check_submit("urt_task_submit_to", rt, task && task->fn, task ? "task->fn" : "task", flags);
     if (!err)
         err = check_target("urt_task_submit_to", rt, worker, flags);
     struct sched *s = sched_of(rt);
@@ -284,7 +282,7 @@ URT_API int urt_task_submit_to(urt_runtime *rt, struct urt_task *task, uint32_t 
 
 URT_API int urt_spawn_ex(urt_runtime *rt, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg, unsigned flags)
 {
-    int err = check_submit("urt_spawn", rt, fn != NULL, "fn", flags);
+    int err = sched_check_submit("urt_spawn", rt, fn != NULL, "fn", flags);
     return err ? err : spawn_task("urt_spawn", sched_of(rt), fn, cancel, arg, flags, NULL);
 }
 
@@ -296,7 +294,7 @@ URT_API int urt_spawn(urt_runtime *rt, urt_task_fn *fn, void *arg, unsigned flag
 URT_API int urt_spawn_to(urt_runtime *rt, uint32_t worker, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
                          unsigned flags)
 {
-    int err = check_submit("urt_spawn_to", rt, fn != NULL, "fn", flags);
+    int err = sched_check_submit("urt_spawn_to", rt, fn != NULL, "fn", flags);
     if (!err)
         err = check_target("urt_spawn_to", rt, worker, flags);
     struct sched *s = sched_of(rt);

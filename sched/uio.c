@@ -318,6 +318,19 @@ static void off_worker_result(struct uio *u)
     }
 }
 
+/* Multishot: the oldest queued completion becomes the one being delivered
+ * (u->res, u->cflags). Returns whether it is the last (no F_MORE). */
+static bool more_pop(struct uio *u)
+{
+    struct uio_more *m = u->more;
+    struct uio_ent e = m->e[m->head];
+    m->head = (m->head + 1) % m->cap;
+    m->n--;
+    u->res = e.res;
+    u->cflags = e.cflags;
+    return !(e.cflags & IORING_CQE_F_MORE);
+}
+
 /* Destroy cancelled a multishot delivery after the workers stopped: the
  * completions still queued (the last one among them: a worker leaves only
  * once every operation's last CQE arrived) are delivered here, on the
@@ -328,15 +341,10 @@ static void drain_off_worker(struct urt_io *io, struct urt_job *job, struct urt_
     struct sched *s = u->sio.w->s; /* the workers' memory lives until the leftovers are cancelled */
     tls_off_worker_shutdown = true;
     while (u->more && u->more->n) {
-        struct uio_more *m = u->more;
-        struct uio_ent e = m->e[m->head];
-        m->head = (m->head + 1) % m->cap;
-        m->n--;
-        u->res = e.res;
-        u->cflags = e.cflags;
+        bool last = more_pop(u);
         off_worker_result(u);
         cont_call(io); /* the last one frees the queue */
-        if (!(e.cflags & IORING_CQE_F_MORE)) {
+        if (last) {
             io_ended(job, lane);
             if (job)
                 sched_clients.job_task_finished(s, NULL, job);
@@ -456,14 +464,8 @@ static void deliver_next(struct worker *w, struct uio *u)
 {
     struct uio_worker *uw = w->uio;
     do {
-        struct uio_more *m = u->more;
-        struct uio_ent e = m->e[m->head];
-        m->head = (m->head + 1) % m->cap;
-        m->n--;
-        u->res = e.res;
-        u->cflags = e.cflags;
+        bool last = more_pop(u);
         u->flags |= UIO_F_QUEUED;
-        bool last = !(e.cflags & IORING_CQE_F_MORE);
         if (last)
             atomic_fetch_or_explicit(&u->tag, UIO_T_DELIVERING, memory_order_acq_rel);
         deliver(w, uw, u, last);

@@ -218,6 +218,12 @@ uint32_t uio_bufring_count(const struct urt_bufring *br);
 int uio_bufring_take(struct urt_bufring *br, void **buf, uint32_t *size);
 void uio_bufring_return(struct urt_bufring *br, uint16_t bid);
 void uio_bufring_mark(struct urt_bufring *br, uint16_t bid);
+/* URT_IO_FIXED_FILE on an accept (sched/uio_ops.c): the calling worker's
+ * table is made ready; *uflags := UIO_F_FIXED, plus UIO_F_INSTALL unless the
+ * kernel allocates the slot (uio_worker.kernel_alloc). 0, or -ENOMEM with a
+ * message (no table: io_fixed_files 0, or registering it failed); 0 with no
+ * flags off a worker (uio_begin refuses the call). */
+int uio_accept_fixed(const char *fn, unsigned *uflags);
 /* urt_io_accept with URT_IO_MULTISHOT (sched/uio_multi.c). */
 int uio_multi_accept(struct urt_io *io, int fd, unsigned flags);
 void uio_bufring_use(struct urt_bufring *br, int delta); /* receives using it */

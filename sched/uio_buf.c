@@ -41,7 +41,14 @@
  * worker; a read or write whose buffer lies inside one becomes a
  * fixed-buffer read/write, and URT_IO_FIXED_BUF sends from it.
  *
- * No memory ordering of its own: everything is owner-only (worker only API).
+ * Memory ordering: owner-only (worker-only API), except held[] and the
+ * returns queue above. held[bid] is set by the ring's worker (relaxed) before
+ * the completion naming bid is queued for its continuation; the queue's
+ * push/pop (release/acquire) orders that store before any put of bid, so
+ * the put's relaxed CAS 1 -> 0 sees it, and the CAS alone decides which of
+ * two puts wins. A remote put's reads of the buffer precede its release
+ * store of rq[slot]; the ring's worker gives the buffer back (to the kernel
+ * or the pool) only after its acquire load of that slot.
  */
 #include "sched/uio.h"
 

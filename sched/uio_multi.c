@@ -245,21 +245,16 @@ int uio_multi_accept(struct urt_io *io, int fd, unsigned flags)
 {
     struct worker *w = sched_self();
     unsigned fixed = 0;
-    if (w && (flags & URT_IO_FIXED_FILE)) {
-        struct uio_worker *uw = uio_worker(w);
-        int err = uw ? uio_files_ready(w, uw) : -ENOMEM;
-        if (err)
-            return urt__error(err, "urt_io_accept: no registered file table on this worker (io_fixed_files "
-                                   "%u): %d", w->s->cfg->io_fixed_files, err);
-        fixed = UIO_F_FIXED | (uw->kernel_alloc ? 0 : UIO_F_INSTALL);
-    }
+    int err = (flags & URT_IO_FIXED_FILE) ? uio_accept_fixed("urt_io_accept", &fixed) : 0;
+    if (err)
+        return err;
     struct uio_more *m = more_new(16);
     if (!m)
         return urt__error(-ENOMEM, "urt_io_accept: out of memory for a multishot operation");
     m->fd = fd;
     m->op = UIO_MOP_ACCEPT;
-    bool kernel = w && (uio_features(w) & RING_IO_MULTISHOT_ACCEPT) &&
-                  (!(fixed & UIO_F_FIXED) || (fixed & UIO_F_INSTALL) || (uio_features(w) & RING_IO_FIXED_ACCEPT));
+    /* an accept into the table by the kernel (no UIO_F_INSTALL) implies RING_IO_FIXED_ACCEPT */
+    bool kernel = w && (uio_features(w) & RING_IO_MULTISHOT_ACCEPT);
     return multi_submit(io, "urt_io_accept", kernel ? UIO_K_MULTI : UIO_K_REARM, m, NULL, fixed);
 }
 

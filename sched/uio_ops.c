@@ -200,10 +200,7 @@ URT_API int urt_io_fallocate(struct urt_io *io, int fd, int mode, int64_t off, i
 
 /* ---- sockets ------------------------------------------------------------------------------ */
 
-/* URT_IO_FIXED_FILE on an accept: the new connection goes into the file
- * table's upper half, by the kernel (IORING_FILE_INDEX_ALLOC) or, without
- * that feature, installed at completion (UIO_F_INSTALL). 0 and the flags. */
-static int accept_fixed(const char *fn, unsigned *uflags)
+int uio_accept_fixed(const char *fn, unsigned *uflags)
 {
     struct worker *w = sched_self();
     if (!w)
@@ -213,7 +210,7 @@ static int accept_fixed(const char *fn, unsigned *uflags)
     if (err)
         return urt__error(-ENOMEM, "%s: no registered file table on this worker (io_fixed_files %u): %s", fn,
                           w->s->cfg->io_fixed_files, strerror(-err));
-    *uflags = UIO_F_FIXED | ((uw->kernel_alloc && (uio_features(w) & RING_IO_FIXED_ACCEPT)) ? 0 : UIO_F_INSTALL);
+    *uflags = UIO_F_FIXED | (uw->kernel_alloc ? 0 : UIO_F_INSTALL); /* kernel_alloc implies RING_IO_FIXED_ACCEPT */
     return 0;
 }
 
@@ -233,7 +230,7 @@ URT_API int urt_io_accept(struct urt_io *io, int fd, struct sockaddr *addr, sock
             return urt__error(-EINVAL, "urt_io_accept: addr must be NULL with URT_IO_MULTISHOT");
         return uio_multi_accept(io, fd, flags);
     }
-    if ((flags & URT_IO_FIXED_FILE) && (err = accept_fixed("urt_io_accept", &fixed)))
+    if ((flags & URT_IO_FIXED_FILE) && (err = uio_accept_fixed("urt_io_accept", &fixed)))
         return err;
     if ((err = op_begin(io, "urt_io_accept", &cx, &sqe)))
         return err;

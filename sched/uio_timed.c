@@ -141,20 +141,6 @@ void uio_timed_cancel_all(struct worker *w, struct uio_worker *uw)
 
 /* ---- public API --------------------------------------------------------------------------- */
 
-static int check_at(const char *fn, const urt_runtime *rt, bool has_fn, const char *what, unsigned flags)
-{
-    if (!rt || !has_fn)
-        return urt__error(-EINVAL, "%s: %s is NULL", fn, !rt ? "rt" : what);
-    if (flags & ~URT_SUBMIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
-    if ((flags & URT_SUBMIT_LOCAL) && (flags & URT_SUBMIT_URGENT))
-        return urt__error(-EINVAL, "%s: flags URT_SUBMIT_LOCAL and URT_SUBMIT_URGENT contradict each other", fn);
-    if ((flags & URT_SUBMIT_LOCAL) && !sched_current(sched_of(rt)))
-        return urt__error(-EINVAL, "%s: flags URT_SUBMIT_LOCAL from a thread that is not a worker of this runtime",
-                          fn);
-    return 0;
-}
-
 /* Submits t at due; on failure a pooled t went back to the pool. */
 static int timed_submit(const char *fn, struct sched *s, struct urt_task *t, uint64_t due, unsigned flags)
 {
@@ -177,18 +163,14 @@ static int timed_submit(const char *fn, struct sched *s, struct urt_task *t, uin
         if (err && (t->priv.flags & TASK_POOLED))
             sched_task_free(s, t);
     }
-    if (err == -EAGAIN)
-        return urt__error(err, "%s: max_pending_tasks reached", fn);
-    if (err == -ESHUTDOWN)
-        return urt__error(err, "%s: the runtime is being destroyed", fn);
-    if (err)
+    if (err == -ENOMEM)
         return urt__error(err, "%s: out of memory for the timer", fn);
-    return 0;
+    return err ? sched_submit_error(fn, err) : 0;
 }
 
 URT_API int urt_task_submit_at(urt_runtime *rt, struct urt_task *task, uint64_t due_ns, unsigned flags)
 {
-    int err = check_at("urt_task_submit_at", rt, task && task->fn, task ? "task->fn" : "task", flags);
+    int err = sched_check_submit("urt_task_submit_at", rt, task && task->fn, task ? "task->fn" : "task", flags);
     if (err)
         return err;
     task->priv.submit_flags = flags;
@@ -201,7 +183,7 @@ URT_API int urt_task_submit_at(urt_runtime *rt, struct urt_task *task, uint64_t 
 URT_API int urt_spawn_at(urt_runtime *rt, uint64_t due_ns, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
                          unsigned flags)
 {
-    int err = check_at("urt_spawn_at", rt, fn != NULL, "fn", flags);
+    int err = sched_check_submit("urt_spawn_at", rt, fn != NULL, "fn", flags);
     if (err)
         return err;
     struct sched *s = sched_of(rt);

@@ -601,6 +601,38 @@ Test(io_multi, refusals)
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* io_fixed_files 0: no file table, so an accept into it is refused with
+ * -ENOMEM (urt/io.h), single and multishot alike, and nothing is submitted. */
+struct notable {
+    _Atomic int r[4];
+    _Atomic int worker_after;
+};
+
+static void no_table_refusals(void *arg)
+{
+    struct notable *n = arg;
+    static struct urt_io io;
+    urt_io_init(&io, req_cont_discard, NULL);
+    n->r[0] = urt_io_accept(&io, 0, NULL, NULL, URT_IO_FIXED_FILE);
+    n->r[1] = urt_io_accept(&io, 0, NULL, NULL, URT_IO_FIXED_FILE | URT_IO_MULTISHOT);
+    n->r[2] = urt_io_register_file(1);
+    n->worker_after = urt_io_worker(&io);
+    n->r[3] = 1;
+}
+
+Test(io_multi, accept_into_the_file_table_without_a_table)
+{
+    urt_runtime *rt = rt_with(1, 0, 0);
+    struct notable n = {0};
+    on_worker(rt, 0, no_table_refusals, &n);
+    cr_assert_eq(atomic_load(&n.r[3]), 1);
+    cr_assert_eq(atomic_load(&n.r[0]), -ENOMEM, "single accept: %d", atomic_load(&n.r[0]));
+    cr_assert_eq(atomic_load(&n.r[1]), -ENOMEM, "multishot accept: %d", atomic_load(&n.r[1]));
+    cr_assert_eq(atomic_load(&n.r[2]), -ENOMEM, "register_file: %d", atomic_load(&n.r[2]));
+    cr_assert_eq(atomic_load(&n.worker_after), -1, "a refused accept was submitted");
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
 /* ---- a lane's multishot receive: continuations on another worker --------------------------- */
 
 struct lanerx {
