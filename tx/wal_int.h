@@ -101,7 +101,8 @@ struct chan {
     struct wal_buf *gather, *flight;
     uint64_t lsn;
     uint32_t inflight;          /* our SQEs whose CQE is still to come (rule 3) */
-    bool stopping;
+    bool stopping;              /* wal_worker_stop runs: the epoch timer, preallocation
+                                   and rollover start nothing (its loop does the writes) */
     bool repair;                /* a write failed: the next one overwrites its range */
     bool write_due;             /* the flight buffer must be written again; the ring had no room */
     uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
