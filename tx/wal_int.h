@@ -189,11 +189,14 @@ struct wal {
 
 /* ---- small shared helpers ------------------------------------------------------------ */
 
-static inline void wal_fetch_max(_Atomic uint64_t *a, uint64_t v)
+/* *a := max(*a, v) (seq_cst CAS: O2's target and persisted, E); whether
+ * this call raised it (a marker raised into target is this caller's to write). */
+static inline bool wal_fetch_max(_Atomic uint64_t *a, uint64_t v)
 {
     uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
     while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_seq_cst, memory_order_relaxed))
         ;
+    return cur < v;
 }
 
 static inline void wal_cnt_add(_Atomic uint64_t *c, uint64_t n)
