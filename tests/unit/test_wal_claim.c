@@ -386,11 +386,7 @@ Test(wal_claim, durable_marker_never_below_the_checkpoint, .timeout = 60)
     char *dir = base_dir(20, &d);
     uint64_t c = d + 4;
     uint8_t b[WAL_CHECKPOINT_SIZE];
-    uint32_t magic = WAL_CHECKPOINT_MAGIC;
-    memcpy(b, &c, 8);
-    memcpy(b + 8, &magic, 4);
-    uint32_t crc = wal_crc32c(b, 12);
-    memcpy(b + 12, &crc, 4);
+    wal_checkpoint_encode(b, c);
     char path[4300];
     snprintf(path, sizeof(path), "%s/checkpoint", dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
