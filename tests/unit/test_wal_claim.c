@@ -410,6 +410,14 @@ Test(wal_claim, durable_marker_never_below_the_checkpoint, .timeout = 60)
     cr_assert_eq(s.n, 1);
     cr_assert_eq(s.ids[100], 1);
     cr_assert_gt(again.durable_marker, c);
+    /* a checkpoint file that fails its check is refused: the engine's checkpoint is unknown */
+    b[0] ^= 1;
+    fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, b, sizeof(b)), (ssize_t)sizeof(b));
+    close(fd);
+    cr_assert_eq(recover(dir, URT_LOG_RECOVER_DRY_RUN, &s, &again), -EBADMSG);
+    cr_assert_not_null(strstr(urt_last_error(), "checkpoint file is damaged"), "%s", urt_last_error());
     test_remove_dir(dir);
     leak_check();
 }
