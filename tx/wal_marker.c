@@ -271,6 +271,9 @@ void marker_after_dsync(struct chan *ch)
         marker_after_flush(ch); /* appending past the preallocation: the epoch file takes it */
         return;
     }
+    /* Relaxed: a hint only. target only grows, so an old value is lower and
+     * never hides a marker to claim; it may ask for a flush whose claim then
+     * finds nothing (claim_marker's CAS decides, O2). */
     if (ch->epending || marker_durable(wal) > atomic_load_explicit(&wal->target, memory_order_relaxed))
         ch->want_claim = true; /* the next flush (at once: wal_chan.c) carries it */
 }
