@@ -52,7 +52,7 @@ enum flush_form {
     FLUSH_DSYNC,  /* one O_DIRECT write with RWF_DSYNC (log_sync single_write),
                      ending with a claim when ch->claim_p != 0 (single_write
                      may also use PLAIN on its O_DIRECT file, with a claim:
-                     wal_chan.c dsync_form)                                    */
+                     wal_poll.c chan_dsync_form)                               */
 };
 
 /* The channel's epoch-file write. */
