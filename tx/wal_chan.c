@@ -703,26 +703,34 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
 {
     struct chan *ch = wal->chans[w->index];
     /* Write what this channel holds, also what gathers behind a write in
-     * flight (its completion arms the epoch timer instead of writing at once),
-     * and wait for every SQE of ours: the buffers must outlive the kernel's
-     * use of them (rule 3). The marker follows as usual: the last flush to
+     * flight, and wait for every SQE of ours: the buffers must outlive the
+     * kernel's use of them (rule 3). From here the epoch timer, extension
+     * and rollover start nothing (stopping): every write starts in this loop,
+     * so STOP_FLUSHES bounds them all (a cancelled timer that flushed would
+     * escape the count). The marker follows as usual: the last flush to
      * complete over all channels finds D past target and writes it. */
+    ch->stopping = true;
+    if (ch->timer_armed)
+        sched_timer_cancel(w, &ch->io_t); /* timer_done: nothing while stopping */
     int flushes = 0, rounds = 0;
     for (;;) {
-        if (ch->timer_armed)
-            sched_timer_cancel(w, &ch->io_t); /* the epoch timer has nothing left to do */
-        if (has_work(ch) && flushes < STOP_FLUSHES) {
+        bool more = ch->write_due || has_work(ch); /* what the timer would have done */
+        if (more && flushes < STOP_FLUSHES) {
             flushes++;
-            chan_flush_now(ch);
+            if (ch->write_due) {
+                ch->write_due = false;
+                write_again(ch);
+            } else {
+                chan_flush_now(ch);
+            }
         }
         sched_io_flush(w);
-        bool idle = !ch->flight && ch->ew == EW_IDLE && ch->ext == EXT_IDLE;
-        if (idle && (!has_work(ch) || flushes >= STOP_FLUSHES))
-            ch->stopping = true; /* only a cancelled timer may be left: no new work from it */
-        if (!ch->inflight || rounds++ >= 100000)
+        more = (ch->write_due || has_work(ch)) && flushes < STOP_FLUSHES;
+        if ((!ch->inflight && !more) || rounds++ >= 100000)
             break;
-        ring_wait(&w->ring, 10 * 1000 * 1000);
-        ring_reap(&w->ring, ignore_tag, NULL);
+        if (ch->inflight) {
+            ring_wait(&w->ring, 10 * 1000 * 1000);
+            ring_reap(&w->ring, ignore_tag, NULL);
+        }
     }
-    ch->stopping = true;
 }

@@ -248,3 +248,22 @@ bool wal_epoch_slot_valid(const void *slot, struct wal_epoch_slot *out)
     out->worker = rd16(s + 24);
     return true;
 }
+
+void wal_checkpoint_encode(void *dst, uint64_t marker)
+{
+    uint8_t *d = dst;
+    uint32_t magic = WAL_CHECKPOINT_MAGIC;
+    memcpy(d, &marker, 8);
+    memcpy(d + 8, &magic, 4);
+    uint32_t crc = wal_crc32c(d, 12);
+    memcpy(d + 12, &crc, 4);
+}
+
+bool wal_checkpoint_valid(const void *b, size_t n, uint64_t *marker)
+{
+    const uint8_t *s = b;
+    if (n != WAL_CHECKPOINT_SIZE || rd32(s + 8) != WAL_CHECKPOINT_MAGIC || rd32(s + 12) != wal_crc32c(s, 12))
+        return false;
+    *marker = rd64(s);
+    return true;
+}

@@ -187,4 +187,9 @@ struct wal_epoch_slot {
 void wal_epoch_slot_encode(void *dst, const struct wal_epoch_slot *s);
 bool wal_epoch_slot_valid(const void *slot, struct wal_epoch_slot *out);
 
+/* The checkpoint file's WAL_CHECKPOINT_SIZE bytes: encode / check (n: the
+ * file's size). */
+void wal_checkpoint_encode(void *dst, uint64_t marker);
+bool wal_checkpoint_valid(const void *b, size_t n, uint64_t *marker);
+
 #endif

@@ -52,7 +52,7 @@ enum flush_form {
     FLUSH_DSYNC,  /* one O_DIRECT write with RWF_DSYNC (log_sync single_write),
                      ending with a claim when ch->claim_p != 0 (single_write
                      may also use PLAIN on its O_DIRECT file, with a claim:
-                     wal_chan.c dsync_form)                                    */
+                     wal_poll.c chan_dsync_form)                               */
 };
 
 /* The channel's epoch-file write. */
@@ -101,7 +101,8 @@ struct chan {
     struct wal_buf *gather, *flight;
     uint64_t lsn;
     uint32_t inflight;          /* our SQEs whose CQE is still to come (rule 3) */
-    bool stopping;
+    bool stopping;              /* wal_worker_stop runs: the epoch timer, preallocation
+                                   and rollover start nothing (its loop does the writes) */
     bool repair;                /* a write failed: the next one overwrites its range */
     bool write_due;             /* the flight buffer must be written again; the ring had no room */
     uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
@@ -188,11 +189,14 @@ struct wal {
 
 /* ---- small shared helpers ------------------------------------------------------------ */
 
-static inline void wal_fetch_max(_Atomic uint64_t *a, uint64_t v)
+/* *a := max(*a, v) (seq_cst CAS: O2's target and persisted, E); whether
+ * this call raised it (a marker raised into target is this caller's to write). */
+static inline bool wal_fetch_max(_Atomic uint64_t *a, uint64_t v)
 {
     uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
     while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_seq_cst, memory_order_relaxed))
         ;
+    return cur < v;
 }
 
 static inline void wal_cnt_add(_Atomic uint64_t *c, uint64_t n)

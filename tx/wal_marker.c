@@ -71,12 +71,7 @@ uint64_t marker_durable(struct wal *wal)
 uint64_t marker_claim_for_write(struct wal *wal, const struct chan *ch)
 {
     uint64_t p = durable_without(wal, ch);
-    uint64_t t = atomic_load_explicit(&wal->target, memory_order_relaxed);
-    while (p > t)
-        if (atomic_compare_exchange_weak_explicit(&wal->target, &t, p, memory_order_seq_cst,
-                                                  memory_order_relaxed)) /* O2 */
-            return p;
-    return 0;
+    return wal_fetch_max(&wal->target, p) ? p : 0; /* O2 */
 }
 
 /* ---- slots ---------------------------------------------------------------------------- */
@@ -137,13 +132,8 @@ void marker_advance(struct chan *ch)
         return;
     }
     uint64_t d = marker_durable(wal);
-    uint64_t t = atomic_load_explicit(&wal->target, memory_order_relaxed);
-    while (d > t) {
-        if (atomic_compare_exchange_weak_explicit(&wal->target, &t, d, memory_order_seq_cst, memory_order_relaxed)) {
-            write_own(ch, d);
-            return;
-        }
-    }
+    if (wal_fetch_max(&wal->target, d)) /* O2 */
+        write_own(ch, d);
 }
 
 void marker_after_flush(struct chan *ch)
@@ -250,12 +240,8 @@ static uint64_t claim_marker(struct chan *ch)
     struct wal *wal = ch->wal;
     uint64_t p = durable_without(wal, ch);
     bool owed = ch->epending && p >= ch->epending;
-    uint64_t t = atomic_load_explicit(&wal->target, memory_order_relaxed);
-    while (p > t)
-        if (atomic_compare_exchange_weak_explicit(&wal->target, &t, p, memory_order_seq_cst,
-                                                  memory_order_relaxed)) /* O2 */
-            return p;
-    return owed ? p : 0;
+    bool raised = wal_fetch_max(&wal->target, p); /* O2 */
+    return raised || owed ? p : 0;
 }
 
 uint64_t marker_claim_append(struct chan *ch, struct wal_buf *x)
@@ -285,6 +271,9 @@ void marker_after_dsync(struct chan *ch)
         marker_after_flush(ch); /* appending past the preallocation: the epoch file takes it */
         return;
     }
+    /* Relaxed: a hint only. target only grows, so an old value is lower and
+     * never hides a marker to claim; it may ask for a flush whose claim then
+     * finds nothing (claim_marker's CAS decides, O2). */
     if (ch->epending || marker_durable(wal) > atomic_load_explicit(&wal->target, memory_order_relaxed))
         ch->want_claim = true; /* the next flush (at once: wal_chan.c) carries it */
 }

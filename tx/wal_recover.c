@@ -280,18 +280,9 @@ static int read_checkpoint(struct recovery *r)
         return rc ? wal_fail(r->err, r->errlen, rc, "log directory %s: cannot read the checkpoint file: %s", r->dir,
                          strerror(-rc))
                   : 0;
-    uint32_t magic, crc;
-    if (n == WAL_CHECKPOINT_SIZE) {
-        memcpy(&magic, b + 8, 4);
-        memcpy(&crc, b + 12, 4);
-    }
-    if (n != WAL_CHECKPOINT_SIZE || magic != WAL_CHECKPOINT_MAGIC || crc != wal_crc32c(b, 12)) {
-        free(b);
-        return wal_fail(r->err, r->errlen, -EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
-    }
-    memcpy(&r->res.checkpoint, b, 8);
+    bool ok = wal_checkpoint_valid(b, n, &r->res.checkpoint);
     free(b);
-    return 0;
+    return ok ? 0 : wal_fail(r->err, r->errlen, -EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
 }
 
 /* Every valid slot of the epoch file; res.epoch_slot_next follows the slot

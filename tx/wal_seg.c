@@ -162,11 +162,7 @@ void chan_roll(struct chan *ch)
 static int write_checkpoint_file(struct wal *wal, uint64_t marker)
 {
     uint8_t b[WAL_CHECKPOINT_SIZE];
-    uint32_t magic = WAL_CHECKPOINT_MAGIC;
-    memcpy(b, &marker, 8);
-    memcpy(b + 8, &magic, 4);
-    uint32_t crc = wal_crc32c(b, 12);
-    memcpy(b + 12, &crc, 4);
+    wal_checkpoint_encode(b, marker);
     int fd = openat(wal->dirfd, "checkpoint.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;

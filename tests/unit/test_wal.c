@@ -21,6 +21,7 @@
 #include "helpers.h"
 #include "tx/wal.h"
 #include "tx/wal_format.h"
+#include "tx/wal_sync.h"
 #include "runtime/runtime.h"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -954,6 +955,49 @@ Test(wal, log_sync_choice, .timeout = 60)
     cr_assert_eq(urt_config_validate(&cfg, NULL, 0), -EINVAL);
     cr_assert_not_null(strstr(urt_last_error(), "single_write"));
     leak_check();
+}
+
+/* A forced single_flush or single_write is taken as asked and says so; it
+ * asks for FS_NOCOW_FL on btrfs only (wal_sync.c). Where it asks and the
+ * flag does not take (here: a pipe, whose ioctl fails), the log is strict
+ * and says why; elsewhere the channel file is never touched. */
+Test(wal, forced_sync_asks_nocow_only_on_btrfs, .timeout = 30)
+{
+    char *dir = make_dir();
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+    cr_assert_geq(dirfd, 0);
+    struct statfs sf;
+    cr_assert_eq(fstatfs(dirfd, &sf), 0);
+    bool btrfs = sf.f_type == 0x9123683E;
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    static const enum urt_log_sync modes[] = {URT_LOG_SYNC_SINGLE_FLUSH, URT_LOG_SYNC_SINGLE_WRITE};
+    for (int m = 0; m < 2; m++) {
+        struct urt_config cfg;
+        urt_config_init(&cfg);
+        cfg.log_sync = modes[m];
+        cfg.log_prealloc_kb = 64;
+        struct wal_sync_choice c;
+        cr_assert_eq(wal_sync_choose(dirfd, &cfg, &c), 0);
+        cr_assert_eq(c.mode, modes[m]);
+        cr_assert_eq(c.need_nocow, btrfs, "fs %s: need_nocow %d", c.fs, c.need_nocow);
+        char want[128];
+        snprintf(want, sizeof(want), "log_sync=%s (forced, on %s)", wal_sync_name(modes[m]), c.fs);
+        cr_assert_str_eq(c.why, want);
+        wal_sync_nocow(&c, p[1]);
+        if (!btrfs) {
+            cr_assert_eq(c.mode, modes[m], "FS_NOCOW_FL was tried on %s: %s", c.fs, c.why);
+            cr_assert_str_eq(c.why, want);
+            c.need_nocow = true; /* as on btrfs */
+            wal_sync_nocow(&c, p[1]);
+        }
+        cr_assert_eq(c.mode, URT_LOG_SYNC_STRICT, "a file without FS_NOCOW_FL kept %s", wal_sync_name(c.mode));
+        cr_assert_not_null(strstr(c.why, "FS_NOCOW_FL could not be set"), "why: %s", c.why);
+    }
+    close(p[0]);
+    close(p[1]);
+    close(dirfd);
+    remove_dir(dir);
 }
 
 /* A clean destroy makes what was acknowledged before it durable, whatever its

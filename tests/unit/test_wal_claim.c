@@ -386,11 +386,7 @@ Test(wal_claim, durable_marker_never_below_the_checkpoint, .timeout = 60)
     char *dir = base_dir(20, &d);
     uint64_t c = d + 4;
     uint8_t b[WAL_CHECKPOINT_SIZE];
-    uint32_t magic = WAL_CHECKPOINT_MAGIC;
-    memcpy(b, &c, 8);
-    memcpy(b + 8, &magic, 4);
-    uint32_t crc = wal_crc32c(b, 12);
-    memcpy(b + 12, &crc, 4);
+    wal_checkpoint_encode(b, c);
     char path[4300];
     snprintf(path, sizeof(path), "%s/checkpoint", dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -414,6 +410,14 @@ Test(wal_claim, durable_marker_never_below_the_checkpoint, .timeout = 60)
     cr_assert_eq(s.n, 1);
     cr_assert_eq(s.ids[100], 1);
     cr_assert_gt(again.durable_marker, c);
+    /* a checkpoint file that fails its check is refused: the engine's checkpoint is unknown */
+    b[0] ^= 1;
+    fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, b, sizeof(b)), (ssize_t)sizeof(b));
+    close(fd);
+    cr_assert_eq(recover(dir, URT_LOG_RECOVER_DRY_RUN, &s, &again), -EBADMSG);
+    cr_assert_not_null(strstr(urt_last_error(), "checkpoint file is damaged"), "%s", urt_last_error());
     test_remove_dir(dir);
     leak_check();
 }
