@@ -60,7 +60,6 @@ void block_free(struct bblock *blk)
 void block_end(struct bblock *blk, int status)
 {
     struct urt_batch *b = blk->b;
-    blk->status = status;
     if (blk->begun && b->opt.block_done)
         b->opt.block_done(&blk->pub, status, b->opt.arg);
     if (blk->pub.tx) {
