@@ -175,29 +175,22 @@ static void file_maybe_done(struct urt_batch *b, struct bfile *f, struct acts *a
         file_deactivate(b, f, a);
 }
 
-static struct bblock *take_waiting_locked(struct urt_batch *b)
+/* Moves the waiting blocks onto *list (they no longer wait). */
+static void take_waiting_locked(struct urt_batch *b, struct bblock **list)
 {
-    struct bblock *list = NULL;
     for (struct bfile *f = b->files; f; f = f->next)
         for (struct bblock *blk = f->blocks; blk; blk = blk->next)
             if (atomic_load_explicit(&blk->phase, memory_order_relaxed) == BP_WAIT) {
                 atomic_store_explicit(&blk->phase, BP_SCAN, memory_order_relaxed); /* no longer waits */
-                push_block(&list, blk);
+                push_block(list, blk);
             }
-    return list;
 }
 
 /* After any change: waiting blocks of a failed batch, and the end of the tree. */
 static void settle(struct urt_batch *b, struct acts *a)
 {
-    if (batch_aborting(b)) {
-        struct bblock *w = take_waiting_locked(b);
-        while (w) {
-            struct bblock *n = w->act_next;
-            push_block(&a->end, w);
-            w = n;
-        }
-    }
+    if (batch_aborting(b))
+        take_waiting_locked(b, &a->end);
     if (!b->tree_done && b->files_active == 0 && (b->next_file == b->opt.n_files || batch_aborting(b))) {
         b->tree_done = true;
         a->tree_done = true;
@@ -350,8 +343,9 @@ void tree_publish(struct bblock *blk, uint64_t next_start, uint32_t nfields)
 
 struct bblock *tree_take_waiting(struct urt_batch *b)
 {
+    struct bblock *list = NULL;
     pthread_mutex_lock(&b->mu);
-    struct bblock *list = take_waiting_locked(b);
+    take_waiting_locked(b, &list);
     pthread_mutex_unlock(&b->mu);
     return list;
 }
