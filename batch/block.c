@@ -69,6 +69,16 @@ void block_end(struct bblock *blk, int status)
     tree_block_end(blk); /* blk is gone from here on */
 }
 
+/* Every step's first check: a failed batch ends the block (true) without
+ * committing. */
+static bool block_aborted(struct bblock *blk)
+{
+    if (!batch_aborting(blk->b))
+        return false;
+    block_end(blk, -ECANCELED);
+    return true;
+}
+
 static void block_committed(urt_tx *tx, int status, void *arg)
 {
     struct bblock *blk = arg;
@@ -166,10 +176,8 @@ static enum urt_task_result block_read_step(struct urt_task *t, void *arg)
     struct bblock *blk = arg;
     struct urt_batch *b = blk->b;
     (void)t;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return URT_TASK_DONE;
-    }
     uint64_t len = b->opt.block_bytes + BATCH_READ_TAIL;
     if (len > blk->cap)
         len = blk->cap;
@@ -199,10 +207,8 @@ static enum urt_task_result block_more_step(struct urt_task *t, void *arg)
     struct bblock *blk = arg;
     struct urt_batch *b = blk->b;
     (void)t;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return URT_TASK_DONE;
-    }
     uint64_t off = blk->win.off + blk->win.len, len = blk->cap - blk->win.len;
     if (len == 0) { /* parse.c never asks for more past the capacity: a bug if it did */
         block_fail(blk, -EMSGSIZE, -1, off, "a record does not fit the block's buffer");
@@ -324,10 +330,8 @@ static void block_begin(struct bblock *blk)
 static void block_scan(struct bblock *blk)
 {
     struct urt_batch *b = blk->b;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return;
-    }
     uint64_t start = blk->pub.start, next;
     uint32_t nfields = 0;
     if (blk->pub.index == 0 && !block_first(blk, &start, &nfields))
@@ -368,10 +372,8 @@ static void stmt_done(urt_job *job, int status, void *arg)
 static void block_next(struct bblock *blk)
 {
     struct urt_batch *b = blk->b;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return;
-    }
     if (blk->cursor >= blk->limit) {
         block_finish(blk);
         return;
