@@ -634,6 +634,8 @@ Test(batch, bad_input, .timeout = 60)
         {"count-given.csv", "1,2\n3,4\n", 8, {.block_bytes = 64, .fields = 3}, -EBADMSG, "expected 3", true},
         {"header-count.csv", "a,b,c\n1,2\n", 10, {.block_bytes = 64, .flags = URT_BATCH_CSV_HEADER}, -EBADMSG,
          "the record has 2 fields, expected 3", false},
+        {"header-given.csv", "a,b\n1,2\n", 8, {.block_bytes = 64, .fields = 3, .flags = URT_BATCH_CSV_HEADER},
+         -EBADMSG, "at byte 0: the header has 2 fields, expected 3", true},
         {"long.csv", "1,2\n3,0123456789012345678901234567890123456789012345678901234567890123456789\n5,6\n", 80, eo,
          -EMSGSIZE, "longer than max_record_bytes (64)", false},
         {"magic.bin", "URTBIN2\n\1\0\0\0x", 13, {.block_bytes = 64, .format = URT_BATCH_BINARY}, -EBADMSG,
