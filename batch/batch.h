@@ -117,8 +117,13 @@ bool batch_fail(struct urt_batch *b, int err, const char *fmt, ...) __attribute_
 /* Only records it (no blocks ended): for the tree's own callers, which end
  * the waiting blocks themselves (tree.c settle). Takes mu. */
 bool batch_fail_record(struct urt_batch *b, int err, const char *msg);
-/* batch_fail with the block's position prefixed ("file 'p' (#i), block k, ..."):
- * record_index < 0 names no record (offset is then the block's start). */
+/* batch_fail with the block's position prefixed ("file 'p' (#i), block k,
+ * record r at byte o: ..."): record_index < 0 names no record (offset is then
+ * the block's start). The one format of a position, for the executor's
+ * blocks, the load's and the statements of either. */
+bool batch_fail_at(const struct urt_batch_block *p, int err, int64_t record_index, uint64_t offset,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* batch_fail_at of the block's own position. */
 bool block_fail(struct bblock *blk, int err, int64_t record_index, uint64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 int batch_submit_step(struct urt_batch *b, struct urt_task *t, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg);
