@@ -103,19 +103,36 @@ bool batch_fail(struct urt_batch *b, int err, const char *fmt, ...)
     return first;
 }
 
-bool block_fail(struct bblock *blk, int err, int64_t record_index, uint64_t offset, const char *fmt, ...)
+static bool fail_at_va(const struct urt_batch_block *p, int err, int64_t record_index, uint64_t offset,
+                       const char *fmt, va_list ap)
 {
     char what[320];
+    vsnprintf(what, sizeof(what), fmt, ap);
+    if (record_index >= 0)
+        return batch_fail(p->batch, err, "file '%s' (#%u), block %llu, record %lld at byte %llu: %s", p->path,
+                          p->file, (unsigned long long)p->index, (long long)record_index, (unsigned long long)offset,
+                          what);
+    return batch_fail(p->batch, err, "file '%s' (#%u), block %llu, at byte %llu: %s", p->path, p->file,
+                      (unsigned long long)p->index, (unsigned long long)offset, what);
+}
+
+bool batch_fail_at(const struct urt_batch_block *p, int err, int64_t record_index, uint64_t offset,
+                   const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
+    bool first = fail_at_va(p, err, record_index, offset, fmt, ap);
     va_end(ap);
-    const struct urt_batch_block *p = &blk->pub;
-    if (record_index >= 0)
-        return batch_fail(blk->b, err, "file '%s' (#%u), block %llu, record %lld at byte %llu: %s", p->path, p->file,
-                          (unsigned long long)p->index, (long long)record_index, (unsigned long long)offset, what);
-    return batch_fail(blk->b, err, "file '%s' (#%u), block %llu, at byte %llu: %s", p->path, p->file,
-                      (unsigned long long)p->index, (unsigned long long)offset, what);
+    return first;
+}
+
+bool block_fail(struct bblock *blk, int err, int64_t record_index, uint64_t offset, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    bool first = fail_at_va(&blk->pub, err, record_index, offset, fmt, ap);
+    va_end(ap);
+    return first;
 }
 
 int batch_submit_step(struct urt_batch *b, struct urt_task *t, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg)

@@ -11,7 +11,8 @@
  *   struct bblock     one block in flight: its window (buffer), parse cursor,
  *                     the statement in flight, its transaction; owned by its file
  *   struct bload      the transactional load (batch/load.c)
- * Node states (seed 001): created -> activated -> deactivated -> disposed.
+ * Node life (seed 001): created -> activated -> deactivated -> disposed, the
+ * steps of tree.c (no field records it: each step is one place in the code).
  *
  * Locking: b->mu protects the tree's shape and counters (lists, counts,
  * frontiers, a block's phase and start while it waits, the stats). A block's
@@ -34,9 +35,7 @@
 #include "batch/bio.h"
 #include "batch/parse.h"
 
-enum node_state { NODE_CREATED, NODE_ACTIVATED, NODE_DEACTIVATED, NODE_DISPOSED };
-
-/* Where a block is (NODE_ACTIVATED). */
+/* Where an active block is. */
 enum block_phase {
     BP_READ,   /* its first read is in flight */
     BP_WAIT,   /* read; waiting for its start from the block before it */
@@ -55,7 +54,6 @@ struct bblock {
     struct bfile *f;
     struct bblock *next;            /* the file's active blocks, in index order */
     struct bblock *act_next;        /* pending actions (tree.c) */
-    enum node_state state;
     _Atomic int phase;              /* enum block_phase (tree.c: relaxed; BP_WAIT under mu) */
     bool start_known;
     bool begun;                     /* block_begin ran (block_done will) */
@@ -69,7 +67,6 @@ struct bblock {
     struct urt_batch_stmt stmt;
     struct bio io;
     struct urt_task step;           /* start / scan / more: one at a time */
-    int status;                     /* why it ended (0: all done) */
 };
 
 struct bfile {
@@ -77,11 +74,9 @@ struct bfile {
     struct bfile *next;             /* the batch's active files */
     struct bfile *act_next;
     struct bblock *blocks;          /* active blocks, index order */
-    enum node_state state;
     uint32_t index;
     int fd;
-    bool opened;
-    uint64_t size, n_blocks, next_block, blocks_done;
+    uint64_t size, n_blocks, next_block;
     uint32_t blocks_active;
     uint32_t nfields;               /* published by block 0 (0: unknown or any) */
     bool frontier_valid;            /* the start of block frontier_index, for when it is created */
@@ -122,8 +117,13 @@ bool batch_fail(struct urt_batch *b, int err, const char *fmt, ...) __attribute_
 /* Only records it (no blocks ended): for the tree's own callers, which end
  * the waiting blocks themselves (tree.c settle). Takes mu. */
 bool batch_fail_record(struct urt_batch *b, int err, const char *msg);
-/* batch_fail with the block's position prefixed ("file 'p' (#i), block k, ..."):
- * record_index < 0 names no record (offset is then the block's start). */
+/* batch_fail with the block's position prefixed ("file 'p' (#i), block k,
+ * record r at byte o: ..."): record_index < 0 names no record (offset is then
+ * the block's start). The one format of a position, for the executor's
+ * blocks, the load's and the statements of either. */
+bool batch_fail_at(const struct urt_batch_block *p, int err, int64_t record_index, uint64_t offset,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* batch_fail_at of the block's own position. */
 bool block_fail(struct bblock *blk, int err, int64_t record_index, uint64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 int batch_submit_step(struct urt_batch *b, struct urt_task *t, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg);
@@ -131,7 +131,7 @@ void batch_tree_done(struct urt_batch *b); /* the last node is gone: close the b
 
 /* tree.c */
 void tree_bootstrap(struct urt_batch *b);
-void tree_file_opened(struct bfile *f);    /* size known (or the open failed: f->opened false) */
+void tree_file_opened(struct bfile *f);    /* opened, size known (a failed open: tree_file_end) */
 void tree_file_end(struct bfile *f);       /* a file that will get no (more) blocks */
 void tree_block_end(struct bblock *blk);   /* deactivate, dispose, start what the limits allow */
 /* Block k's scan found where block k + 1 starts (and the file's field count). */

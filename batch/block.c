@@ -60,7 +60,6 @@ void block_free(struct bblock *blk)
 void block_end(struct bblock *blk, int status)
 {
     struct urt_batch *b = blk->b;
-    blk->status = status;
     if (blk->begun && b->opt.block_done)
         b->opt.block_done(&blk->pub, status, b->opt.arg);
     if (blk->pub.tx) {
@@ -68,6 +67,16 @@ void block_end(struct bblock *blk, int status)
         blk->pub.tx = NULL;
     }
     tree_block_end(blk); /* blk is gone from here on */
+}
+
+/* Every step's first check: a failed batch ends the block (true) without
+ * committing. */
+static bool block_aborted(struct bblock *blk)
+{
+    if (!batch_aborting(blk->b))
+        return false;
+    block_end(blk, -ECANCELED);
+    return true;
 }
 
 static void block_committed(urt_tx *tx, int status, void *arg)
@@ -167,10 +176,8 @@ static enum urt_task_result block_read_step(struct urt_task *t, void *arg)
     struct bblock *blk = arg;
     struct urt_batch *b = blk->b;
     (void)t;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return URT_TASK_DONE;
-    }
     uint64_t len = b->opt.block_bytes + BATCH_READ_TAIL;
     if (len > blk->cap)
         len = blk->cap;
@@ -200,10 +207,8 @@ static enum urt_task_result block_more_step(struct urt_task *t, void *arg)
     struct bblock *blk = arg;
     struct urt_batch *b = blk->b;
     (void)t;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return URT_TASK_DONE;
-    }
     uint64_t off = blk->win.off + blk->win.len, len = blk->cap - blk->win.len;
     if (len == 0) { /* parse.c never asks for more past the capacity: a bug if it did */
         block_fail(blk, -EMSGSIZE, -1, off, "a record does not fit the block's buffer");
@@ -325,10 +330,8 @@ static void block_begin(struct bblock *blk)
 static void block_scan(struct bblock *blk)
 {
     struct urt_batch *b = blk->b;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return;
-    }
     uint64_t start = blk->pub.start, next;
     uint32_t nfields = 0;
     if (blk->pub.index == 0 && !block_first(blk, &start, &nfields))
@@ -369,10 +372,8 @@ static void stmt_done(urt_job *job, int status, void *arg)
 static void block_next(struct bblock *blk)
 {
     struct urt_batch *b = blk->b;
-    if (batch_aborting(b)) {
-        block_end(blk, -ECANCELED);
+    if (block_aborted(blk))
         return;
-    }
     if (blk->cursor >= blk->limit) {
         block_finish(blk);
         return;

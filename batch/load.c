@@ -163,10 +163,8 @@ static struct lblock *lblock_new(struct bload *l)
 static void load_fail(struct bload *l, int err, uint64_t at, const char *what)
 {
     struct urt_batch *b = l->b;
-    if (l->cur)
-        batch_fail(b, err, "file '%s' (#%u), block %llu, record %llu at byte %llu: %s", b->paths[l->file], l->file,
-                   (unsigned long long)l->block, (unsigned long long)l->cur->pub.records, (unsigned long long)at,
-                   what);
+    if (l->cur) /* l->block is its index */
+        batch_fail_at(&l->cur->pub, err, (int64_t)l->cur->pub.records, at, "%s", what);
     else
         batch_fail(b, err, "file '%s' (#%u), at byte %llu: %s", b->paths[l->file], l->file, (unsigned long long)at,
                    what);
@@ -245,9 +243,8 @@ static void slot_done(urt_job *job, int status, void *arg)
     struct lslot *s = arg;
     struct bload *l = s->l;
     if (!stmt_status(&s->stmt) && status)
-        batch_fail(l->b, status, "file '%s' (#%u), block %llu, record %llu at byte %llu: the statement's job ended "
-                                 "with %s", s->blk->pub.path, s->blk->pub.file, (unsigned long long)s->blk->pub.index,
-                   (unsigned long long)s->stmt.record, (unsigned long long)s->stmt.offset, strerror(-status));
+        batch_fail_at(&s->blk->pub, status, (int64_t)s->stmt.record, s->stmt.offset,
+                      "the statement's job ended with %s", strerror(-status));
     urt_job_release(job);
     struct lslot *head = atomic_load_explicit(&l->done, memory_order_relaxed);
     do

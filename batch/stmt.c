@@ -38,9 +38,7 @@
 /* The batch's error with this statement's position. */
 static void stmt_fail(struct urt_batch_stmt *s, int err, const char *what)
 {
-    const struct urt_batch_block *blk = s->block;
-    batch_fail(s->batch, err, "file '%s' (#%u), block %llu, record %llu at byte %llu: %s", blk->path, blk->file,
-               (unsigned long long)blk->index, (unsigned long long)s->record, (unsigned long long)s->offset, what);
+    batch_fail_at(s->block, err, (int64_t)s->record, s->offset, "%s", what);
 }
 
 static void stmt_set_status(struct urt_batch_stmt *s, int status)

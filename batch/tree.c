@@ -74,7 +74,6 @@ static struct bblock *block_create(struct urt_batch *b, struct bfile *f, uint64_
     blk->b = b;
     blk->f = f;
     blk->pub = (struct urt_batch_block){.batch = b, .file = f->index, .path = b->paths[f->index], .index = k};
-    blk->state = NODE_CREATED;
     blk->cap = cap;
     blk->win = (struct parse_win){.base = buf, .off = k * b->opt.block_bytes, .len = 0, .size = f->size};
     uint64_t end = (k + 1) * b->opt.block_bytes;
@@ -120,7 +119,6 @@ static void fill_blocks(struct urt_batch *b, struct bfile *f, struct acts *a)
         while (*tail)
             tail = &(*tail)->next;
         *tail = blk; /* index order */
-        blk->state = NODE_ACTIVATED;
         f->blocks_active++;
         f->next_block++;
         account_block(b, f, blk);
@@ -139,7 +137,6 @@ static void fill_files(struct urt_batch *b, struct acts *a)
         f->b = b;
         f->index = b->next_file++;
         f->fd = -1;
-        f->state = NODE_ACTIVATED; /* its open is scheduled (acts_run) */
         f->next = b->files;
         b->files = f;
         b->files_active++;
@@ -163,7 +160,6 @@ static void file_deactivate(struct urt_batch *b, struct bfile *f, struct acts *a
             *p = f->next;
             break;
         }
-    f->state = NODE_DEACTIVATED;
     b->files_active--;
     b->st.files_in_flight = b->files_active;
     b->st.files_done++;
@@ -179,29 +175,22 @@ static void file_maybe_done(struct urt_batch *b, struct bfile *f, struct acts *a
         file_deactivate(b, f, a);
 }
 
-static struct bblock *take_waiting_locked(struct urt_batch *b)
+/* Moves the waiting blocks onto *list (they no longer wait). */
+static void take_waiting_locked(struct urt_batch *b, struct bblock **list)
 {
-    struct bblock *list = NULL;
     for (struct bfile *f = b->files; f; f = f->next)
         for (struct bblock *blk = f->blocks; blk; blk = blk->next)
             if (atomic_load_explicit(&blk->phase, memory_order_relaxed) == BP_WAIT) {
                 atomic_store_explicit(&blk->phase, BP_SCAN, memory_order_relaxed); /* no longer waits */
-                push_block(&list, blk);
+                push_block(list, blk);
             }
-    return list;
 }
 
 /* After any change: waiting blocks of a failed batch, and the end of the tree. */
 static void settle(struct urt_batch *b, struct acts *a)
 {
-    if (batch_aborting(b)) {
-        struct bblock *w = take_waiting_locked(b);
-        while (w) {
-            struct bblock *n = w->act_next;
-            push_block(&a->end, w);
-            w = n;
-        }
-    }
+    if (batch_aborting(b))
+        take_waiting_locked(b, &a->end);
     if (!b->tree_done && b->files_active == 0 && (b->next_file == b->opt.n_files || batch_aborting(b))) {
         b->tree_done = true;
         a->tree_done = true;
@@ -223,7 +212,6 @@ static void acts_run(struct urt_batch *b, struct acts *a)
     }
     if (a->dispose) {
         bio_close(a->dispose->fd);
-        a->dispose->state = NODE_DISPOSED;
         free(a->dispose);
     }
     for (struct bfile *f = a->open, *n; f; f = n) {
@@ -275,7 +263,6 @@ void tree_file_opened(struct bfile *f)
     struct urt_batch *b = f->b;
     struct acts a = {0};
     pthread_mutex_lock(&b->mu);
-    f->opened = true;
     fill_blocks(b, f, &a);
     file_maybe_done(b, f, &a);
     settle(b, &a);
@@ -294,9 +281,7 @@ void tree_block_end(struct bblock *blk)
             *p = blk->next;
             break;
         }
-    blk->state = NODE_DEACTIVATED;
     f->blocks_active--;
-    f->blocks_done++;
     struct urt_batch_stats *st = &b->st;
     st->blocks_in_flight--;
     st->blocks_done++;
@@ -309,7 +294,6 @@ void tree_block_end(struct bblock *blk)
     file_maybe_done(b, f, &a);
     settle(b, &a);
     pthread_mutex_unlock(&b->mu);
-    blk->state = NODE_DISPOSED;
     block_free(blk);
     acts_run(b, &a);
 }
@@ -359,8 +343,9 @@ void tree_publish(struct bblock *blk, uint64_t next_start, uint32_t nfields)
 
 struct bblock *tree_take_waiting(struct urt_batch *b)
 {
+    struct bblock *list = NULL;
     pthread_mutex_lock(&b->mu);
-    struct bblock *list = take_waiting_locked(b);
+    take_waiting_locked(b, &list);
     pthread_mutex_unlock(&b->mu);
     return list;
 }

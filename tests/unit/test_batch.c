@@ -436,6 +436,8 @@ struct erun {
     _Atomic int fail_file, fail_block, fail_record; /* the statement that fails (-1: none) */
     _Atomic int fail_mode;                          /* 0 return, 1 stmt_error, 2 async done, 3 positive */
     _Atomic uint32_t block_dones, block_done_errors;
+    _Atomic int begin_block, begin_rc;              /* block_begin of file 0's block begin_block returns begin_rc */
+    _Atomic uint32_t begin_block_stmts;             /* statements that ran in that block */
     struct urt_batch_stats stats;
 };
 
@@ -447,6 +449,8 @@ static int e_statement(struct urt_batch_stmt *s, void *arg)
     atomic_fetch_add(&r->stmts, 1);
     if (urt_batch_aborting(s->batch))
         atomic_fetch_add(&r->stmts_aborting, 1);
+    if (s->block->file == 0 && (int)s->block->index == atomic_load(&r->begin_block))
+        atomic_fetch_add(&r->begin_block_stmts, 1);
     bool fail = (int)s->block->file == atomic_load(&r->fail_file) &&
                 (int)s->block->index == atomic_load(&r->fail_block) &&
                 (atomic_load(&r->fail_record) < 0 || (int)s->record == atomic_load(&r->fail_record));
@@ -473,6 +477,12 @@ static void e_done(urt_batch *b, int status, const char *message, void *arg)
     snprintf(r->message, sizeof(r->message), "%s", message);
     atomic_store(&r->status, status);
     atomic_fetch_add(&r->done_calls, 1);
+}
+
+static int e_block_begin(struct urt_batch_block *blk, void *arg)
+{
+    struct erun *r = arg;
+    return blk->file == 0 && (int)blk->index == atomic_load(&r->begin_block) ? atomic_load(&r->begin_rc) : 0;
 }
 
 static void e_block_done(struct urt_batch_block *blk, int status, void *arg)
@@ -529,6 +539,7 @@ static int e_run(struct erun *r, const char *const *files, uint32_t n, const str
     o.format = eo->format;
     o.statement = e_statement;
     o.done = e_done;
+    o.block_begin = e_block_begin;
     o.block_done = e_block_done;
     o.arg = r;
     urt_batch *b;
@@ -551,6 +562,7 @@ static void e_init(struct erun *r)
     atomic_store(&r->fail_file, -1);
     atomic_store(&r->fail_block, -1);
     atomic_store(&r->fail_record, -1);
+    atomic_store(&r->begin_block, -1);
 }
 
 static void want_message(const struct erun *r, const char *needle)
@@ -600,6 +612,22 @@ Test(batch, statement_errors_first_block_and_last_record, .timeout = 60)
     atomic_store(&r.fail_mode, 3);
     cr_assert_eq(e_run(&r, files, 3, &eo), -EINVAL);
     want_message(&r, "returned 7");
+    /* block_begin's non-zero return fails the batch before the block's first
+     * statement; block_done still runs for it, with the error (-errno as is,
+     * a positive value as -EINVAL) */
+    for (int rc = -EDQUOT; rc; rc = rc < 0 ? 3 : 0) {
+        e_init(&r);
+        atomic_store(&r.begin_block, 1);
+        atomic_store(&r.begin_rc, rc);
+        cr_assert_eq(e_run(&r, files, 1, &eo), rc < 0 ? rc : -EINVAL, "%s", r.message);
+        snprintf(want, sizeof(want), "file '%s' (#0), block 1, at byte", f[0]);
+        want_message(&r, want);
+        snprintf(want, sizeof(want), "block_begin returned %d", rc);
+        want_message(&r, want);
+        cr_assert_eq(atomic_load(&r.begin_block_stmts), 0, "%u statements ran in the refused block",
+                     atomic_load(&r.begin_block_stmts));
+        cr_assert_geq(atomic_load(&r.block_done_errors), 1, "block_done did not see the refused block's error");
+    }
     for (int i = 0; i < 3; i++) {
         unlink(f[i]);
         free(f[i]);
@@ -634,6 +662,8 @@ Test(batch, bad_input, .timeout = 60)
         {"count-given.csv", "1,2\n3,4\n", 8, {.block_bytes = 64, .fields = 3}, -EBADMSG, "expected 3", true},
         {"header-count.csv", "a,b,c\n1,2\n", 10, {.block_bytes = 64, .flags = URT_BATCH_CSV_HEADER}, -EBADMSG,
          "the record has 2 fields, expected 3", false},
+        {"header-given.csv", "a,b\n1,2\n", 8, {.block_bytes = 64, .fields = 3, .flags = URT_BATCH_CSV_HEADER},
+         -EBADMSG, "at byte 0: the header has 2 fields, expected 3", true},
         {"long.csv", "1,2\n3,0123456789012345678901234567890123456789012345678901234567890123456789\n5,6\n", 80, eo,
          -EMSGSIZE, "longer than max_record_bytes (64)", false},
         {"magic.bin", "URTBIN2\n\1\0\0\0x", 13, {.block_bytes = 64, .format = URT_BATCH_BINARY}, -EBADMSG,
