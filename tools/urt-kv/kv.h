@@ -100,7 +100,6 @@ int rec_set(struct kv_buf *rec, const char *key, size_t klen, const char *val, s
             uint64_t version);
 int rec_del(struct kv_buf *rec, const char *key, size_t klen, uint64_t version);
 int rec_flush(struct kv_buf *rec, const uint64_t versions[KV_SHARDS]);
-int rec_nop(struct kv_buf *rec);
 /* Applies every operation of one record to the table (recovery). -EINVAL
  * for a malformed record (nothing after the bad operation is applied). */
 int rec_replay(struct kv_table *t, const void *rec, size_t len);
