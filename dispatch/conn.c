@@ -40,58 +40,59 @@ uint64_t dconn_affected(PGresult *res)
     return t && t[0] ? strtoull(t, NULL, 10) : 0;
 }
 
-static void fifo_push(struct dconn *c, struct dreq *r)
+static void q_push(struct dreq_q *q, struct dreq *r)
 {
     r->next = NULL;
-    if (c->tail)
-        c->tail->next = r;
+    if (q->tail)
+        q->tail->next = r;
     else
-        c->head = r;
-    c->tail = r;
+        q->head = r;
+    q->tail = r;
 }
 
-static void fifo_push_front(struct dconn *c, struct dreq *r)
+static void q_push_front(struct dreq_q *q, struct dreq *r)
 {
-    r->next = c->head;
-    c->head = r;
-    if (!c->tail)
-        c->tail = r;
+    r->next = q->head;
+    q->head = r;
+    if (!q->tail)
+        q->tail = r;
 }
 
-static struct dreq *fifo_pop(struct dconn *c)
+static struct dreq *q_pop(struct dreq_q *q)
 {
-    struct dreq *r = c->head;
+    struct dreq *r = q->head;
     if (r) {
-        c->head = r->next;
-        if (!c->head)
-            c->tail = NULL;
+        q->head = r->next;
+        if (!q->head)
+            q->tail = NULL;
         r->next = NULL;
     }
     return r;
 }
 
-/* The requests sent and not answered, in send order (the pipeline). */
+/* Puts what `front` holds, in its order, before what q holds. */
+static void q_prepend(struct dreq_q *q, struct dreq_q *front)
+{
+    if (!front->head)
+        return;
+    front->tail->next = q->head;
+    q->head = front->head;
+    if (!q->tail)
+        q->tail = front->tail;
+}
+
+/* The pipeline: requests sent and not answered, in send order. */
 static void fly_push(struct dconn *c, struct dreq *r)
 {
-    r->next = NULL;
-    if (c->fly_tail)
-        c->fly_tail->next = r;
-    else
-        c->fly_head = r;
-    c->fly_tail = r;
+    q_push(&c->fly, r);
     c->n_fly++;
 }
 
 static struct dreq *fly_pop(struct dconn *c)
 {
-    struct dreq *r = c->fly_head;
-    if (r) {
-        c->fly_head = r->next;
-        if (!c->fly_head)
-            c->fly_tail = NULL;
-        r->next = NULL;
+    struct dreq *r = q_pop(&c->fly);
+    if (r)
         c->n_fly--;
-    }
     return r;
 }
 
@@ -159,7 +160,7 @@ static void prepare_all(struct dconn *c)
         r->conn = c;
         r->kind = DREQ_PREPARE;
         r->stmt = i;
-        fifo_push_front(c, r);
+        q_push_front(&c->wait, r);
     }
 }
 
@@ -221,14 +222,14 @@ static void flush_step(struct dconn *c)
 static void send_next(struct dconn *c)
 {
     bool sent = false;
-    while (c->state == DC_READY && c->head && c->n_fly < c->depth) {
-        struct dreq *r = fifo_pop(c);
+    while (c->state == DC_READY && c->wait.head && c->n_fly < c->depth) {
+        struct dreq *r = q_pop(&c->wait);
         if (r->abandon && atomic_load_explicit(r->abandon, memory_order_acquire)) {
             complete(r, NULL, -ECANCELED, "abandoned before it was sent");
             continue;
         }
         if (!send_one(c, r) || (c->pipelined && !PQpipelineSync(c->pg))) {
-            fifo_push_front(c, r);
+            q_push_front(&c->wait, r);
             conn_break(c, PQerrorMessage(c->pg));
             return;
         }
@@ -251,10 +252,7 @@ static void finish_head(struct dconn *c)
         /* the server ended the session under the statement (FATAL: a
          * restart, a terminated backend): not the statement's error, send
          * it again on the next connection */
-        r->next = c->fly_head;
-        c->fly_head = r;
-        if (!c->fly_tail)
-            c->fly_tail = r;
+        q_push_front(&c->fly, r);
         c->n_fly++;
         c->res = res;
         conn_break(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
@@ -302,7 +300,7 @@ static void read_step(struct dconn *c)
         flush_step(c);
     /* per statement: its results, then NULL; in pipeline mode then its
      * Sync's PGRES_PIPELINE_SYNC (skipped) */
-    while (c->state == DC_READY && c->fly_head && !PQisBusy(c->pg)) {
+    while (c->state == DC_READY && c->fly.head && !PQisBusy(c->pg)) {
         PGresult *res = PQgetResult(c->pg);
         if (!res) {
             finish_head(c);
@@ -347,7 +345,7 @@ static void settle(struct dconn *c)
     }
     if (c->closing) {
         struct dreq *r;
-        while ((r = fifo_pop(c)))
+        while ((r = q_pop(&c->wait)))
             complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
         if (c->state != DC_CLOSED) {
             c->state = DC_CLOSED;
@@ -387,31 +385,23 @@ static void conn_break(struct dconn *c, const char *why)
     PQclear(c->res);
     c->res = NULL;
     /* the statements are prepared again on the next connection */
-    while (c->head && c->head->kind == DREQ_PREPARE)
-        fifo_pop(c);
+    while (c->wait.head && c->wait.head->kind == DREQ_PREPARE)
+        q_pop(&c->wait);
     /* what was in flight: the resendable ones go back to the head of the
      * queue, in their order; the others fail (they may or may not have run) */
-    struct dreq *again = NULL, *again_tail = NULL, *r;
+    struct dreq_q again = {0};
+    struct dreq *r;
     while ((r = fly_pop(c))) {
         if (r->kind == DREQ_PREPARE)
             continue;
         if (r->resend && !c->closing) {
             r->resent = true;
-            if (again_tail)
-                again_tail->next = r;
-            else
-                again = r;
-            again_tail = r;
+            q_push(&again, r);
         } else {
             complete(r, NULL, -ECONNRESET, c->msg);
         }
     }
-    if (again) {
-        again_tail->next = c->head;
-        c->head = again;
-        if (!c->tail)
-            c->tail = again_tail;
-    }
+    q_prepend(&c->wait, &again);
     cancel_io(c);
     settle(c);
 }
@@ -497,7 +487,7 @@ static enum urt_task_result accept_req(struct urt_task *t, void *arg)
         complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
         return URT_TASK_DONE;
     }
-    fifo_push(c, r);
+    q_push(&c->wait, r);
     conn_pump(c);
     return URT_TASK_DONE;
 }

@@ -99,6 +99,11 @@ struct dconn_ops {
     void (*notify)(struct dconn *c, const char *channel, const char *payload); /* a NOTIFY heard */
 };
 
+/* A FIFO of requests linked through dreq.next (conn.c). */
+struct dreq_q {
+    struct dreq *head, *tail;
+};
+
 enum dconn_state { DC_DOWN, DC_CONNECTING, DC_READY, DC_BROKEN, DC_BACKOFF, DC_CLOSED };
 
 struct dconn {
@@ -112,8 +117,8 @@ struct dconn {
     enum dconn_state state;
     PGconn *pg;
     int fd;
-    struct dreq *head, *tail; /* waiting */
-    struct dreq *fly_head, *fly_tail; /* sent, not answered yet (send order) */
+    struct dreq_q wait;       /* waiting */
+    struct dreq_q fly;        /* sent, not answered yet (send order) */
     uint32_t n_fly, depth;    /* in flight, and at most (options.pipeline) */
     bool pipelined;           /* libpq pipeline mode is on (depth > 1) */
     PGresult *res;            /* the last result of the oldest in flight */

@@ -378,5 +378,5 @@ Test(kv_durable, a_full_disk_refuses_writes_and_never_answers_ok, .init = paths,
     cr_assert_eq(strncmp(kvc_cmd(c, "GET f0"), "$ffff", 5), 0);
     cr_assert(strstr(kvc_cmd(c, "INFO persistence"), "log_failed:1"));
     kvc_close(c);
-    kvs_stop(&srv, false); /* a clean stop with a failed log: no final flush to wait for */
+    kvs_stop(&srv, false); /* a clean stop with a failed log still ends */
 }

@@ -100,6 +100,16 @@ Test(kv_server, connection_and_server_commands, .init = start_default, .fini = s
               "INFO: %s", info);
     info = kvc_cmd(c, "INFO stats");
     cr_assert(strstr(info, "total_commands_processed:") && !strstr(info, "# Server"), "INFO stats: %s", info);
+    unsigned long long before = strtoull(strstr(info, "total_commands_processed:") + 25, NULL, 10);
+    /* one batch: INFO counts the commands before it in its batch, and itself */
+    const char *four = "PING\r\nPING\r\nPING\r\nINFO stats\r\n";
+    kvc_send(c, four, strlen(four));
+    for (int i = 0; i < 3; i++)
+        cr_assert_str_eq(kvc_reply(c), "+PONG");
+    info = kvc_reply(c);
+    cr_assert(strstr(info, "total_commands_processed:"), "INFO stats: %s", info);
+    cr_assert_eq(strtoull(strstr(info, "total_commands_processed:") + 25, NULL, 10), before + 4, "INFO stats: %s",
+                 info);
     cr_assert_str_eq(kvc_cmd(c, "QUIT"), "+OK");
     cr_assert_str_eq(kvc_reply(c), "(closed)");
     kvc_close(c);

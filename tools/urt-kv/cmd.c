@@ -108,6 +108,7 @@ static int cmd_info(struct kv_ctx *c, const char *buf, const struct resp_arg *ar
     if (argc >= 2)
         snprintf(section, sizeof(section), "%.*s", (int)(L(1) < 31 ? L(1) : 31), A(1));
     struct kv_buf text = {0};
+    kv_ctx_count(c);
     int rc = kv_info(c->srv, section, &text);
     if (rc == 0)
         rc = reply_bulk(c->out, text.p, text.len);
@@ -551,9 +552,16 @@ static int unknown_command(struct kv_ctx *c, const char *buf, const struct resp_
                         (int)(L(0) > 128 ? 128 : L(0)), A(0), args);
 }
 
+void kv_ctx_count(struct kv_ctx *c)
+{
+    if (c->commands)
+        atomic_fetch_add_explicit(&c->srv->commands, c->commands, memory_order_relaxed);
+    c->commands = 0;
+}
+
 int kv_exec(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc)
 {
-    atomic_fetch_add_explicit(&c->srv->commands, 1, memory_order_relaxed);
+    c->commands++;
     const struct cmd *cmd = lookup_command(A(0), L(0));
     if (!cmd)
         return unknown_command(c, buf, argv, argc);

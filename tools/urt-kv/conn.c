@@ -333,11 +333,14 @@ static bool run_batch(struct conn *c)
         }
         if (c->rec.len && c->rec.len + request_bytes(&c->parser) > KV_REC_LIMIT)
             break; /* commit what we have first; this request starts the next batch */
-        if (kv_exec(&ctx, c->in.p, c->parser.argv, c->parser.argc))
+        if (kv_exec(&ctx, c->in.p, c->parser.argv, c->parser.argc)) {
+            kv_ctx_count(&ctx);
             return false;
+        }
         resp_next(&c->parser);
         c->closing |= ctx.close_after;
     }
+    kv_ctx_count(&ctx);
     return true;
 }
 

@@ -86,12 +86,16 @@ struct kv_ctx {
     struct kv_buf *rec;         /* log operations of the current batch; NULL: no log */
     char **name;                /* CLIENT SETNAME (malloc'd, owned by the connection) */
     uint64_t id;                /* connection id */
+    uint64_t commands;          /* run and not yet added to srv->commands (kv_ctx_count) */
     bool close_after;           /* QUIT: send the replies, then close */
 };
 
 /* cmd.c: runs one request (argv offsets into buf). 0, or -ENOMEM when a
  * reply could not be built (the connection is closed). */
 int kv_exec(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc);
+/* Adds the commands c ran to the server's count: once per batch (conn.c), not
+ * a shared write per command; INFO adds its batch's earlier ones first. */
+void kv_ctx_count(struct kv_ctx *c);
 
 /* persist.c: log operations appended to a batch record. */
 #define KV_REC_LIMIT (16u * 1024 * 1024 - 4096) /* urt_log_commit takes <= 16 MiB */
@@ -100,7 +104,6 @@ int rec_set(struct kv_buf *rec, const char *key, size_t klen, const char *val, s
             uint64_t version);
 int rec_del(struct kv_buf *rec, const char *key, size_t klen, uint64_t version);
 int rec_flush(struct kv_buf *rec, const uint64_t versions[KV_SHARDS]);
-int rec_nop(struct kv_buf *rec);
 /* Applies every operation of one record to the table (recovery). -EINVAL
  * for a malformed record (nothing after the bad operation is applied). */
 int rec_replay(struct kv_table *t, const void *rec, size_t len);

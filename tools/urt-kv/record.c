@@ -13,7 +13,8 @@
  *                PERSIST (the value with its new expiry)
  *   op 2 DEL     key (also an EXPIRE in the past)
  *   op 4 FLUSH   vlen = 8 * KV_SHARDS: the flush's version in every shard
- *   op 5 NOP     nothing (the shutdown's barrier commit, server.c)
+ *   op 5 NOP     nothing (written at shutdown by earlier urt-kv versions;
+ *                still replayed, no longer written)
  * Expiry times are absolute, so a key's expiry survives a restart.
  *
  * Versions make replay exact (table.h): records of one key may sit on two
@@ -69,11 +70,6 @@ int rec_set(struct kv_buf *rec, const char *key, size_t klen, const char *val, s
 int rec_del(struct kv_buf *rec, const char *key, size_t klen, uint64_t version)
 {
     return put_op(rec, OP_DEL, key, klen, version, 0, NULL, 0);
-}
-
-int rec_nop(struct kv_buf *rec)
-{
-    return put_op(rec, OP_NOP, NULL, 0, 0, 0, NULL, 0);
 }
 
 int rec_flush(struct kv_buf *rec, const uint64_t versions[KV_SHARDS])

@@ -14,10 +14,10 @@
  * Expiry: the table asks for a timer (kv_arm_expiry); it is a task run at
  * the due time on a worker's timer facility (urt_spawn_at).
  *
- * Stop: the listeners are cancelled, a stored barrier commit makes every
- * answered write durable (urt does not flush the log at destroy, and
- * `available` writes may still sit in a channel buffer), then the runtime is
- * destroyed (CANCEL: timers far in the future must not hold it up); every
+ * Stop: the listeners are cancelled, then the runtime is destroyed (CANCEL:
+ * timers far in the future must not hold it up); destroy writes and syncs
+ * what the log's channels hold, so every answered write (`available` ones
+ * included) survives a clean stop (include/urt/log.h, "Destroy:"); every
  * connection is closed by its operations' last continuations.
  *
  * Memory-ordering contract: a listener is touched only by its own tasks (on
@@ -29,13 +29,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <urt/io.h>
@@ -257,71 +255,15 @@ int kv_server_start(struct kv_server *s)
     return 0;
 }
 
-#define BARRIER_WAIT_S 10
-
-struct barrier {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool done;
-    int status;
-};
-
-/* Static, like the commit: a barrier not answered within BARRIER_WAIT_S is
- * answered by destroy (-ECANCELED) after log_barrier returned. */
-static struct barrier barrier = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
-static struct urt_commit barrier_commit;
-static struct kv_buf barrier_rec;
-
-static void barrier_done(struct urt_commit *c, int status, void *arg)
-{
-    (void)c;
-    struct barrier *b = arg;
-    pthread_mutex_lock(&b->lock);
-    b->done = true;
-    b->status = status;
-    pthread_cond_signal(&b->cond);
-    pthread_mutex_unlock(&b->lock);
-}
-
-/* A stored commit of a no-op record, waited for (at most BARRIER_WAIT_S):
- * the durable marker then covers every record committed before it on every
- * channel, so the `available` writes already answered survive a clean stop
- * (urt does not flush the log at destroy). Not after a failed log write: the
- * log may never get durable again, and no write was answered since. */
-static void log_barrier(struct kv_server *s)
-{
-    struct barrier *b = &barrier;
-    if (s->opt.durability == KV_DUR_NONE || atomic_load(&s->log_failed) || rec_nop(&barrier_rec) ||
-        urt_log_commit(s->rt, &barrier_commit, 0, barrier_rec.p, (uint32_t)barrier_rec.len, URT_COMMIT_STORED,
-                       barrier_done, b))
-        return;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += BARRIER_WAIT_S;
-    pthread_mutex_lock(&b->lock);
-    int rc = 0;
-    while (!b->done && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&b->cond, &b->lock, &until);
-    bool done = b->done;
-    int status = b->status;
-    pthread_mutex_unlock(&b->lock);
-    if (!done)
-        fprintf(stderr, "urt-kv: the log's final flush did not complete in %d s\n", BARRIER_WAIT_S);
-    else if (status)
-        fprintf(stderr, "urt-kv: the log's final flush failed: %s\n", strerror(-status));
-}
-
 void kv_server_stop(struct kv_server *s)
 {
     atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
     uint32_t workers = urt_runtime_config(s->rt)->workers;
     for (uint32_t i = 0; i < s->n_listeners; i++)
         urt_spawn_to(s->rt, i % workers, listener_cancel, NULL, s->listeners[i], 0);
-    log_barrier(s);
     urt_runtime_destroy(s->rt, URT_SHUTDOWN_CANCEL);
     s->rt = NULL;
     kv_conns_destroy();
-    buf_free(&barrier_rec);
     free(s->rings); /* the rings themselves went with the runtime */
     s->rings = NULL;
     for (uint32_t i = 0; i < s->n_listeners; i++) {

@@ -307,21 +307,24 @@ static struct kv_entry *entry_new(uint64_t h, const char *key, size_t klen, cons
 static bool install(struct kv_table *t, struct kv_shard *s, struct kv_entry **pp, struct kv_entry *n, int64_t exp)
 {
     struct kv_entry *old = *pp;
+    /* the counters change by the difference: one add, or none for an
+     * overwrite of the same size (`mem` is shared by every shard) */
+    int64_t dlive = !n->tomb, dmem = (int64_t)entry_bytes(n);
     if (old) {
         n->next = old->next;
         heap_remove(s, old);
-        if (!old->tomb)
-            atomic_fetch_sub_explicit(&s->live, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&t->mem, (int64_t)entry_bytes(old), memory_order_relaxed);
+        dlive -= !old->tomb;
+        dmem -= (int64_t)entry_bytes(old);
         free(old);
     } else {
         n->next = NULL;
         s->count++;
     }
     *pp = n;
-    if (!n->tomb)
-        atomic_fetch_add_explicit(&s->live, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->mem, (int64_t)entry_bytes(n), memory_order_relaxed);
+    if (dlive)
+        atomic_fetch_add_explicit(&s->live, (uint64_t)dlive, memory_order_relaxed);
+    if (dmem)
+        atomic_fetch_add_explicit(&t->mem, dmem, memory_order_relaxed);
     n->expire_ms = exp;
     bool arm = false;
     if (exp != KV_NO_EXPIRY && heap_add(s, n) == 0 && !t->recovering && exp < s->armed_ms) {
