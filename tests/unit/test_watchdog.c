@@ -122,9 +122,11 @@ Test(watchdog, limit_off_publishes_nothing, .timeout = 30)
 {
     make_rt(1, 0, false);
     struct slow_task s = {.sleep_us = 30000};
+    atomic_store(&s.worker, -2);
     urt_task_init(&s.task, slow_task_fn, &s);
     cr_assert_eq(urt_task_submit(g_rt, &s.task, 0), 0);
-    sleep_us(10000);
+    /* look while the task runs (a fixed sleep could look before it started) */
+    cr_assert(WAIT_UNTIL(atomic_load(&s.worker) != -2, 5000), "the task did not start");
     struct worker *w = ((struct urt_runtime *)g_rt)->sched.workers[0];
     cr_assert_eq(atomic_load(&w->wd.seq), 0, "a worker published a task with the watchdog off");
     cr_assert_null(atomic_load(&w->wd.task));
