@@ -102,7 +102,11 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.ring_disable, 0);
     cr_assert_eq(c.sqpoll, false);
     cr_assert_eq(c.sqpoll_idle_ms, 100);
+    cr_assert_eq(c.io_fixed_files, 1024);
     cr_assert_eq(c.stats_timing, false);
+    cr_assert_eq(c.log_sync, URT_LOG_SYNC_AUTO);
+    cr_assert_eq(c.log_prealloc_kb, 4096);
+    cr_assert_eq(c.log_poll_us, 1000);
     for (size_t i = 0; i < sizeof(c.reserved) / sizeof(c.reserved[0]); i++)
         cr_assert_eq(c.reserved[i], 0, "reserved[%zu] must be zeroed", i);
     char err[256] = "x";
@@ -137,6 +141,13 @@ Test(config, validate_accepts_edges, .timeout = 10)
     cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
     c.ring_entries = 32768;
     c.ring_cq_entries = 65536;
+    cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
+    c.io_fixed_files = 0;
+    c.log_poll_us = 0;
+    c.log_sync = URT_LOG_SYNC_SINGLE_WRITE; /* with the default log_prealloc_kb > 0 */
+    cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
+    c.io_fixed_files = 65536;
+    c.log_poll_us = 1000000;
     cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(urt_config_validate(&c, NULL, 0), 0, "err may be NULL");
 }
@@ -424,6 +435,12 @@ Test(config, set_from_text, .timeout = 10)
     cr_assert_eq(c.ring_disable, URT_RING_ALL_FEATURES);
     cr_assert_eq(urt_config_set(&c, "deque_capacity", "1024"), 0);
     cr_assert_eq(c.deque_capacity, 1024);
+    cr_assert_eq(urt_config_set(&c, "log_sync", "single_write"), 0);
+    cr_assert_eq(c.log_sync, URT_LOG_SYNC_SINGLE_WRITE);
+    cr_assert_eq(urt_config_set(&c, "io_fixed_files", "65536"), 0);
+    cr_assert_eq(c.io_fixed_files, 65536);
+    cr_assert_eq(urt_config_set(&c, "log_poll_us", "0"), 0);
+    cr_assert_eq(c.log_poll_us, 0);
     leak_check();
 }
 

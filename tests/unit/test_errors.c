@@ -33,14 +33,17 @@
 #include "runtime/runtime.h" /* urt__error_clear */
 #include "tests/helpers.h"
 
-static void check_one(const char *what, int got, const char *fn, const char *needle, const int *codes, size_t n)
+/* got is one of codes[n], and the message m names fn and needle. m is the
+ * thread's urt_last_error() for a call on this thread, a copy of it for a
+ * call made on a worker. */
+static void check_one(const char *what, int got, const char *m, const char *fn, const char *needle,
+                      const int *codes, size_t n)
 {
     bool documented = false;
     for (size_t i = 0; i < n; i++)
         documented |= got == codes[i];
     cr_assert(documented, "%s returned %d (%s), not one of its documented codes", what, got,
               got < 0 ? strerror(-got) : "not an error");
-    const char *m = urt_last_error();
     cr_assert(m[0] != '\0', "%s returned %d without a message", what, got);
     cr_assert(strstr(m, fn), "%s: the message \"%s\" does not name %s", what, m, fn);
     cr_assert(strstr(m, needle), "%s: the message \"%s\" does not name \"%s\"", what, m, needle);
@@ -52,7 +55,7 @@ static void check_one(const char *what, int got, const char *fn, const char *nee
         static const int codes_[] = {__VA_ARGS__};                                                           \
         urt__error_clear();                                                                                  \
         int got_ = (int)(expr);                                                                              \
-        check_one(#expr, got_, fn, needle, codes_, sizeof(codes_) / sizeof(codes_[0]));                      \
+        check_one(#expr, got_, urt_last_error(), fn, needle, codes_, sizeof(codes_) / sizeof(codes_[0]));    \
     } while (0)
 
 static enum urt_task_result nop(struct urt_task *t, void *arg)
@@ -120,11 +123,7 @@ static void check_on_worker(urt_runtime *rt, const char *what, int (*call)(void 
     o.ctx = ctx;
     cr_assert_eq(urt_spawn(rt, on_worker_fn, &o, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load_explicit(&o.done, memory_order_acquire), 10000));
-    bool documented = false;
-    for (size_t i = 0; i < n; i++)
-        documented |= o.ret == codes[i];
-    cr_assert(documented, "%s on a worker returned %d, not a documented code", what, o.ret);
-    cr_assert(strstr(o.msg, fn) && strstr(o.msg, needle), "%s on a worker: message \"%s\"", what, o.msg);
+    check_one(what, o.ret, o.msg, fn, needle, codes, n);
 }
 
 #define CHECK_ON_WORKER(rt, call, ctx, fn, needle, ...)                                                      \
@@ -548,19 +547,11 @@ static int gwait_call(void *g)
     return urt_graph_wait(g, 0);
 }
 
-static void check_inside(int i, const char *fn, const char *needle, const int *codes, size_t n)
-{
-    bool documented = false;
-    for (size_t k = 0; k < n; k++)
-        documented |= g_inside.ret[i] == codes[k];
-    cr_assert(documented, "inside call %d returned %d", i, g_inside.ret[i]);
-    cr_assert(strstr(g_inside.msg[i], fn) && strstr(g_inside.msg[i], needle), "inside call %d: \"%s\" (want %s, %s)", i,
-              g_inside.msg[i], fn, needle);
-}
 #define CHECK_INSIDE(i, fn, needle, ...)                                                                      \
     do {                                                                                                     \
         static const int codes_[] = {__VA_ARGS__};                                                           \
-        check_inside(i, fn, needle, codes_, sizeof(codes_) / sizeof(codes_[0]));                             \
+        check_one("inside call " #i, g_inside.ret[i], g_inside.msg[i], fn, needle, codes_,                  \
+                  sizeof(codes_) / sizeof(codes_[0]));                                                       \
     } while (0)
 
 static void graph_build_errors(urt_runtime *rt)

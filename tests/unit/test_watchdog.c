@@ -75,7 +75,10 @@ static enum urt_task_result quick_fn(struct urt_task *t, void *arg)
 
 Test(watchdog, long_task_is_reported_once_with_its_ids, .timeout = 60)
 {
-    enum { LIMIT_US = 20000 };
+    /* A short task is reported if its worker is off the CPU for a whole limit
+     * while running it: the sanitizer builds (slower, on a loaded 2-CPU CI
+     * machine) use a longer limit so that a preemption does not fail them. */
+    enum { LIMIT_US = SCALE(20000, 50000) };
     make_rt(2, LIMIT_US, false);
     atomic_store(&g_n_reports, 0);
     cr_assert_eq(urt_watchdog_set_callback(g_rt, record_report, &g_n_reports), 0);
@@ -122,9 +125,11 @@ Test(watchdog, limit_off_publishes_nothing, .timeout = 30)
 {
     make_rt(1, 0, false);
     struct slow_task s = {.sleep_us = 30000};
+    atomic_store(&s.worker, -2);
     urt_task_init(&s.task, slow_task_fn, &s);
     cr_assert_eq(urt_task_submit(g_rt, &s.task, 0), 0);
-    sleep_us(10000);
+    /* look while the task runs (a fixed sleep could look before it started) */
+    cr_assert(WAIT_UNTIL(atomic_load(&s.worker) != -2, 5000), "the task did not start");
     struct worker *w = ((struct urt_runtime *)g_rt)->sched.workers[0];
     cr_assert_eq(atomic_load(&w->wd.seq), 0, "a worker published a task with the watchdog off");
     cr_assert_null(atomic_load(&w->wd.task));
