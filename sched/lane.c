@@ -4,13 +4,13 @@
  *
  * ---- Design: a strand on the owner's sticky queue ---------------------------
  * A lane holds its own FIFO (a Vyukov intrusive MPSC queue, sched/inbox.h),
- * a placement word `owner << 32 | pending` and one embedded runner task.
- * pending counts the lane's tasks that were submitted and have not finished
+ * a count `pending` and one embedded runner task. pending counts the lane's tasks that were submitted and have not finished
  * (queued, running or yielded).
  *
  *   submit(t):  L1 push t on the lane's FIFO (one exchange);
- *               L2 CAS the word: pending + 1, and if pending was 0 a new owner
- *                  chosen by the placement rules (below);
+ *               L2 fetch_add pending; if it was 0, the owner is chosen by
+ *                  the placement rules (below); the owner is not stored:
+ *                  only its sticky queue knows the lane;
  *               L3 if pending was 0: push the runner on the owner's sticky
  *                  queue (and wake the owner if it sleeps).
  *   runner:     pops the FIFO head and runs it, up to LANE_BATCH tasks
@@ -21,7 +21,7 @@
  *               stops (the lane is idle and may move at its next
  *               submission); otherwise it pushes itself to the tail of the
  *               owner's sticky queue. One RMW per batch, not per task, keeps
- *               the placement word's line off the runner's path.
+ *               the pending count's line off the runner's path.
  *
  * Why this and not "every task into the owner's sticky queue" (jogasaki): a
  * task that yields must keep its place. In a shared sticky queue a yielded
@@ -91,7 +91,7 @@
  *       waits: -EINVAL); rule 3 of urt/lane.h (no submission races with
  *       destroy) is what makes destroy safe.
  *
- * Load: one exchange + one CAS per submission, no lock, no allocation; the
+ * Load: one exchange + one fetch_add per submission, no lock, no allocation; the
  * runner does one fetch_sub and one sticky push per batch.
  */
 #include "sched/lane.h"
@@ -174,9 +174,9 @@ static inline uint32_t lane_settle(struct urt_lane *l, uint32_t finished)
 {
     l->budget = 0; /* what the next activation starts from (written before L4) */
     /* release: pairs with the acquire CAS of the next 0 -> 1 (M2) */
-    uint64_t old = atomic_fetch_sub_explicit(&l->word, finished, memory_order_acq_rel);
-    assert(LANE_PENDING(old) >= finished); /* (V4) */
-    return LANE_PENDING(old) - finished;
+    uint32_t old = atomic_fetch_sub_explicit(&l->pending, finished, memory_order_acq_rel);
+    assert(old >= finished); /* (V4) */
+    return old - finished;
 }
 
 /* (V5) The shed rule: a lane that goes on may move to a suspended peer
@@ -280,7 +280,7 @@ idle:
 
 void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const struct lane_ops *ops, void *ctx)
 {
-    atomic_init(&l->word, 0);
+    atomic_init(&l->pending, 0);
     inbox_init(&l->q);
     urt_task_init(&l->runner, lane_runner, l);
     l->runner.priv.flags = TASK_LANE_RUNNER;
@@ -311,20 +311,10 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
     probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
     inbox_push(&l->q, t); /* L1 (M1) */
 
-    struct worker *target = NULL;
-    uint64_t old = atomic_load_explicit(&l->word, memory_order_relaxed), next;
-    do {
-        if (LANE_PENDING(old) == 0) {
-            if (!target)
-                target = lane_pick(l, s, self, flags);
-            next = (uint64_t)target->index << 32 | 1u;
-        } else {
-            next = old + 1;
-        }
-        /* L2, acquire: pairs with the runner's release L4 (M2). */
-    } while (!atomic_compare_exchange_weak_explicit(&l->word, &old, next, memory_order_acq_rel,
-                                                    memory_order_relaxed));
-    if (LANE_PENDING(old) == 0) {
+    /* L2, acquire: pairs with the runner's release L4 (M2). */
+    uint32_t old = atomic_fetch_add_explicit(&l->pending, 1, memory_order_acq_rel);
+    if (old == 0) {
+        struct worker *target = lane_pick(l, s, self, flags);
         atomic_fetch_add_explicit(&target->lanes_active, 1, memory_order_relaxed); /* (M3) */
         if (l->ops && l->ops->active)
             l->ops->active(l->ctx);
@@ -380,7 +370,7 @@ int lane_cancel_runner(struct sched *s, struct urt_task *runner)
         n++;
     }
     l->budget = 0;
-    atomic_store_explicit(&l->word, 0, memory_order_release);
+    atomic_store_explicit(&l->pending, 0, memory_order_release);
     if (idle)
         idle(ctx);
     return n;
@@ -463,7 +453,7 @@ URT_API int urt_lane_spawn(urt_lane *lane, urt_task_fn *fn, urt_task_cancel_fn *
 
 URT_API uint32_t urt_lane_pending(const urt_lane *lane)
 {
-    return lane ? LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire)) : 0;
+    return lane ? atomic_load_explicit(&lane->pending, memory_order_acquire) : 0;
 }
 
 URT_API int urt_lane_destroy(urt_lane *lane)
@@ -473,13 +463,13 @@ URT_API int urt_lane_destroy(urt_lane *lane)
     if (!lane->heap)
         return urt__error(-EINVAL, "urt_lane_destroy: lane %p belongs to a transaction or a job", (void *)lane);
     struct worker *self = sched_current(lane->s);
-    uint32_t pending = LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire));
+    uint32_t pending = atomic_load_explicit(&lane->pending, memory_order_acquire);
     if (self && pending != 0) /* a worker may not wait: a task of this lane could be queued behind us */
         return urt__error(-EBUSY, "urt_lane_destroy: lane %p has %u task(s) pending and a worker may not wait",
                           (void *)lane, pending);
     atomic_store_explicit(&lane->destroying, true, memory_order_relaxed); /* (M5) */
     /* acquire: pairs with the runner's release L4, its last access (M2). */
-    while (LANE_PENDING(atomic_load_explicit(&lane->word, memory_order_acquire)) != 0)
+    while (atomic_load_explicit(&lane->pending, memory_order_acquire) != 0)
         sched_yield();
     free(lane);
     return 0;

@@ -4,7 +4,7 @@
  * ordering in sched/lane.c.
  *
  * A lane is a strand: its own FIFO of tasks (a Vyukov MPSC queue), a
- * placement word (owning worker << 32 | pending count) and one runner task.
+ * pending count and one runner task.
  * While pending > 0 the runner sits in (or runs from) the owner's sticky queue
  * and runs the lane's tasks one at a time, in FIFO order, in batches bounded
  * by the pending count it knows (lane.c V4); it is never stolen.
@@ -54,10 +54,9 @@ enum lane_kind {
 
 struct urt_lane {
     /* submitters' line: one CAS per submission */
-    alignas(64) _Atomic uint64_t word; /* owner chosen at activation << 32 | pending (lane.c L2; a shed
-                                          move, V5, does not rewrite it) */
+    alignas(64) _Atomic uint32_t pending; /* tasks submitted and not finished (lane.c L2, L4) */
     struct inbox q;                    /* the lane's FIFO (own cache lines) */
-    /* the runner's (serialized by the placement word, see lane.c) */
+    /* the runner's (serialized by the pending count, see lane.c V1) */
     alignas(64) struct urt_task runner;
     struct urt_task *current;          /* a task that yielded: it resumes first */
     uint32_t budget;                   /* tasks known counted and not yet run (lane.c V4) */
@@ -71,8 +70,6 @@ struct urt_lane {
     _Atomic bool destroying;           /* urt_lane_destroy started (lane.c M5) */
 };
 
-#define LANE_PENDING(word) ((uint32_t)(word))
-#define LANE_OWNER(word) ((uint32_t)((word) >> 32))
 
 /* Initializes an embedded lane. ops may be NULL. */
 void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const struct lane_ops *ops, void *ctx);

@@ -165,10 +165,10 @@ static void run_lanes(uint32_t workers, bool balance, uint32_t try_count)
                 (unsigned long)atomic_load(&g_done));
         for (int i = 0; i < N_LANES; i++) {
             struct urt_lane *l = g_lanes[i];
-            uint64_t w = atomic_load(&l->word);
-            if (LANE_PENDING(w))
-                fprintf(stderr, "# lane %d: owner %u pending %u current %p q-nonempty %d runner.next %p\n", i,
-                        LANE_OWNER(w), LANE_PENDING(w), (void *)l->current, inbox_maybe_nonempty(&l->q),
+            uint32_t pending = atomic_load(&l->pending);
+            if (pending)
+                fprintf(stderr, "# lane %d: pending %u current %p q-nonempty %d runner.next %p\n", i, pending,
+                        (void *)l->current, inbox_maybe_nonempty(&l->q),
                         (void *)atomic_load(&l->runner.priv.next));
         }
         for (uint32_t i = 0; i < sc->n_workers; i++) {
