@@ -23,6 +23,8 @@
  * not tested.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -896,9 +898,11 @@ static int batch_wait_call(void *b)
 Test(errors, batches, .timeout = 30)
 {
     urt_runtime *rt = make_rt(2, 0);
-    char path[] = "/tmp/urt-errors-batch.XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
+    char *dir = test_tmpdir("urt-errors-batch"); /* under $TMPDIR */
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/in.csv", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
     cr_assert_eq(write(fd, "a,b\n", 4), 4);
     close(fd);
     const char *files[1] = {path};
@@ -952,7 +956,7 @@ Test(errors, batches, .timeout = 30)
     CHECK(urt_batch_cancel(b), "urt_batch_cancel", "ended", -EINVAL, -EALREADY);
     urt_batch_release(b);
 #undef BATCH_OPT
-    unlink(path);
+    test_remove_dir(dir);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 /* ---- urt/dispatch.h (built with libpq) --------------------------------------------------------------- */
