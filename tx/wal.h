@@ -43,6 +43,9 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 #define WAL_FAULT_SHORT 1
 #define WAL_FAULT_EIO 2
 #define WAL_FAULT_SHORT_CANCEL 3
+/* WAL_FAULT_EIO_ALWAYS: every write reports -EIO until another kind (or 0)
+ * is injected: a device that died. */
+#define WAL_FAULT_EIO_ALWAYS 4
 #if URT_FAULT_INJECTION
 void wal_inject_fault(struct wal *wal, int kind); /* only in builds with -Dfault_injection=true */
 /* Test hook of the single_write probes (wal_file.c), read when the first

@@ -149,13 +149,15 @@ static size_t records_end(const struct wal_buf *x, uint64_t p)
 static int take_fault(struct chan *ch, size_t *n)
 {
 #if URT_FAULT_INJECTION
-    int inject = atomic_exchange_explicit(&ch->wal->inject_next, 0, memory_order_relaxed);
+    int inject = atomic_load_explicit(&ch->wal->inject_next, memory_order_relaxed);
+    if (inject != WAL_FAULT_EIO_ALWAYS)
+        inject = atomic_exchange_explicit(&ch->wal->inject_next, 0, memory_order_relaxed);
     if (inject == WAL_FAULT_SHORT) {
         size_t half = ch->wal->o_direct ? (*n / 2) & ~(size_t)511 : *n / 2;
         if (half)
             *n = half;
     }
-    ch->wr_eio = inject == WAL_FAULT_EIO;
+    ch->wr_eio = inject == WAL_FAULT_EIO || inject == WAL_FAULT_EIO_ALWAYS;
     ch->wr_fake_short = inject == WAL_FAULT_SHORT_CANCEL;
     return inject;
 #else
@@ -399,7 +401,12 @@ static void flush_failed(struct chan *ch, int err)
     delivery_list(&ch->wal->dl, ch->w, failed);
     delivery_list(&ch->wal->dl, ch->w, lost);
     release_held(ch);
-    arm_timer(ch); /* retry after an epoch, not in a tight loop */
+    /* Retry after an epoch, not in a tight loop. Not while the runtime
+     * drains: a DRAIN waits until no worker has I/O in flight, and a device
+     * that keeps failing would re-arm this timer for ever; an idle worker's
+     * wal_before_suspend retries instead, and wal_worker_stop bounds it. */
+    if (atomic_load_explicit(&ch->w->s->phase, memory_order_relaxed) == PHASE_RUNNING)
+        arm_timer(ch);
 }
 
 static void flush_succeeded(struct chan *ch)

@@ -538,6 +538,46 @@ Test(wal, fault_short_write_and_eio, .timeout = 60)
     remove_dir(dir);
     leak_check();
 }
+
+/* A device that fails every write: commits get -EIO, and a destroy (either
+ * mode) still returns — its stop writes at most STOP_FLUSHES times a channel,
+ * and every stored commit is answered exactly once. */
+static void dead_device(enum urt_shutdown mode)
+{
+    char *dir = make_dir();
+    urt_runtime *rt = log_rt(dir, 2, 0);
+    struct wal *wal = ((struct urt_runtime *)rt)->wal;
+    cr_assert_eq(commit_wait(rt, 1, 100, URT_COMMIT_STORED), 0);
+    wal_inject_fault(wal, WAL_FAULT_EIO_ALWAYS);
+    cr_assert_eq(commit_wait(rt, 2, 100, URT_COMMIT_STORED), -EIO);
+    struct waiter w = WAITER_INIT;
+    struct urt_commit c;
+    uint8_t rec[64];
+    payload_fill(rec, sizeof(rec), 3);
+    cr_assert_eq(urt_log_commit(rt, &c, 3, rec, sizeof(rec), URT_COMMIT_AVAILABLE, waiter_cb, &w), 0);
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    struct urt_log_stats before;
+    urt_log_stats(rt, &before);
+    cr_assert_geq(urt_runtime_destroy(rt, mode), 0, "%s", urt_last_error());
+    cr_assert_eq(w.calls, 1);
+    cr_assert_gt(before.io_errors, 0);
+    struct rec_ctx ctx;
+    cr_assert_eq(recover(dir, 0, &ctx, 10, NULL), 0);
+    cr_assert_eq(ctx.rp.seen[1], 1, "the commit made before the device died is kept");
+    cr_assert_eq(ctx.rp.seen[2], 0, "a commit that got -EIO was replayed");
+    free(ctx.rp.seen);
+    remove_dir(dir);
+}
+
+Test(wal, dead_device_destroy_returns, .timeout = 60)
+{
+    dead_device(URT_SHUTDOWN_CANCEL);
+    dead_device(URT_SHUTDOWN_DRAIN);
+    leak_check();
+}
 #else
 Test(wal, fault_short_write_and_eio)
 {
