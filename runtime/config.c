@@ -2,12 +2,14 @@
  * runtime/config.c — defaults, validation, text and environment settings.
  *
  * One table (FIELDS) describes every field of struct urt_config: its name,
- * type, range, default and meaning. Validation, urt_config_set(),
+ * type, range, default and meaning. urt_config_init() (the defaults),
+ * validation, urt_config_set(),
  * urt_config_from_env() and urt_config_describe() all walk it, so a field
  * added to the struct and the table is validated, settable from URT_<NAME>
  * and documented at once. Checks that involve more than one field, or a
  * shape (power of two, a topology string), follow the table in validate().
  */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -110,42 +112,21 @@ static uint32_t online_cpus(void)
     return n > 1024 ? 1024 : (uint32_t)n;
 }
 
+/* Defaults come from FIELDS' `def` texts, the ones the README's table shows:
+ * one place to write a default. A text in parentheses (topology, log_dir:
+ * NULL) or "online CPUs" (workers) is not a value. */
 URT_API void urt_config_init(struct urt_config *c)
 {
     memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const struct field *f = &FIELDS[i];
+        if (f->def[0] != '(' && f->type != F_STR && strcmp(f->def, "online CPUs")) {
+            int rc = urt_config_set(c, f->name, f->def);
+            assert(rc == 0); /* every value default parses (test config::defaults_every_field) */
+            (void)rc;
+        }
+    }
     c->workers = online_cpus();
-    c->placement = URT_PLACEMENT_NUMA;
-    c->topology = NULL;
-    c->busy_worker = false;
-    c->worker_try_count = 1000;
-    c->worker_suspend_timeout_us = 1000000;
-    c->task_polling_wait = 0;
-    c->stealing_wait = 1;
-    c->use_preferred_worker_for_current_thread = true;
-    c->dev_thousandths_ratio_check_local_first = 100;
-    c->deque_capacity = 4096;
-    c->inbox_check_interval = 61;
-    c->lightweight_job_level = 0;
-    c->lane_balance = true;
-    c->ring_entries = 256;
-    c->ring_cq_entries = 0;
-    c->ring_disable = 0;
-    c->sqpoll = false;
-    c->sqpoll_idle_ms = 100;
-    c->io_fixed_files = 1024;
-    c->stats_timing = false;
-    c->watcher_interval_us = 1000;
-    c->max_pending_tasks = 0;
-    c->task_runtime_limit_us = 0;
-    c->watchdog_abort = false;
-    c->log_dir = NULL;
-    c->epoch_duration_us = 1000;
-    c->o_direct = false;
-    c->log_prealloc_kb = 4096;
-    c->log_sync = URT_LOG_SYNC_AUTO;
-    c->direct_commit_callback = false;
-    c->log_segment_kb = 65536;
-    c->log_poll_us = 1000;
 }
 
 static uint64_t get_num(const struct urt_config *c, const struct field *f)

@@ -97,6 +97,8 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.dev_thousandths_ratio_check_local_first, 100);
     cr_assert_eq(c.deque_capacity, 4096);
     cr_assert_eq(c.inbox_check_interval, 61);
+    cr_assert_eq(c.lightweight_job_level, 0);
+    cr_assert_eq(c.lane_balance, true);
     cr_assert_eq(c.ring_entries, 256);
     cr_assert_eq(c.ring_cq_entries, 0);
     cr_assert_eq(c.ring_disable, 0);
@@ -104,6 +106,15 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.sqpoll_idle_ms, 100);
     cr_assert_eq(c.io_fixed_files, 1024);
     cr_assert_eq(c.stats_timing, false);
+    cr_assert_eq(c.watcher_interval_us, 1000);
+    cr_assert_eq(c.max_pending_tasks, 0);
+    cr_assert_eq(c.task_runtime_limit_us, 0);
+    cr_assert_eq(c.watchdog_abort, false);
+    cr_assert_null(c.log_dir);
+    cr_assert_eq(c.epoch_duration_us, 1000);
+    cr_assert_eq(c.o_direct, false);
+    cr_assert_eq(c.direct_commit_callback, false);
+    cr_assert_eq(c.log_segment_kb, 65536);
     cr_assert_eq(c.log_sync, URT_LOG_SYNC_AUTO);
     cr_assert_eq(c.log_prealloc_kb, 4096);
     cr_assert_eq(c.log_poll_us, 1000);
