@@ -723,13 +723,13 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
     for (;;) {
         bool more = ch->write_due || has_work(ch); /* what the timer would have done */
         if (more && flushes < STOP_FLUSHES) {
-            flushes++;
             if (ch->write_due) {
                 ch->write_due = false;
                 write_again(ch);
             } else {
-                chan_flush_now(ch);
+                chan_flush_now(ch); /* may start nothing: an extension in flight flushes at its end */
             }
+            flushes += ch->flight != NULL; /* count writes, not attempts */
         }
         sched_io_flush(w);
         more = (ch->write_due || has_work(ch)) && flushes < STOP_FLUSHES;
