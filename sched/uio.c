@@ -265,7 +265,14 @@ static void multi_after(struct urt_io *io, bool more)
     if (!more)
         return;
     struct uio *u = uio_of(io);
-    struct worker *w = u->sio.w, *self = sched_self();
+    /* The io's worker from its tag (acquire: pairs with the release stores
+     * of the tag), not from sio.w: a lane's continuation may run here while
+     * the io's worker re-arms the receive (a buffer came back: go_on), and
+     * sched_io_bind rewrites sio there. The worker is the same for the io's
+     * whole life (a multishot is re-armed where it was submitted). */
+    struct worker *self = sched_self();
+    uint64_t tag = atomic_load_explicit(&u->tag, memory_order_acquire);
+    struct worker *w = self->s->workers[(tag & UIO_T_WORKER) - 1];
     if (self == w) {
         u->flags &= ~UIO_F_QUEUED;
         if (u->more->n)
