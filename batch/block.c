@@ -297,16 +297,15 @@ static void block_begin(struct bblock *blk)
 {
     struct urt_batch *b = blk->b;
     set_phase(blk, BP_RUN);
+    blk->begun = true; /* block_done follows, whatever block_begin answers */
     if (b->opt.block_begin) {
         int rc = b->opt.block_begin(&blk->pub, b->opt.arg);
-        blk->begun = true;
         if (rc) {
             block_fail(blk, rc < 0 ? rc : -EINVAL, -1, blk->pub.start, "block_begin returned %d", rc);
             block_end(blk, rc < 0 ? rc : -EINVAL);
             return;
         }
     }
-    blk->begun = true;
     if (b->opt.flags & URT_BATCH_BLOCK_TX) {
         struct urt_tx_options to;
         urt_tx_options_init(&to);

@@ -345,10 +345,10 @@ static void release_done(struct dreq *r, PGresult *res, int err, const char *msg
 static void send_release(struct urt_dispatch_run *run)
 {
     struct urt_dispatch *d = run->d;
-    int none = RES_NONE;
-    atomic_compare_exchange_strong_explicit(&run->result, &none, RES_FAIL, memory_order_acq_rel,
-                                            memory_order_acquire);
-    int what = atomic_load_explicit(&run->result, memory_order_acquire);
+    int what = RES_NONE; /* the result given, or RES_FAIL put in its place */
+    if (atomic_compare_exchange_strong_explicit(&run->result, &what, RES_FAIL, memory_order_acq_rel,
+                                                memory_order_acquire))
+        what = RES_FAIL;
     struct dreq *q = &run->release;
     memset(q, 0, sizeof(*q));
     q->kind = DREQ_PREPARED;

@@ -61,11 +61,10 @@ void uio_more_free(struct uio *u)
 
 /* ---- arming ------------------------------------------------------------------------------- */
 
-static void prep(struct worker *w, struct uio *u, struct io_uring_sqe *sqe)
+static void prep(struct uio *u, struct io_uring_sqe *sqe)
 {
     struct uio_more *m = u->more;
     bool direct = (u->flags & UIO_F_FIXED) && !(u->flags & UIO_F_INSTALL);
-    (void)w;
     switch (u->kind) {
     case UIO_K_MULTI:
         if (m->op == UIO_MOP_RECV) {
@@ -117,7 +116,7 @@ static void go_on(struct worker *w, struct uio *u, bool in_task)
         end(w, u, -EAGAIN);
         return;
     }
-    prep(w, u, sqe);
+    prep(u, sqe);
     uio_rebind(w, sqe, u);
     if (!in_task)
         sched_io_flush(w);
@@ -236,7 +235,7 @@ static int multi_submit(struct urt_io *io, const char *fn, enum uio_kind kind, s
     if (br)
         uio_bufring_use(br, 1);
     struct io_uring_sqe *sqe = sched_io_sqe(cx.w);
-    prep(cx.w, u, sqe);
+    prep(u, sqe);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
 }
