@@ -299,15 +299,28 @@ static void read_step(struct dconn *c)
     if (c->flushing)
         flush_step(c);
     /* per statement: its results, then NULL; in pipeline mode then its
-     * Sync's PGRES_PIPELINE_SYNC (skipped) */
+     * Sync's PGRES_PIPELINE_SYNC. The statement's transaction commits at
+     * that Sync, so in pipeline mode its result is handed over only then: a
+     * backend killed between the two rolled the statement back (a take
+     * acted on there would run a strand without its lease). Outside
+     * pipeline mode the NULL comes after ReadyForQuery: committed. */
     while (c->state == DC_READY && c->fly.head && !PQisBusy(c->pg)) {
         PGresult *res = PQgetResult(c->pg);
         if (!res) {
-            finish_head(c);
+            if (c->pipelined && !c->head_ended) {
+                c->head_ended = true; /* wait for its Sync */
+                continue;
+            }
+            c->head_ended = false;
+            finish_head(c); /* outside pipeline mode; or the Sync failed (c->res: the error) */
             continue;
         }
         if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
             PQclear(res);
+            if (c->head_ended) {
+                c->head_ended = false;
+                finish_head(c);
+            }
             continue;
         }
         PQclear(c->res);
@@ -384,6 +397,7 @@ static void conn_break(struct dconn *c, const char *why)
     c->flushing = false;
     PQclear(c->res);
     c->res = NULL;
+    c->head_ended = false;
     /* the statements are prepared again on the next connection */
     while (c->wait.head && c->wait.head->kind == DREQ_PREPARE)
         q_pop(&c->wait);

@@ -122,6 +122,7 @@ struct dconn {
     uint32_t n_fly, depth;    /* in flight, and at most (options.pipeline) */
     bool pipelined;           /* libpq pipeline mode is on (depth > 1) */
     PGresult *res;            /* the last result of the oldest in flight */
+    bool head_ended;          /* pipeline: the oldest's results ended, its Sync (the commit) not yet seen */
     bool flushing;            /* PQflush returned 1: unsent data */
     bool closing;
     bool rio_busy, wio_busy, sio_busy;

@@ -415,6 +415,66 @@ Test(dispatch, reconnect_under_running_strands, .timeout = 120)
     env_fini(&e);
 }
 
+/* A take whose result arrived but whose commit never happened (the backend
+ * was killed between the statement and its Sync, in pipeline mode) must not
+ * run the strand: its lease was rolled back. A deferred trigger holds the
+ * first take's commit for 3 s; the test kills that backend meanwhile. */
+static _Atomic int commit_kill_runs;
+
+static void h_count_done(struct urt_io *io, int32_t res, void *arg)
+{
+    (void)res;
+    urt_dispatch_done(arg, "counted:ok");
+    free(io);
+}
+
+static void h_count(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
+{
+    (void)s, (void)ctx;
+    atomic_fetch_add(&commit_kill_runs, 1);
+    struct urt_io *io = malloc(sizeof(*io));
+    urt_io_init(io, h_count_done, run);
+    urt_io_sleep(io, 10 * MS);
+}
+
+static void take_killed_before_commit(const char *db, uint32_t pipeline)
+{
+    struct env e;
+    env_init(&e, db);
+    e.opt.pipeline = pipeline;
+    env_create(&e);
+    atomic_store(&commit_kill_runs, 0);
+    urt_dispatch_handle(e.d, "counted", h_count, NULL);
+    pg_ok(e.pg, "CREATE SEQUENCE take_seq");
+    pg_ok(e.pg, "CREATE FUNCTION slow_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF nextval('take_seq') = 1 THEN PERFORM pg_sleep(3); END IF; RETURN NULL; END $$");
+    pg_ok(e.pg, "CREATE CONSTRAINT TRIGGER slow_first_commit AFTER UPDATE ON urt_strand DEFERRABLE INITIALLY "
+                "DEFERRED FOR EACH ROW WHEN (NEW.try > OLD.try) EXECUTE FUNCTION slow_first_commit()");
+    pg_ok(e.pg, "INSERT INTO urt_strand (kind) VALUES ('counted')");
+    cr_assert_eq(urt_dispatch_start(e.d), 0);
+    /* the first take sits in its commit (the deferred trigger's sleep): kill it there */
+    cr_assert(WAIT_UNTIL(pg_ll(e.pg, "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                     "'urt-dispatch' AND wait_event = 'PgSleep'") == 1,
+                         20000),
+              "the first take never reached its commit");
+    pg_ok(e.pg, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'urt-dispatch' "
+                "AND wait_event = 'PgSleep'");
+    cr_assert(WAIT_UNTIL(unfinished(&e) == 0, 30000), "%lld unfinished", unfinished(&e));
+    cr_assert_eq(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE exitval = 'counted:ok'"), 1);
+    cr_assert_eq(atomic_load(&commit_kill_runs), 1, "the strand ran %d times (a take that was rolled back ran it)",
+                 atomic_load(&commit_kill_runs));
+    cr_assert_eq(metrics(&e).leases_violated, 0);
+    env_fini(&e);
+}
+
+/* pipeline mode (the result comes before the Sync that commits) and one
+ * statement at a time (the result comes after the commit) */
+Test(dispatch, take_killed_before_its_commit_does_not_run, .timeout = 120)
+{
+    take_killed_before_commit("dispatch_commit_kill_p16", 16);
+    take_killed_before_commit("dispatch_commit_kill_p1", 1);
+}
+
 Test(dispatch, stop_with_runs_in_flight, .timeout = 120)
 {
     struct env e;
