@@ -28,6 +28,8 @@ static void add(struct urt_worker_stats *t, const struct urt_worker_stats *w)
     t->tasks_cancelled += w->tasks_cancelled;
     t->wake_failures += w->wake_failures;
     t->lanes_moved += w->lanes_moved;
+    if (w->spin_polls > t->spin_polls)
+        t->spin_polls = w->spin_polls; /* a gauge: the total has the largest */
 }
 
 static void summarize(const struct hist_sum *h, struct urt_latency *out)

@@ -60,7 +60,8 @@ enum sched_phase {
  * line). Readers use relaxed loads. */
 struct worker_counters {
     _Atomic uint64_t tasks_run, tasks_stolen, steal_attempts, suspends, wakes_sent, wakes_received,
-        inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures, lanes_moved;
+        inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures, lanes_moved,
+        spin_polls; /* a gauge: spin_budget, mirrored for readers */
 };
 
 #define STAT_ADD(w, field, n)                                                                             \
@@ -150,6 +151,7 @@ struct worker {
     uint64_t tick;
     uint32_t inbox_countdown; /* tasks until the inbox is looked at first again */
     uint32_t idle_polls;    /* consecutive polls that found nothing */
+    uint32_t spin_budget;   /* empty polls before suspending now (adaptive, <= worker_try_count) */
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */
     uint32_t failed_sweeps; /* consecutive steal sweeps that found nothing */

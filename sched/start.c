@@ -87,6 +87,8 @@ static void worker_init_fields(struct sched *s, struct worker *w, uint32_t i, co
     w->place = *place;
     w->last_victim = i;
     w->inbox_countdown = s->cfg->inbox_check_interval;
+    w->spin_budget = s->cfg->worker_try_count;
+    atomic_init(&w->stats.spin_polls, w->spin_budget);
     w->ring_fd = -1;
     sleeper_init(&w->sl);
     atomic_init(&w->last_cpu, -1);
@@ -305,6 +307,7 @@ void sched_read_stats(const struct sched *s, uint32_t i, struct urt_worker_stats
     RD(tasks_cancelled);
     RD(wake_failures);
     RD(lanes_moved);
+    RD(spin_polls);
 #undef RD
     o->io_submitted = atomic_load_explicit(&w->ring.submitted, memory_order_relaxed);
     o->node = w->place.node;

@@ -8,7 +8,8 @@
  *   inbox_check_interval tasks) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
  *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
- *   after worker_try_count empty polls: suspend
+ *   after spin_budget empty polls (adaptive, at most worker_try_count):
+ *   suspend
  *
  * ---- No lost wakeup ------------------------------------------------------------
  * The one protocol of sched/sleeper.h (the argument is written there): a
@@ -30,6 +31,7 @@
  */
 #include "sched/sched.h"
 #include "sched/run.h"
+#include "base/clock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -421,6 +423,40 @@ static inline void reap(struct worker *w)
         ring_reap(&w->ring, on_tag, w);
 }
 
+/* ---- adaptive spin ------------------------------------------------------------------
+ * A worker spins (empty polls) before it suspends so that work arriving soon
+ * is taken without a suspend and a wake message (a system call on each side,
+ * and the wake's latency). The spin pays for its CPU only when work arrives
+ * during it, so its length follows how long the worker then slept:
+ * spin_budget starts at worker_try_count (the cap) and, at each suspend,
+ *   slept < SPIN_SHORT_NS (work came soon after the spin ended, or before
+ *     the suspend: a longer spin would likely have caught it): doubles, up to
+ *     the cap;
+ *   slept >= SPIN_LONG_NS (the spin was CPU spent for nothing): halves, down
+ *     to SPIN_MIN_POLLS (or the cap when that is smaller);
+ *   in between: stays.
+ * A worker woken every few milliseconds (parked between requests) thus spins
+ * ~32 polls instead of 1000, and a stream with short gaps keeps the full
+ * spin; a burst after a long pause costs one suspend and wake per doubling
+ * (5 from 32 to 1000). busy_worker never suspends and is not affected. Two
+ * clock reads per suspend, on the slow path beside its system calls. */
+#define SPIN_MIN_POLLS 32u
+#define SPIN_SHORT_NS (50 * 1000ull)
+#define SPIN_LONG_NS (500 * 1000ull)
+
+static void spin_adapt(struct worker *w, uint64_t slept_ns)
+{
+    if (!w->s->cfg->worker_spin_adaptive)
+        return;
+    uint32_t cap = w->s->cfg->worker_try_count;
+    uint32_t floor = cap < SPIN_MIN_POLLS ? cap : SPIN_MIN_POLLS;
+    if (slept_ns < SPIN_SHORT_NS)
+        w->spin_budget = w->spin_budget > cap / 2 ? cap : w->spin_budget * 2;
+    else if (slept_ns >= SPIN_LONG_NS)
+        w->spin_budget = w->spin_budget / 2 < floor ? floor : w->spin_budget / 2;
+    atomic_store_explicit(&w->stats.spin_polls, w->spin_budget, memory_order_relaxed); /* for readers */
+}
+
 /* ---- suspend ------------------------------------------------------------------------ */
 
 static void worker_suspend(struct worker *w, uint64_t timeout_ns)
@@ -432,11 +468,15 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     sleeper_announce(&w->sl); /* S1, S2 (sched/sleeper.h) */
+    uint64_t slept_ns = 0;
     if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
         STAT_INC(w, suspends);
         URT_PROBE_SUSPEND(w->index, timeout_ns);
+        uint64_t t0 = urt_clock_ns();
         ring_wait(&w->ring, timeout_ns); /* S4 */
+        slept_ns = urt_clock_ns() - t0;
     }
+    spin_adapt(w, slept_ns);
     sleeper_awake(&w->sl); /* R1 */
     atomic_fetch_sub_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     if (atomic_load_explicit(&s->surplus_waking, memory_order_relaxed))
@@ -497,7 +537,7 @@ static void worker_loop(struct worker *w)
             worker_suspend(w, 100 * 1000);
             continue;
         }
-        if (cfg->busy_worker || w->idle_polls < cfg->worker_try_count) {
+        if (cfg->busy_worker || w->idle_polls < w->spin_budget) {
             pace(w);
             /* While a stream of work arrives (more than one task from the
              * inbox or by stealing since this worker woke), offer the CPU to

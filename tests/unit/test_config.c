@@ -24,6 +24,7 @@ static const char *const ALL_FIELDS[] = {
     "topology",
     "busy_worker",
     "worker_try_count",
+    "worker_spin_adaptive",
     "worker_suspend_timeout_us",
     "task_polling_wait",
     "stealing_wait",
@@ -90,6 +91,7 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_null(c.topology);
     cr_assert_eq(c.busy_worker, false);
     cr_assert_eq(c.worker_try_count, 1000);
+    cr_assert_eq(c.worker_spin_adaptive, true);
     cr_assert_eq(c.worker_suspend_timeout_us, 1000000);
     cr_assert_eq(c.task_polling_wait, 0);
     cr_assert_eq(c.stealing_wait, 1);
@@ -351,7 +353,7 @@ Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
                                         "stats_timing", "watchdog_abort", "o_direct", "lane_balance",
-                                        "direct_commit_callback"};
+                                        "direct_commit_callback", "worker_spin_adaptive"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];

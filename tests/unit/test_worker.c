@@ -252,3 +252,101 @@ Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+
+/* ---- adaptive spin (sched/worker.c spin_adapt) --------------------------------------- */
+
+static uint64_t spin_polls_of(uint32_t worker)
+{
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_not_null(st);
+    uint64_t v = st->workers[worker].spin_polls;
+    urt_stats_free(st);
+    return v;
+}
+
+/* One task from this (foreign) thread, waited for. */
+static void one_task(_Atomic uint32_t *hits)
+{
+    uint32_t want = atomic_load(hits) + 1;
+    cr_assert_eq(urt_spawn(g_rt, count_fn, hits, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(hits) == want, 5000));
+}
+
+/* A worker woken every few ms spins the floor (32 polls), not worker_try_count:
+ * each suspension lasts >= 500 µs and halves the spin (1000 -> 32 in 5). Work
+ * that then comes right after each suspension brings the full spin back (each
+ * suspension < 50 µs doubles it). Noise only lengthens a parked worker's
+ * suspensions (the first half holds on any machine); the second half retries
+ * until a run of short suspensions happened. */
+Test(worker, spin_shrinks_while_parked_and_grows_back, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    c.worker_try_count = 1000;
+    g_rt = rt_create_or_skip(&c);
+    cr_assert_eq(spin_polls_of(0), 1000, "the spin starts at worker_try_count");
+    _Atomic uint32_t hits = 0;
+    for (int i = 0; i < 8; i++) {
+        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+        sleep_us(2000);
+        one_task(&hits);
+    }
+    cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+    sleep_us(2000);
+    cr_assert_eq(spin_polls_of(0), 32, "a parked worker still spins %lu polls", (unsigned long)spin_polls_of(0));
+
+    /* Work right after each suspension: the worker is told as it announces
+     * its sleep (or just after), so the suspension is short. */
+    bool full = false;
+    for (int i = 0; i < 2000 && !full; i++) {
+        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+        one_task(&hits);
+        full = spin_polls_of(0) == 1000;
+    }
+    cr_assert(full, "short suspensions did not bring the spin back to worker_try_count (at %lu)",
+              (unsigned long)spin_polls_of(0));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(worker, spin_not_adaptive_stays_at_try_count, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    c.worker_try_count = 700;
+    c.worker_spin_adaptive = false;
+    g_rt = rt_create_or_skip(&c);
+    _Atomic uint32_t hits = 0;
+    for (int i = 0; i < 8; i++) {
+        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+        sleep_us(2000);
+        one_task(&hits);
+    }
+    cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+    cr_assert_eq(spin_polls_of(0), 700);
+    struct urt_stats *st = urt_stats_snapshot(g_rt);
+    cr_assert_geq(st->workers[0].suspends, 8, "the worker did suspend between the tasks");
+    urt_stats_free(st);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(worker, spin_floor_is_try_count_when_smaller, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    c.worker_try_count = 5; /* below the floor of 32: never shrinks below 5 nor grows past it */
+    g_rt = rt_create_or_skip(&c);
+    _Atomic uint32_t hits = 0;
+    for (int i = 0; i < 4; i++) {
+        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+        sleep_us(2000);
+        one_task(&hits);
+    }
+    cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+    cr_assert_eq(spin_polls_of(0), 5);
+    for (int i = 0; i < 20; i++) {
+        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+        one_task(&hits);
+    }
+    cr_assert_eq(spin_polls_of(0), 5);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}

@@ -441,9 +441,9 @@ static void note_wake_policy(urt_runtime *rt, const char *name, uint64_t gap_us)
 {
     const struct urt_config *cfg = urt_runtime_config(rt);
     measure_note(name, "sample: urt_spawn from the external thread after a %llu us nanosleep; "
-                       "busy_worker=%s worker_try_count=%u task_polling_wait=%u",
+                       "busy_worker=%s worker_try_count=%u worker_spin_adaptive=%s task_polling_wait=%u",
                  (unsigned long long)gap_us, cfg->busy_worker ? "true" : "false", cfg->worker_try_count,
-                 cfg->task_polling_wait);
+                 cfg->worker_spin_adaptive ? "true" : "false", cfg->task_polling_wait);
 }
 
 static int run_wake_latency(urt_runtime *rt, const char *name)
