@@ -257,7 +257,7 @@ void chan_maybe_extend(struct chan *ch, uint64_t end_off);
 
 /* A segment ready for checkpoint deletion: all its records are at or below max_epoch. */
 struct closed_seg {
-    char name[40];
+    char name[64]; /* as chan.name: ch-<gen:16>-<worker:4>[-<seg:6>].wal */
     uint64_t max_epoch;
 };
 
