@@ -29,6 +29,7 @@
 # flush, is what both sides pay; SYNC=on to include it), and removed at exit.
 # Writes bench/results/<date>-dispatch-pgbench.md (OUT to override).
 #
+# LOGS=dir keeps the processes' logs (r<round>-n<procs>-p<i>.log).
 # ROUNDS (default 1) repeats the whole set, one row per process count and
 # round, interleaved (a shared machine: compare within a round).
 #
@@ -114,6 +115,9 @@ dispatcher() { # procs -> "strands/s p50 p95 p99"
   newdb "$db"
   "$TOOL" --conninfo "host=$DIR user=postgres dbname=$db" migrate >/dev/null
   "${PSQL[@]}" -d "$db" -c "INSERT INTO urt_strand (kind) SELECT 'noop' FROM generate_series(1, $total)"
+  # the same as the ceiling's table: statistics that know the backlog (a table
+  # filled in one go and never analyzed plans the scan as if it were empty)
+  "${PSQL[@]}" -d "$db" -c "VACUUM ANALYZE urt_strand"
   run_fleet "$n" "$db"
   local t10 t90
   t10=$(wait_left "$db" $((total * 9 / 10)))
@@ -131,6 +135,7 @@ dispatcher() { # procs -> "strands/s p50 p95 p99"
   sleep 0.5
   per=$(window_delays $((lines + 1)) "$n")
   stop_fleet
+  if [[ -n ${LOGS:-} ]]; then mkdir -p "$LOGS"; for ((i = 1; i <= n; i++)); do cp "$DIR/p$i.log" "$LOGS/r$round-n$n-p$i.log"; done; fi
   echo "$rate $per"
 }
 
