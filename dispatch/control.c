@@ -6,7 +6,10 @@
  * Everything here runs as a task of the control connection's lane (its
  * requests' callbacks, its timer's continuation, the tasks that bring run
  * slots back), so the state in struct control needs no lock (ownership:
- * dispatch/dispatch_int.h). The loop, driven by tick():
+ * dispatch/dispatch_int.h). Each connect first queues the scans' session
+ * setting (dispatch.sql, statement scan_plan: no sorts, so a scan walks the
+ * due index whatever the table's statistics), then LISTENs when
+ * partitioned. The loop, driven by tick():
  *
  *   heartbeat  partitioned: every 2 x heartbeat_ns NOTIFY own number, then
  *              forget partitions silent for 4 x heartbeat_ns; a count that
