@@ -29,6 +29,10 @@
 # flush, is what both sides pay; SYNC=on to include it), and removed at exit.
 # Writes bench/results/<date>-dispatch-pgbench.md (OUT to override).
 #
+# The dispatcher's backlog is VACUUM ANALYZEd before the fleet starts, as the
+# ceiling's table is (ANALYZE=0: left never analyzed, the case of the control
+# session's scan_plan, docs/dispatch.md). LOGS=dir keeps the processes' logs
+# (r<round>-n<procs>-p<i>.log).
 # ROUNDS (default 1) repeats the whole set, one row per process count and
 # round, interleaved (a shared machine: compare within a round).
 #
@@ -47,6 +51,7 @@ PIPELINE=${PIPELINE:-16}
 PGBENCH_S=${PGBENCH_S:-10}
 SYNC=${SYNC:-off}
 WORKERS=${WORKERS:-1}
+ANALYZE=${ANALYZE:-1}
 BUILD=${BUILD:-build-bench-dispatch}
 OUT=${OUT:-bench/results/$(date +%Y-%m-%d-%H%M)-dispatch-pgbench.md}
 
@@ -114,6 +119,9 @@ dispatcher() { # procs -> "strands/s p50 p95 p99"
   newdb "$db"
   "$TOOL" --conninfo "host=$DIR user=postgres dbname=$db" migrate >/dev/null
   "${PSQL[@]}" -d "$db" -c "INSERT INTO urt_strand (kind) SELECT 'noop' FROM generate_series(1, $total)"
+  # the same as the ceiling's table: statistics that know the backlog
+  # (ANALYZE=0 leaves it never analyzed: the scan_plan case, docs/dispatch.md)
+  if [[ $ANALYZE != 0 ]]; then "${PSQL[@]}" -d "$db" -c "VACUUM ANALYZE urt_strand"; fi
   run_fleet "$n" "$db"
   local t10 t90
   t10=$(wait_left "$db" $((total * 9 / 10)))
@@ -131,6 +139,7 @@ dispatcher() { # procs -> "strands/s p50 p95 p99"
   sleep 0.5
   per=$(window_delays $((lines + 1)) "$n")
   stop_fleet
+  if [[ -n ${LOGS:-} ]]; then mkdir -p "$LOGS"; for ((i = 1; i <= n; i++)); do cp "$DIR/p$i.log" "$LOGS/r$round-n$n-p$i.log"; done; fi
   echo "$rate $per"
 }
 
@@ -149,7 +158,7 @@ ceiling() { # procs clients -> tps
   echo "# Dispatch on PostgreSQL beside pgbench ($(date -u +%Y-%m-%dT%H:%MZ))"
   echo
   echo "bench/dispatch-pgbench.sh: PROCS=\"$PROCS\" CONNS=$CONNS POOL=$POOL STRANDS=$STRANDS DELAY_S=$DELAY_S"
-  echo "PGBENCH_S=$PGBENCH_S SYNC=$SYNC; $(nproc) CPUs; $("$BIN/postgres" --version)."
+  echo "PGBENCH_S=$PGBENCH_S SYNC=$SYNC ANALYZE=$ANALYZE; $(nproc) CPUs; $("$BIN/postgres" --version)."
   echo "WORKERS=$WORKERS worker(s) per process, PIPELINE=$PIPELINE statements in flight per connection. Strands/s: noop strands (take, run as a urt job,"
   echo "done-release) between 10 % and 90 % of a backlog. Ceiling: pgbench -M prepared running the same"
   echo "take and release statements, with the fleet's run connections (P x CONNS: the ratio) and with"

@@ -6,7 +6,10 @@
  * Everything here runs as a task of the control connection's lane (its
  * requests' callbacks, its timer's continuation, the tasks that bring run
  * slots back), so the state in struct control needs no lock (ownership:
- * dispatch/dispatch_int.h). The loop, driven by tick():
+ * dispatch/dispatch_int.h). Each connect first queues the scans' session
+ * setting (dispatch.sql, statement scan_plan: no sorts, so a scan walks the
+ * due index whatever the table's statistics), then LISTENs when
+ * partitioned. The loop, driven by tick():
  *
  *   heartbeat  partitioned: every 2 x heartbeat_ns NOTIFY own number, then
  *              forget partitions silent for 4 x heartbeat_ns; a count that
@@ -399,10 +402,38 @@ static void send_listen(struct control *ctl)
     ctl->listen_busy = dconn_submit(&ctl->conn, q) == 0;
 }
 
+static void plan_done(struct dreq *r, PGresult *res, int err, const char *msg)
+{
+    (void)res;
+    struct control *ctl = r->arg;
+    ctl->plan_busy = false;
+    if (err == -EIO)
+        dispatch_log(ctl_d(ctl), "scan_plan failed: %s (the scans keep the server's planner settings)", msg);
+}
+
+/* The scans' session settings (dispatch.sql, statement scan_plan): queued
+ * ahead of the first scan of each connection (one FIFO). Not resent: a
+ * break fails it if it was in flight, and the next connection's ready sends
+ * it again; one still queued at a break (busy) goes out on the next
+ * connection, after its prepares. */
+static void send_scan_plan(struct control *ctl)
+{
+    if (ctl->plan_busy)
+        return;
+    struct dreq *q = &ctl->plan_req;
+    memset(q, 0, sizeof(*q));
+    q->kind = DREQ_PREPARED;
+    q->stmt = DSQL_SCAN_PLAN;
+    q->fn = plan_done;
+    q->arg = ctl;
+    ctl->plan_busy = dconn_submit(&ctl->conn, q) == 0; /* refused: the scans keep the defaults */
+}
+
 static void on_ready(struct dconn *c)
 {
     struct control *ctl = c->owner;
     ctl->connected = true;
+    send_scan_plan(ctl);
     if (ctl->pmap.self) {
         ctl->listening = false;
         send_listen(ctl);

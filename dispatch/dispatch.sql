@@ -57,6 +57,21 @@ ORDER BY schedule
 LIMIT $5::integer
 FOR NO KEY UPDATE SKIP LOCKED
 
+-- statement scan_plan
+-- Sent once per connect on the control connection (the scans' session),
+-- before its first scan: no sorts in this session's plans. A queue table's
+-- statistics are always wrong (strands come and go by the thousands between
+-- autovacuum's ANALYZEs), and a table filled in one go and never analyzed
+-- plans the scans as if it were empty: a bitmap of every due strand, then a
+-- sort of all of them for the LIMIT — each scan O(backlog) (12 ms per scan
+-- at 20,000 due strands, 84 ms at 100,000: the dispatcher ran at 45 % of
+-- pgbench). Without sorts the only plan left is the one a scan wants
+-- whatever the statistics: urt_strand_due in schedule order, stopping at
+-- the LIMIT (0.3 ms). The control connection sends nothing else that sorts
+-- (heartbeats, enqueues, wakes); the run connections (takes, releases, the
+-- handlers' statements) keep the server's defaults.
+SELECT set_config('enable_sort', 'off', false)
+
 -- statement scan_old
 -- The same over every partition, for strands late by more than $4
 -- microseconds: a partition whose process died is worked off by the others

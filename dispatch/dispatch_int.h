@@ -124,14 +124,14 @@ struct control {
     struct urt_io tio;             /* the timer */
     bool tio_busy;
     uint64_t tio_due;
-    struct dreq scan_req, listen_req, notify_req;
+    struct dreq scan_req, listen_req, notify_req, plan_req;
     const char *scan_params[5], *notify_params[2];
     char *skip;                    /* "{uuid,...}" of queued and running strands */
     size_t skip_cap;
     char limit[16], old_delay[24];
     char listen_sql[96];
     char self_text[8];
-    bool notify_busy, listen_busy, listening;
+    bool notify_busy, listen_busy, listening, plan_busy;
     struct partition_map pmap;
     char lo[UUID_TEXT], hi[UUID_TEXT];
     struct dsample *win;           /* metrics window */
