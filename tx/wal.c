@@ -11,10 +11,20 @@
  *   struct wal   one per runtime: the log directory, the global epoch E (the
  *                open epoch), the durable marker, the epoch file, the heap of
  *                `stored` commits waiting for the marker.
- *   struct chan  one per worker: its own file, two buffers (one gathering
- *                records, one being written), its I/O on the worker's ring.
+ *   struct chan  one per worker (or for the first log_channels workers
+ *                only): its own file, two buffers (one gathering records,
+ *                one being written), its I/O on the worker's ring.
  *                Everything in it is owner-only except pending_min and the
  *                counters.
+ *
+ * Routing: a commit on a worker that owns no channel (log_channels < workers)
+ * hops, as a task, to the sticky queue of worker (index % n_chan) — never
+ * stolen, FIFO per sender, so a worker's commits are appended in the order it
+ * made them — and takes the path below there. Fewer channels, fewer writes
+ * per stored commit: D is global, so with a channel per worker a commit waits
+ * for the other channels' writes of its epoch (often the one after the write
+ * in flight) and then for a write carrying D; with one channel the write
+ * holding its records carries D (docs/durability.md).
  *
  * A commit's path (all on the worker W the commit runs on):
  *   append: the record goes to W's gathering buffer, tagged with e = E; its
