@@ -41,9 +41,12 @@ static void cleanup(void)
 }
 
 
+static const char *log_channels = "-1"; /* -1: urt-kv's default (1 with stored) */
+
 static void start_mode(const char *mode, const char *checkpoint_mb)
 {
-    const char *const extra[] = {"--dir", srv.data, "--durability", mode, "--checkpoint-mb", checkpoint_mb, NULL};
+    const char *const extra[] = {"--dir", srv.data, "--durability", mode, "--checkpoint-mb", checkpoint_mb,
+                                 strcmp(log_channels, "-1") ? "--log-channels" : NULL, log_channels, NULL};
     kvs_start(&srv, extra);
 }
 
@@ -108,6 +111,15 @@ static void restart_keeps_everything(const char *mode)
 Test(kv_durable, stored_restart_keeps_every_write, .init = paths, .fini = cleanup, .timeout = 300)
 {
     restart_keeps_everything("stored");
+}
+
+/* stored with a log channel per worker (urt-kv's default is one): the
+ * other worker's batches are committed on their own channel */
+Test(kv_durable, stored_restart_keeps_every_write_channel_per_worker, .init = paths, .fini = cleanup, .timeout = 300)
+{
+    log_channels = "0";
+    restart_keeps_everything("stored");
+    log_channels = "-1";
 }
 
 Test(kv_durable, available_restart_keeps_every_write, .init = paths, .fini = cleanup, .timeout = 300)
