@@ -19,7 +19,10 @@
 # 1.3x the better Redis configuration of the same durability pair).
 # Environment: N (200000), CLIENTS (50), PIPELINES ("1 16"), KV_WORKERS (2),
 # PORT (6390), ROUNDS (1: each configuration runs ROUNDS times, interleaved),
-# KV_BIN (an urt-kv binary to use instead of building build-release).
+# KV_BIN (an urt-kv binary to use instead of building build-release), ONLY
+# (a space-separated subset of the configurations, e.g. "redis-always-1
+# kv-stored"). URT_* variables reach urt-kv (URT_LOG_CHANNELS=0: the log with
+# a channel per worker also under stored, urt-kv's default before it used one).
 set -euo pipefail
 LABEL=${1:-run}
 N=${N:-200000}
@@ -108,6 +111,7 @@ mkdir -p bench/results
 OUT=bench/results/$(date +%F-%H%M)-kv-$LABEL.txt
 CONFIGS=(redis-always-1 redis-always-2 kv-stored redis-everysec-1 redis-everysec-2 kv-available
          redis-no-1 redis-no-2 kv-none)
+[[ -n ${ONLY:-} ]] && read -r -a CONFIGS <<<"$ONLY" # e.g. ONLY="redis-always-1 kv-stored"
 {
   echo "# urt-kv vs redis-server $(redis-server --version | grep -o 'v=[0-9.]*'), urt $(git rev-parse --short HEAD), $(date -u '+%F %T UTC'), label=$LABEL"
   echo "# redis-benchmark -c $CLIENTS -n $N -t set,get,incr --threads 2 --csv -P {$PIPELINES}; urt-kv --workers $KV_WORKERS; rounds $ROUNDS"

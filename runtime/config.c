@@ -103,6 +103,9 @@ static const struct field FIELDS[] = {
     U32(log_poll_us, 0, 1000000, "1000",
         "a worker whose log write is in flight polls for its completion instead of suspending, at most this "
         "long (µs; adaptive; 0 = never)"),
+    U32(log_channels, 0, 1024, "0",
+        "log channels: the first n workers own one each, the others' commits hop to one (0 = one per "
+        "worker)"),
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 

@@ -11,10 +11,20 @@
  *   struct wal   one per runtime: the log directory, the global epoch E (the
  *                open epoch), the durable marker, the epoch file, the heap of
  *                `stored` commits waiting for the marker.
- *   struct chan  one per worker: its own file, two buffers (one gathering
- *                records, one being written), its I/O on the worker's ring.
+ *   struct chan  one per worker (or for the first log_channels workers
+ *                only): its own file, two buffers (one gathering records,
+ *                one being written), its I/O on the worker's ring.
  *                Everything in it is owner-only except pending_min and the
  *                counters.
+ *
+ * Routing: a commit on a worker that owns no channel (log_channels < workers)
+ * hops, as a task, to the sticky queue of worker (index % n_chan) — never
+ * stolen, FIFO per sender, so a worker's commits are appended in the order it
+ * made them — and takes the path below there. Fewer channels, fewer writes
+ * per stored commit: D is global, so with a channel per worker a commit waits
+ * for the other channels' writes of its epoch (often the one after the write
+ * in flight) and then for a write carrying D; with one channel the write
+ * holding its records carries D (docs/durability.md).
  *
  * A commit's path (all on the worker W the commit runs on):
  *   append: the record goes to W's gathering buffer, tagged with e = E; its
@@ -133,11 +143,38 @@ int wal_write_all(int fd, const void *p, size_t n, uint64_t off)
 
 /* ---- commits ------------------------------------------------------------------------- */
 
+static enum urt_task_result hop_run(struct urt_task *t, void *arg);
+static void hop_cancel(struct urt_task *t, void *arg);
+
+/* The worker owning the channel w's commits go to (log_channels): w itself
+ * when it owns one, else worker (w % n_chan). */
+static struct worker *chan_worker_for(const struct wal *wal, const struct worker *w)
+{
+    return w->index < wal->n_chan ? (struct worker *)w : wal->s->workers[w->index % wal->n_chan];
+}
+
+/* Routing: a commit on a worker without a channel goes, as a task, to the
+ * sticky queue of the channel's worker (never stolen; FIFO per sender, so a
+ * worker's commits are appended in the order it made them; it wakes that
+ * worker if it sleeps). */
+static void hop_to(struct wal *wal, struct worker *to, struct urt_commit *c)
+{
+    c->priv.state = CS_HOP;
+    urt_task_init(&c->priv.task, hop_run, c);
+    c->priv.task.cancel = hop_cancel;
+    sched_push_sticky(wal->s, to, &c->priv.task);
+}
+
 static enum urt_task_result hop_run(struct urt_task *t, void *arg)
 {
     (void)t;
     struct urt_commit *c = arg;
-    chan_append_commit(c->priv.wal, sched_self(), c, true);
+    struct wal *wal = c->priv.wal;
+    struct worker *self = sched_self(), *to = chan_worker_for(wal, self);
+    if (to != self)
+        hop_to(wal, to, c); /* came from another thread to a worker without a channel */
+    else
+        chan_append_commit(wal, self, c, true);
     return URT_TASK_DONE;
 }
 
@@ -156,7 +193,11 @@ int wal_commit(struct wal *wal, struct urt_commit *c)
     c->priv.submit_ns = probe_log_timing_on() ? probe_now_ns() : 0;
     struct worker *w = sched_current(wal->s);
     if (w) {
-        chan_append_commit(wal, w, c, false);
+        struct worker *to = chan_worker_for(wal, w);
+        if (to == w)
+            chan_append_commit(wal, w, c, false);
+        else
+            hop_to(wal, to, c);
         return 0;
     }
     c->priv.state = CS_HOP;
@@ -229,8 +270,9 @@ static void note_session(struct wal *wal)
     if (fd < 0)
         return;
     char line[256];
-    int n = snprintf(line, sizeof(line), "%lld gen %" PRIu64 " workers %u log_sync %s (%s)\n", (long long)time(NULL),
-                     wal->gen, wal->n_chan, wal_sync_name(wal->sync.mode), wal->sync.why);
+    int n = snprintf(line, sizeof(line), "%lld gen %" PRIu64 " workers %u channels %u log_sync %s (%s)\n",
+                     (long long)time(NULL), wal->gen, wal->cfg->workers, wal->n_chan, wal_sync_name(wal->sync.mode),
+                     wal->sync.why);
     if (n > 0 && write(fd, line, (size_t)n) < 0) {
         /* a note only */
     }
@@ -296,13 +338,16 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
     return 0;
 }
 
+/* log_channels channels (0 or more than the workers: one per worker), owned
+ * by workers 0 .. n_chan-1. */
 static int open_channels(struct wal *wal, const char *dir, uint32_t n_workers, uint64_t e0, char *err, size_t errlen)
 {
-    wal->n_chan = n_workers;
-    wal->chans = calloc(n_workers, sizeof(*wal->chans));
+    uint32_t n = wal->cfg->log_channels;
+    wal->n_chan = n && n < n_workers ? n : n_workers;
+    wal->chans = calloc(wal->n_chan, sizeof(*wal->chans));
     if (!wal->chans)
         return -ENOMEM;
-    for (uint32_t i = 0; i < n_workers; i++) {
+    for (uint32_t i = 0; i < wal->n_chan; i++) {
         struct chan *ch;
         if (posix_memalign((void **)&ch, 64, sizeof(*ch)))
             return -ENOMEM;

@@ -643,6 +643,7 @@ static void link_commit(struct urt_commit **head, struct urt_commit **tail, stru
 
 void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task)
 {
+    assert(w->index < wal->n_chan); /* wal.c routes commits to channel owners */
     struct chan *ch = wal->chans[w->index];
     assert(ch->w == w && sched_self() == w); /* rule 2: owner only */
     struct wal_buf *x = ch->gather;
@@ -683,13 +684,18 @@ void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c,
 
 /* ---- worker hooks --------------------------------------------------------------------- */
 
+/* The worker hooks do nothing on a worker without a channel (log_channels:
+ * its commits hop to one, wal.c). */
 void wal_worker_start(struct wal *wal, struct worker *w)
 {
-    wal->chans[w->index]->w = w;
+    if (w->index < wal->n_chan)
+        wal->chans[w->index]->w = w;
 }
 
 bool wal_before_suspend(struct wal *wal, struct worker *w)
 {
+    if (w->index >= wal->n_chan)
+        return false;
     struct chan *ch = wal->chans[w->index];
     if (has_work(ch))
         chan_flush_now(ch); /* an idle worker flushes before it suspends */
@@ -708,6 +714,8 @@ static void ignore_tag(void *ctx, uint64_t ud, int32_t res)
 
 void wal_worker_stop(struct wal *wal, struct worker *w)
 {
+    if (w->index >= wal->n_chan)
+        return;
     struct chan *ch = wal->chans[w->index];
     /* Write what this channel holds, also what gathers behind a write in
      * flight, and wait for every SQE of ours: the buffers must outlive the

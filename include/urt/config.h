@@ -140,6 +140,12 @@ struct urt_config {
                                        the completion instead of suspending, for at most this
                                        long (µs; adaptive: about twice its recent writes' time);
                                        0 = never (default 1000) */
+    uint32_t log_channels;          /* log channels (files, writers): the first log_channels
+                                       workers own one each, the others' commits hop to
+                                       channel (worker % log_channels) in order; 0 (default) =
+                                       one per worker; more than workers = one per worker.
+                                       Fewer channels: a stored commit waits for fewer writes
+                                       (docs/durability.md) */
 
     uint32_t reserved[8];           /* must be zero */
 };

@@ -41,10 +41,43 @@ static void cleanup(void)
 }
 
 
+static const char *log_channels = "-1"; /* -1: urt-kv's default (1 with stored) */
+
 static void start_mode(const char *mode, const char *checkpoint_mb)
 {
-    const char *const extra[] = {"--dir", srv.data, "--durability", mode, "--checkpoint-mb", checkpoint_mb, NULL};
+    const char *const extra[] = {"--dir", srv.data, "--durability", mode, "--checkpoint-mb", checkpoint_mb,
+                                 strcmp(log_channels, "-1") ? "--log-channels" : NULL, log_channels, NULL};
     kvs_start(&srv, extra);
+}
+
+/* A field of an INFO reply ("name:value\r\n"), -1 if absent. */
+static long long info_num(const char *info, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "\n%s:", name);
+    const char *p = strstr(info, key);
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+/* INFO persistence tells how the log made the writes durable: the sync mode
+ * by its name, and the durable marker carried by claims (single_write only)
+ * or by epoch-file writes. */
+static void info_tells_how_writes_became_durable(struct kvc *c, bool stored)
+{
+    const char *info = kvc_cmd(c, "INFO persistence");
+    const char *mode = strstr(info, "log_sync_mode:");
+    cr_assert(mode, "%s", info);
+    mode += strlen("log_sync_mode:");
+    bool single_write = !strncmp(mode, "single_write\r", 13);
+    cr_assert(single_write || !strncmp(mode, "single_flush\r", 13) || !strncmp(mode, "strict\r", 7), "%s", info);
+    long long claims = info_num(info, "log_claims"), epoch_writes = info_num(info, "log_epoch_writes");
+    cr_assert(claims >= 0 && epoch_writes >= 0 && info_num(info, "log_epoch") > 0, "%s", info);
+    cr_assert(single_write || claims == 0, "claims without single_write: %s", info);
+    if (stored) {
+        cr_assert(info_num(info, "log_durable_marker") > 0, "%s", info);
+        cr_assert(claims + epoch_writes > 0, "stored writes answered, no marker written: %s", info);
+        cr_assert(info_num(info, "log_fsyncs") > 0, "%s", info);
+    }
 }
 
 static void restart_keeps_everything(const char *mode)
@@ -61,6 +94,7 @@ static void restart_keeps_everything(const char *mode)
     cr_assert_str_eq(kvc_cmd(c, "DEL d"), ":1");
     cr_assert_str_eq(kvc_cmd(c, "SET p v EX 1000"), "+OK");
     cr_assert_str_eq(kvc_cmd(c, "PERSIST p"), ":1");
+    info_tells_how_writes_became_durable(c, !strcmp(mode, "stored"));
     kvc_close(c);
     kvs_stop(&srv, false);
     start_mode(mode, "0");
@@ -77,6 +111,15 @@ static void restart_keeps_everything(const char *mode)
 Test(kv_durable, stored_restart_keeps_every_write, .init = paths, .fini = cleanup, .timeout = 300)
 {
     restart_keeps_everything("stored");
+}
+
+/* stored with a log channel per worker (urt-kv's default is one): the
+ * other worker's batches are committed on their own channel */
+Test(kv_durable, stored_restart_keeps_every_write_channel_per_worker, .init = paths, .fini = cleanup, .timeout = 300)
+{
+    log_channels = "0";
+    restart_keeps_everything("stored");
+    log_channels = "-1";
 }
 
 Test(kv_durable, available_restart_keeps_every_write, .init = paths, .fini = cleanup, .timeout = 300)

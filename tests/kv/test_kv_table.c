@@ -58,6 +58,52 @@ static int set(struct kv_table *t, const char *k, const char *v, int64_t exp, un
     return w.done;
 }
 
+/* INCR fills its new entry (allocated before the shard lock, with room for
+ * the longest int64) with exactly the digits of the result: the value read
+ * back, the reply digits and the table's memory count are those of a SET of
+ * the same digits; a failed INCR changes nothing. */
+Test(kv_table, incr_values_and_memory)
+{
+    struct kv_table *t = table_new(NULL, NULL), *u = table_new(NULL, NULL);
+    int64_t now = 1000000, r;
+    char d[24];
+    size_t nd;
+    struct kv_write w;
+    static const struct {
+        const char *start;
+        int64_t delta;
+        const char *want;
+    } cases[] = {
+        {NULL, 1, "1"},
+        {"41", 1, "42"},
+        {"-9223372036854775807", -1, "-9223372036854775808"},
+        {"9223372036854775806", 1, "9223372036854775807"},
+        {"0", -12345, "-12345"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "k%zu", i);
+        if (cases[i].start)
+            set(t, key, cases[i].start, 0, 0, now);
+        cr_assert_eq(kv_incr(t, key, strlen(key), cases[i].delta, now, &r, d, &nd, &w), 0, "case %zu", i);
+        cr_assert_eq(nd, strlen(cases[i].want));
+        cr_assert_eq(memcmp(d, cases[i].want, nd), 0);
+        cr_assert_str_eq(get(t, key, now), cases[i].want);
+        cr_assert(w.done);
+        set(u, key, cases[i].want, 0, 0, now);
+    }
+    cr_assert_eq(atomic_load(&t->mem), atomic_load(&u->mem), "INCR counts its entry as a SET of its digits would");
+    set(t, "s", "abc", 0, 0, now);
+    int64_t mem = atomic_load(&t->mem);
+    cr_assert_eq(kv_incr(t, "s", 1, 1, now, &r, d, &nd, &w), -EINVAL);
+    cr_assert_eq(kv_incr(t, "k2", 2, -1, now, &r, d, &nd, &w), -ERANGE);
+    cr_assert_not(w.done);
+    cr_assert_eq(atomic_load(&t->mem), mem, "a failed INCR changes nothing");
+    cr_assert_str_eq(get(t, "k2", now), "-9223372036854775808");
+    table_free(t);
+    table_free(u);
+}
+
 Test(kv_table, commands_against_a_model)
 {
     struct kv_table *t = table_new(NULL, NULL);

@@ -53,6 +53,7 @@ static const char *const ALL_FIELDS[] = {
     "direct_commit_callback",
     "log_segment_kb",
     "log_poll_us",
+    "log_channels",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -120,6 +121,7 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.log_sync, URT_LOG_SYNC_AUTO);
     cr_assert_eq(c.log_prealloc_kb, 4096);
     cr_assert_eq(c.log_poll_us, 1000);
+    cr_assert_eq(c.log_channels, 0);
     for (size_t i = 0; i < sizeof(c.reserved) / sizeof(c.reserved[0]); i++)
         cr_assert_eq(c.reserved[i], 0, "reserved[%zu] must be zeroed", i);
     char err[256] = "x";
@@ -161,6 +163,7 @@ Test(config, validate_accepts_edges, .timeout = 10)
     cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
     c.io_fixed_files = 65536;
     c.log_poll_us = 1000000;
+    c.log_channels = 1024; /* more than workers: one per worker (wal_open) */
     cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(urt_config_validate(&c, NULL, 0), 0, "err may be NULL");
 }
@@ -212,6 +215,7 @@ static const struct bad BAD[] = {
     {"log_sync", K_LOG_SYNC, URT_LOG_SYNC_SINGLE_FLUSH | 0x100, NULL, 0}, /* single_flush, prealloc 0 */
     {"log_sync", K_LOG_SYNC, URT_LOG_SYNC_SINGLE_WRITE | 0x100, NULL, 0}, /* single_write, prealloc 0 */
     U32BAD(log_poll_us, 1000001),
+    U32BAD(log_channels, 1025),
     U64BAD(worker_suspend_timeout_us, 0),
     U64BAD(worker_suspend_timeout_us, 3600000001ull),
     U64BAD(worker_suspend_timeout_us, UINT64_MAX),
@@ -280,6 +284,7 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(log_prealloc_kb);
         SET32(log_segment_kb);
         SET32(log_poll_us);
+        SET32(log_channels);
 #undef SET32
         cr_assert_fail("no u32 field %s", f);
         return;

@@ -58,18 +58,42 @@ static void info_memory(struct kv_server *s, struct kv_buf *b)
     addf(b, "# Memory\r\nused_memory:%" PRId64 "\r\nmaxmemory:%" PRIu64 "\r\n\r\n", mem, s->opt.maxmemory);
 }
 
+static const char *log_sync_name(uint32_t mode)
+{
+    switch (mode) {
+    case URT_LOG_SYNC_SINGLE_WRITE:
+        return "single_write";
+    case URT_LOG_SYNC_SINGLE_FLUSH:
+        return "single_flush";
+    default:
+        return "strict";
+    }
+}
+
+/* The log's counters: how many writes (log_flushes) and device flushes
+ * (log_fsyncs) its commits cost, and how the durable marker got to disk
+ * (log_claims: riding in a log write; log_epoch_writes: an epoch-file write
+ * of its own; docs/durability.md). */
+static void info_log(struct kv_server *s, struct kv_buf *b)
+{
+    struct urt_log_stats ls;
+    if (s->opt.durability == KV_DUR_NONE || urt_log_stats(s->rt, &ls))
+        return;
+    addf(b, "log_commits:%" PRIu64 "\r\nlog_fsyncs:%" PRIu64 "\r\nlog_flushes:%" PRIu64 "\r\nlog_bytes:%" PRIu64
+         "\r\nlog_io_errors:%" PRIu64 "\r\n",
+         ls.commits, ls.fsyncs, ls.flushes, ls.bytes, ls.io_errors);
+    addf(b, "log_epoch:%" PRIu64 "\r\nlog_durable_marker:%" PRIu64 "\r\nlog_claims:%" PRIu64
+         "\r\nlog_epoch_writes:%" PRIu64 "\r\nlog_sync_mode:%s\r\nlog_fs:%s\r\n",
+         ls.epoch, ls.durable, ls.claims, ls.epoch_writes, log_sync_name(ls.sync_mode), ls.fs);
+}
+
 static void info_persistence(struct kv_server *s, struct kv_buf *b)
 {
     addf(b, "# Persistence\r\naof_enabled:%d\r\nurt_durability:%s\r\n", s->opt.durability != KV_DUR_NONE,
          durability_name(s->opt.durability));
     addf(b, "log_failed:%d\r\ncheckpoints:%" PRIu64 "\r\nlast_checkpoint_marker:%" PRIu64 "\r\n",
          atomic_load_explicit(&s->log_failed, memory_order_relaxed), ld(&s->checkpoints), ld(&s->last_checkpoint));
-    struct urt_log_stats ls;
-    if (s->opt.durability != KV_DUR_NONE && urt_log_stats(s->rt, &ls) == 0)
-        addf(b, "log_commits:%" PRIu64 "\r\nlog_fsyncs:%" PRIu64 "\r\nlog_flushes:%" PRIu64 "\r\nlog_bytes:%" PRIu64
-             "\r\nlog_io_errors:%" PRIu64 "\r\nlog_durable_marker:%" PRIu64 "\r\nlog_sync_mode:%s\r\nlog_fs:%s\r\n",
-             ls.commits, ls.fsyncs, ls.flushes, ls.bytes, ls.io_errors, ls.durable,
-             ls.sync_mode == URT_LOG_SYNC_SINGLE_FLUSH ? "single_flush" : "strict", ls.fs);
+    info_log(s, b);
     addf(b, "\r\n");
 }
 

@@ -56,6 +56,7 @@ struct kv_options {
     uint64_t send_timeout_ms;   /* a reply not taken by the client in this time: disconnect (60000) */
     uint64_t checkpoint_bytes;  /* snapshot + checkpoint after this many log bytes (64 MB), 0: never */
     uint64_t epoch_us;          /* the log's epoch (group commit) period, 0: the runtime's default */
+    int64_t log_channels;       /* urt's log_channels; -1: 1 with stored, one per worker otherwise */
     bool quiet;
 };
 

@@ -55,6 +55,8 @@ static void usage(FILE *f)
             "  --send-timeout-ms MS        drop a client that takes no reply for this long (default 60000; 0: never)\n"
             "  --checkpoint-mb MB          snapshot + log checkpoint after MB of log (default 64; 0: never)\n"
             "  --epoch-us US               group-commit period of the log (default: the runtime's, 1000)\n"
+            "  --log-channels N            log channels (0: one per worker; default 1 with stored,\n"
+            "                              0 otherwise)\n"
             "  --config FILE               read options from FILE\n"
             "  --quiet                     no start line\n"
             "  --help, --version\n");
@@ -156,6 +158,11 @@ static int set_option(struct kv_options *o, const char *name, const char *v)
     } else if (!strcmp(name, "epoch-us")) {
         if (parse_u64(v, 1, 10000000, &o->epoch_us))
             return usage_error("--epoch-us %s: microseconds 1..10000000", v);
+    } else if (!strcmp(name, "log-channels")) {
+        uint64_t x;
+        if (parse_u64(v, 0, 1024, &x))
+            return usage_error("--log-channels %s: a count 0..1024", v);
+        o->log_channels = (int64_t)x;
     } else {
         return usage_error("unknown option '%s'", name);
     }
@@ -193,6 +200,7 @@ static void options_default(struct kv_options *o)
         .bind = "127.0.0.1", .port = 6379, .durability = (enum kv_durability) - 1, .maxclients = 10000,
         .max_bulk = RESP_MAX_BULK_DEFAULT, .max_args = RESP_MAX_ARGS_DEFAULT, .query_limit = 1ull << 30,
         .output_limit = 1ull << 30, .send_timeout_ms = 60000, .checkpoint_bytes = 64ull << 20,
+        .log_channels = -1,
     };
 }
 
@@ -203,7 +211,8 @@ static int parse_args(int argc, char **argv, struct kv_options *o)
         {"port", 1, 0, 0}, {"bind", 1, 0, 0}, {"unixsocket", 1, 0, 0}, {"workers", 1, 0, 0}, {"dir", 1, 0, 0},
         {"durability", 1, 0, 0}, {"maxmemory", 1, 0, 0}, {"maxclients", 1, 0, 0}, {"proto-max-bulk-len", 1, 0, 0},
         {"max-args", 1, 0, 0}, {"client-query-buffer-limit", 1, 0, 0}, {"client-output-limit", 1, 0, 0},
-        {"send-timeout-ms", 1, 0, 0}, {"checkpoint-mb", 1, 0, 0}, {"epoch-us", 1, 0, 0}, {"config", 1, 0, 'c'},
+        {"send-timeout-ms", 1, 0, 0}, {"checkpoint-mb", 1, 0, 0}, {"epoch-us", 1, 0, 0}, {"log-channels", 1, 0, 0},
+        {"config", 1, 0, 'c'},
         {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0},
     };
     opterr = 0;
@@ -263,7 +272,18 @@ static int start_runtime(struct kv_server *s)
      * where the response is reached, one task hop fewer per batch
      * (URT_DIRECT_COMMIT_CALLBACK=false in the environment turns it off) */
     cfg.direct_commit_callback = true;
+    /* stored: one log channel. The durable marker is global: with a channel
+     * per worker a commit waits for every channel's write holding its epoch
+     * and then for a write carrying the marker, about two device round trips
+     * where one channel needs one (docs/kv.md, "Durable writes and log
+     * channels"); the other worker's batches hop to it. available/none wait
+     * for no marker: a channel per worker, no hop. (URT_LOG_CHANNELS in the
+     * environment or --log-channels decide otherwise.) */
+    if (s->opt.durability == KV_DUR_STORED)
+        cfg.log_channels = 1;
     urt_config_from_env(&cfg);
+    if (s->opt.log_channels >= 0)
+        cfg.log_channels = (uint32_t)s->opt.log_channels;
     if (s->opt.workers)
         cfg.workers = s->opt.workers;
     if (s->opt.durability != KV_DUR_NONE)

@@ -93,7 +93,14 @@ int64_t kv_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- expiry heap (a binary min-heap on expire_ms; each entry knows its slot) ---- */
+/* ---- expiry heap (a binary min-heap on expire_ms; each entry knows its slot) ----
+ * A local copy of the classic array heap (Williams 1964) that base/heap.h
+ * also implements, kept on purpose: urt-kv is written on the public API and
+ * may include only <urt/...> and its own headers (scripts/check_layers.py),
+ * and this one is intrusive — the heap holds entry pointers and each entry
+ * its slot, so a key overwritten or deleted leaves the heap in O(log n)
+ * without base/heap.h's (key, pointer) array and `moved` callback. Under
+ * the shard lock, like everything else of the shard. */
 
 static void heap_swap(struct kv_shard *s, uint32_t a, uint32_t b)
 {
@@ -281,6 +288,8 @@ static struct kv_entry **lookup(struct kv_table *t, struct kv_shard *s, uint64_t
     return pp;
 }
 
+/* A new entry with room for vlen value bytes, copied from val (NULL: the
+ * caller fills them in). */
 static struct kv_entry *entry_new(uint64_t h, const char *key, size_t klen, const char *val, size_t vlen)
 {
     if (klen > UINT32_MAX || vlen > UINT32_MAX)
@@ -297,7 +306,7 @@ static struct kv_entry *entry_new(uint64_t h, const char *key, size_t klen, cons
     e->vlen = (uint32_t)vlen;
     e->tomb = false;
     memcpy(e->data, key, klen);
-    if (vlen)
+    if (vlen && val)
         memcpy(e->data + klen, val, vlen);
     return e;
 }
@@ -411,6 +420,11 @@ int kv_del(struct kv_table *t, const char *key, size_t klen, int64_t now, struct
     return w->done;
 }
 
+/* The longest decimal int64 ("-9223372036854775808"): an INCR's new entry is
+ * allocated with room for it before the shard lock is taken, so the lock is
+ * never held across malloc. */
+#define I64_DIGITS 20
+
 int kv_incr(struct kv_table *t, const char *key, size_t klen, int64_t delta, int64_t now, int64_t *result,
             char digits[24], size_t *ndigits, struct kv_write *w)
 {
@@ -418,6 +432,9 @@ int kv_incr(struct kv_table *t, const char *key, size_t klen, int64_t delta, int
     uint32_t si = kv_shard_of(key, klen);
     struct kv_shard *s = &t->shards[si];
     *w = (struct kv_write){0};
+    struct kv_entry *n = entry_new(h, key, klen, NULL, I64_DIGITS); /* value filled in under the lock */
+    if (!n)
+        return -ENOMEM;
     shard_lock(t, s);
     struct kv_entry **pp = lookup(t, s, h, key, klen, now);
     struct kv_entry *cur = *pp;
@@ -427,16 +444,14 @@ int kv_incr(struct kv_table *t, const char *key, size_t klen, int64_t delta, int
         rc = -EINVAL;
     else if ((delta > 0 && v > INT64_MAX - delta) || (delta < 0 && v < INT64_MIN - delta))
         rc = -ERANGE;
-    struct kv_entry *n = NULL;
-    if (rc == 0) {
-        *ndigits = (size_t)snprintf(digits, 24, "%lld", (long long)(v + delta));
-        n = entry_new(h, key, klen, digits, *ndigits);
-        rc = n ? 0 : -ENOMEM;
-    }
     if (rc) {
         pthread_mutex_unlock(&s->lock);
+        free(n);
         return rc;
     }
+    *ndigits = (size_t)snprintf(digits, 24, "%lld", (long long)(v + delta));
+    memcpy(n->data + klen, digits, *ndigits);
+    n->vlen = (uint32_t)*ndigits; /* before install: `mem` counts what the entry holds */
     int64_t exp = cur ? cur->expire_ms : KV_NO_EXPIRY; /* INCR keeps the TTL */
     n->version = s->next_version++;
     bool arm = install(t, s, pp, n, exp);
