@@ -9,7 +9,9 @@
 #               partitioned urt-dispatch processes; strands/s = the strands
 #               finished between 10 % and 90 % of the backlog / that time
 #               (start-up and the tail left out);
-#   delay       then, with the same processes running, 80 % of that rate for
+#   delay       then, with the same processes running, 80 % of the ceiling
+#               (pgbench's tps with the fleet's run connections, measured
+#               first; 80 % of the fleet's own rate when that is lower) for
 #               DELAY_S seconds: strands scheduled evenly over the period, so
 #               their delay is how late the fleet picks up work at that rate;
 #               the processes' metrics windows (200 runs each) give total
@@ -114,8 +116,8 @@ window_delays() {
       m = int((NR + 1) / 2); print a[m], b[m], c[m]}'
 }
 
-dispatcher() { # procs -> "strands/s p50 p95 p99"
-  local n=$1 db=disp_$1 total=$((STRANDS * $1))
+dispatcher() { # procs ceiling_tps -> "strands/s delay_rate p50 p95 p99"
+  local n=$1 db=disp_$1 total=$((STRANDS * $1)) ceil=$2
   newdb "$db"
   "$TOOL" --conninfo "host=$DIR user=postgres dbname=$db" migrate >/dev/null
   "${PSQL[@]}" -d "$db" -c "INSERT INTO urt_strand (kind) SELECT 'noop' FROM generate_series(1, $total)"
@@ -129,10 +131,12 @@ dispatcher() { # procs -> "strands/s p50 p95 p99"
   wait_left "$db" 0 >/dev/null
   local rate
   rate=$(awk -v s="$total" -v a="$t10" -v b="$t90" 'BEGIN {printf "%.0f", 0.8 * s / (b - a)}')
-  # delay at 80 % of that rate: strands due evenly over DELAY_S seconds, from 1 s on
-  local lines per n_delay
+  # delay at 80 % of the ceiling (or of the fleet's rate when lower): strands
+  # due evenly over DELAY_S seconds, from 1 s on
+  local lines per n_delay drate
+  drate=$(awk -v r="$rate" -v c="$ceil" 'BEGIN {m = (c > 0 && c < r) ? c : r; printf "%.0f", 0.8 * m}')
   lines=$(wc -l <"$DIR/p1.log")
-  n_delay=$(awk -v r="$rate" -v d="$DELAY_S" 'BEGIN {printf "%d", 0.8 * r * d}')
+  n_delay=$(awk -v r="$drate" -v d="$DELAY_S" 'BEGIN {printf "%d", r * d}')
   "${PSQL[@]}" -d "$db" -c "INSERT INTO urt_strand (kind, schedule) SELECT 'noop', now() + interval '1 s'
     + (g::float8 / ($n_delay::float8 / $DELAY_S)) * interval '1 s' FROM generate_series(1, $n_delay) g"
   wait_left "$db" 0 >/dev/null
@@ -140,7 +144,7 @@ dispatcher() { # procs -> "strands/s p50 p95 p99"
   per=$(window_delays $((lines + 1)) "$n")
   stop_fleet
   if [[ -n ${LOGS:-} ]]; then mkdir -p "$LOGS"; for ((i = 1; i <= n; i++)); do cp "$DIR/p$i.log" "$LOGS/r$round-n$n-p$i.log"; done; fi
-  echo "$rate $per"
+  echo "$rate $drate $per"
 }
 
 ceiling() { # procs clients -> tps
@@ -163,19 +167,20 @@ ceiling() { # procs clients -> tps
   echo "done-release) between 10 % and 90 % of a backlog. Ceiling: pgbench -M prepared running the same"
   echo "take and release statements, with the fleet's run connections (P x CONNS: the ratio) and with"
   echo "every connection it opened (P x (CONNS + 1): ratio all). Delays: total delay (schedule -> lease"
-  echo "answered) at 80 % of the fleet's rate, median over its metrics windows."
+  echo "answered) with strands due at the delay rate (80 % of the ceiling, or of the fleet's rate when"
+  echo "lower), median over the processes' metrics windows."
   echo
-  echo "| round | processes | run conns | dispatcher strands/s | pgbench tps | ratio | pgbench tps, +control conns | ratio all | delay p50 ms | p95 ms | p99 ms |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| round | processes | run conns | dispatcher strands/s | pgbench tps | ratio | pgbench tps, +control conns | ratio all | delay rate /s | delay p50 ms | p95 ms | p99 ms |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$OUT"
 pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f %%", (b > 0 ? 100 * a / b : 0)}'; }
 for ((round = 1; round <= ROUNDS; round++)); do
   for p in $PROCS; do
-    read -r rate p50 p95 p99 < <(dispatcher "$p")
     tps=$(ceiling "$p" $((p * CONNS)))
     tps_all=$(ceiling "$p" $((p * (CONNS + 1))))
+    read -r rate drate p50 p95 p99 < <(dispatcher "$p" "${tps%.*}")
     echo "| $round | $p | $((p * CONNS)) | $rate | ${tps%.*} | $(pct "$rate" "$tps") | ${tps_all%.*} |" \
-         "$(pct "$rate" "$tps_all") | $p50 | $p95 | $p99 |" | tee -a "$OUT"
+         "$(pct "$rate" "$tps_all") | $drate | $p50 | $p95 | $p99 |" | tee -a "$OUT"
   done
 done
 echo "dispatch-pgbench: wrote $OUT"
