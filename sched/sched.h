@@ -152,6 +152,7 @@ struct worker {
     uint32_t inbox_countdown; /* tasks until the inbox is looked at first again */
     uint32_t idle_polls;    /* consecutive polls that found nothing */
     uint32_t spin_budget;   /* empty polls before suspending now (adaptive, <= worker_try_count) */
+    uint32_t long_sleeps;   /* long suspensions since the last short one (spin_adapt) */
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */
     uint32_t failed_sweeps; /* consecutive steal sweeps that found nothing */

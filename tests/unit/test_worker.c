@@ -273,7 +273,8 @@ static void one_task(_Atomic uint32_t *hits)
 }
 
 /* A worker woken every few ms spins the floor (32 polls), not worker_try_count:
- * each suspension lasts >= 500 µs and halves the spin (1000 -> 32 in 5). Work
+ * each suspension lasts >= 500 µs; from the 4th in a row each halves the spin
+ * (1000 -> 32 in 5 more). Work
  * that then comes right after each suspension brings the full spin back (each
  * suspension < 50 µs doubles it). Noise only lengthens a parked worker's
  * suspensions (the first half holds on any machine); the second half retries
@@ -283,10 +284,11 @@ Test(worker, spin_shrinks_while_parked_and_grows_back, .timeout = 60)
     struct urt_config c;
     test_config(&c, 1);
     c.worker_try_count = 1000;
+    c.worker_spin_adaptive = true;
     g_rt = rt_create_or_skip(&c);
     cr_assert_eq(spin_polls_of(0), 1000, "the spin starts at worker_try_count");
     _Atomic uint32_t hits = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 12; i++) {
         cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
         sleep_us(2000);
         one_task(&hits);
@@ -343,6 +345,7 @@ Test(worker, spin_floor_is_try_count_when_smaller, .timeout = 60)
     struct urt_config c;
     test_config(&c, 1);
     c.worker_try_count = 5; /* below the floor of 32: never shrinks below 5 nor grows past it */
+    c.worker_spin_adaptive = true;
     g_rt = rt_create_or_skip(&c);
     _Atomic uint32_t hits = 0;
     for (int i = 0; i < 4; i++) {
