@@ -146,33 +146,33 @@ int wal_write_all(int fd, const void *p, size_t n, uint64_t off)
 static enum urt_task_result hop_run(struct urt_task *t, void *arg);
 static void hop_cancel(struct urt_task *t, void *arg);
 
-/* The worker owning the channel w's commits go to (log_channels): w itself
- * when it owns one, else worker (w % n_chan). */
-static struct worker *chan_worker_for(const struct wal *wal, const struct worker *w)
+/* The worker owning the channel that worker `index`'s commits go to
+ * (log_channels): itself when index < n_chan, else worker index % n_chan. */
+static struct worker *chan_owner(const struct wal *wal, uint32_t index)
 {
-    return w->index < wal->n_chan ? (struct worker *)w : wal->s->workers[w->index % wal->n_chan];
+    return wal->s->workers[index % wal->n_chan];
 }
 
-/* Routing: a commit on a worker without a channel goes, as a task, to the
- * sticky queue of the channel's worker (never stolen; FIFO per sender, so a
- * worker's commits are appended in the order it made them; it wakes that
- * worker if it sleeps). */
-static void hop_to(struct wal *wal, struct worker *to, struct urt_commit *c)
+/* c as a task that appends it on the worker it runs on (hop_run). */
+static struct urt_task *hop_task(struct urt_commit *c)
 {
     c->priv.state = CS_HOP;
     urt_task_init(&c->priv.task, hop_run, c);
     c->priv.task.cancel = hop_cancel;
-    sched_push_sticky(wal->s, to, &c->priv.task);
+    return &c->priv.task;
 }
 
+/* Routing to a channel's owner: its sticky queue (never stolen; FIFO per
+ * sender, so a worker's commits are appended in the order it made them; it
+ * wakes that worker if it sleeps). */
 static enum urt_task_result hop_run(struct urt_task *t, void *arg)
 {
     (void)t;
     struct urt_commit *c = arg;
     struct wal *wal = c->priv.wal;
-    struct worker *self = sched_self(), *to = chan_worker_for(wal, self);
+    struct worker *self = sched_self(), *to = chan_owner(wal, self->index);
     if (to != self)
-        hop_to(wal, to, c); /* came from another thread to a worker without a channel */
+        sched_submit_to(wal->s, to, hop_task(c)); /* from a foreign thread to a worker without a channel */
     else
         chan_append_commit(wal, self, c, true);
     return URT_TASK_DONE;
@@ -192,18 +192,13 @@ int wal_commit(struct wal *wal, struct urt_commit *c)
     c->priv.wal = wal;
     c->priv.submit_ns = probe_log_timing_on() ? probe_now_ns() : 0;
     struct worker *w = sched_current(wal->s);
-    if (w) {
-        struct worker *to = chan_worker_for(wal, w);
-        if (to == w)
-            chan_append_commit(wal, w, c, false);
-        else
-            hop_to(wal, to, c);
-        return 0;
-    }
-    c->priv.state = CS_HOP;
-    urt_task_init(&c->priv.task, hop_run, c);
-    c->priv.task.cancel = hop_cancel;
-    return sched_submit(wal->s, &c->priv.task, 0);
+    if (!w)
+        return sched_submit(wal->s, hop_task(c), 0); /* placed as any task; hop_run appends or hops on */
+    struct worker *to = chan_owner(wal, w->index);
+    if (to != w)
+        return sched_submit_to(wal->s, to, hop_task(c)); /* from a worker: 0 */
+    chan_append_commit(wal, w, c, false);
+    return 0;
 }
 
 /* ---- transactions (tx/commit_hook.h) -------------------------------------------------- */

@@ -684,19 +684,25 @@ void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c,
 
 /* ---- worker hooks --------------------------------------------------------------------- */
 
-/* The worker hooks do nothing on a worker without a channel (log_channels:
- * its commits hop to one, wal.c). */
+/* w's channel, or NULL: the worker hooks do nothing on a worker without one
+ * (log_channels: its commits hop to one, wal.c). */
+static struct chan *own_chan(const struct wal *wal, const struct worker *w)
+{
+    return w->index < wal->n_chan ? wal->chans[w->index] : NULL;
+}
+
 void wal_worker_start(struct wal *wal, struct worker *w)
 {
-    if (w->index < wal->n_chan)
-        wal->chans[w->index]->w = w;
+    struct chan *ch = own_chan(wal, w);
+    if (ch)
+        ch->w = w;
 }
 
 bool wal_before_suspend(struct wal *wal, struct worker *w)
 {
-    if (w->index >= wal->n_chan)
+    struct chan *ch = own_chan(wal, w);
+    if (!ch)
         return false;
-    struct chan *ch = wal->chans[w->index];
     if (has_work(ch))
         chan_flush_now(ch); /* an idle worker flushes before it suspends */
     return chan_poll_own_write(ch, w); /* else its suspension ends at the completion */
@@ -714,9 +720,9 @@ static void ignore_tag(void *ctx, uint64_t ud, int32_t res)
 
 void wal_worker_stop(struct wal *wal, struct worker *w)
 {
-    if (w->index >= wal->n_chan)
+    struct chan *ch = own_chan(wal, w);
+    if (!ch)
         return;
-    struct chan *ch = wal->chans[w->index];
     /* Write what this channel holds, also what gathers behind a write in
      * flight, and wait for every SQE of ours: the buffers must outlive the
      * kernel's use of them (rule 3). From here the epoch timer, extension
