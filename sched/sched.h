@@ -61,7 +61,7 @@ enum sched_phase {
 struct worker_counters {
     _Atomic uint64_t tasks_run, tasks_stolen, steal_attempts, suspends, wakes_sent, wakes_received,
         inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures, lanes_moved,
-        spin_polls; /* a gauge: spin_budget, mirrored for readers */
+        spin_polls; /* a gauge: empty polls before suspending now (sched/worker.c spin_adapt) */
 };
 
 #define STAT_ADD(w, field, n)                                                                             \
@@ -69,6 +69,7 @@ struct worker_counters {
                           atomic_load_explicit(&(w)->stats.field, memory_order_relaxed) + (n),            \
                           memory_order_relaxed)
 #define STAT_INC(w, field) STAT_ADD(w, field, 1)
+#define STAT_SET(w, field, v) atomic_store_explicit(&(w)->stats.field, (v), memory_order_relaxed)
 
 /* Where a worker runs (computed by runtime/topology.c). */
 struct worker_placement {
@@ -151,7 +152,6 @@ struct worker {
     uint64_t tick;
     uint32_t inbox_countdown; /* tasks until the inbox is looked at first again */
     uint32_t idle_polls;    /* consecutive polls that found nothing */
-    uint32_t spin_budget;   /* empty polls before suspending now (adaptive, <= worker_try_count) */
     uint32_t long_sleeps;   /* long suspensions since the last short one (spin_adapt) */
     uint32_t empty_local;   /* consecutive polls with no local work (stealing_wait) */
     uint32_t last_victim;   /* index of the last successful steal's victim */

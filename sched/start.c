@@ -87,8 +87,7 @@ static void worker_init_fields(struct sched *s, struct worker *w, uint32_t i, co
     w->place = *place;
     w->last_victim = i;
     w->inbox_countdown = s->cfg->inbox_check_interval;
-    w->spin_budget = s->cfg->worker_try_count;
-    atomic_init(&w->stats.spin_polls, w->spin_budget);
+    atomic_init(&w->stats.spin_polls, s->cfg->worker_try_count);
     w->ring_fd = -1;
     sleeper_init(&w->sl);
     atomic_init(&w->last_cpu, -1);

@@ -8,7 +8,8 @@
  *   inbox_check_interval tasks) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
  *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
- *   after spin_budget empty polls (adaptive, at most worker_try_count):
+ *   after stats.spin_polls empty polls (worker_try_count; adaptive and at
+ *   most that with worker_spin_adaptive):
  *   suspend
  *
  * ---- No lost wakeup ------------------------------------------------------------
@@ -428,7 +429,8 @@ static inline void reap(struct worker *w)
  * is taken without a suspend and a wake message (a system call on each side,
  * and the wake's latency). The spin pays for its CPU only when work arrives
  * during it, so its length follows how long the worker then slept:
- * spin_budget starts at worker_try_count (the cap) and, at each suspend,
+ * the budget (stats.spin_polls, a gauge the owner writes and snapshots
+ * read) starts at worker_try_count (the cap) and, at each suspend,
  *   slept < SPIN_SHORT_NS (work came soon after the spin ended, or before
  *     the suspend: a longer spin would likely have caught it): doubles, up to
  *     the cap;
@@ -456,13 +458,14 @@ static void spin_adapt(struct worker *w, uint64_t slept_ns)
         return;
     uint32_t cap = w->s->cfg->worker_try_count;
     uint32_t floor = cap < SPIN_MIN_POLLS ? cap : SPIN_MIN_POLLS;
+    uint32_t budget = (uint32_t)atomic_load_explicit(&w->stats.spin_polls, memory_order_relaxed);
     if (slept_ns < SPIN_SHORT_NS) {
         w->long_sleeps = 0;
-        w->spin_budget = w->spin_budget > cap / 2 ? cap : w->spin_budget * 2;
+        budget = budget > cap / 2 ? cap : budget * 2;
     } else if (slept_ns >= SPIN_LONG_NS && ++w->long_sleeps >= SPIN_LONG_RUN) {
-        w->spin_budget = w->spin_budget / 2 < floor ? floor : w->spin_budget / 2;
+        budget = budget / 2 < floor ? floor : budget / 2;
     }
-    atomic_store_explicit(&w->stats.spin_polls, w->spin_budget, memory_order_relaxed); /* for readers */
+    STAT_SET(w, spin_polls, budget); /* owner-written, read relaxed by the loop and by snapshots (O3 style) */
 }
 
 /* ---- suspend ------------------------------------------------------------------------ */
@@ -545,7 +548,7 @@ static void worker_loop(struct worker *w)
             worker_suspend(w, 100 * 1000);
             continue;
         }
-        if (cfg->busy_worker || w->idle_polls < w->spin_budget) {
+        if (cfg->busy_worker || w->idle_polls < atomic_load_explicit(&w->stats.spin_polls, memory_order_relaxed)) {
             pace(w);
             /* While a stream of work arrives (more than one task from the
              * inbox or by stealing since this worker woke), offer the CPU to
