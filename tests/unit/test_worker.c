@@ -272,27 +272,53 @@ static void one_task(_Atomic uint32_t *hits)
     cr_assert(WAIT_UNTIL(atomic_load(hits) == want, 5000));
 }
 
+/* n tasks, each sent once the worker sleeps: `parked` waits 2 ms more first
+ * (a long suspension), otherwise it sends at once (a short one). */
+static void tasks_to_sleeper(_Atomic uint32_t *hits, int n, bool parked)
+{
+    for (int i = 0; i < n; i++) {
+        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+        if (parked)
+            sleep_us(2000);
+        one_task(hits);
+    }
+}
+
+/* A one-worker runtime with this spin. */
+static void spin_rt(uint32_t try_count, bool adaptive)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    c.worker_try_count = try_count;
+    c.worker_spin_adaptive = adaptive;
+    g_rt = rt_create_or_skip(&c);
+}
+
+static uint64_t suspends_of_worker0(void)
+{
+    uint64_t n;
+    suspends_per_worker(&n, 1);
+    return n;
+}
+
 /* A worker woken every few ms spins the floor (32 polls), not worker_try_count:
- * each suspension lasts >= 500 µs; from the 4th in a row each halves the spin
- * (1000 -> 32 in 5 more). Work
- * that then comes right after each suspension brings the full spin back (each
+ * each suspension lasts >= 500 µs; fewer than 4 in a row change nothing, from
+ * the 4th on each halves the spin (1000 -> 32 in 5 more). Work that then
+ * comes right after each suspension brings the full spin back (each
  * suspension < 50 µs doubles it). Noise only lengthens a parked worker's
  * suspensions (the first half holds on any machine); the second half retries
  * until a run of short suspensions happened. */
 Test(worker, spin_shrinks_while_parked_and_grows_back, .timeout = 60)
 {
-    struct urt_config c;
-    test_config(&c, 1);
-    c.worker_try_count = 1000;
-    c.worker_spin_adaptive = true;
-    g_rt = rt_create_or_skip(&c);
+    spin_rt(1000, true);
     cr_assert_eq(spin_polls_of(0), 1000, "the spin starts at worker_try_count");
     _Atomic uint32_t hits = 0;
-    for (int i = 0; i < 12; i++) {
-        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
-        sleep_us(2000);
-        one_task(&hits);
-    }
+    tasks_to_sleeper(&hits, 2, true);
+    cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+    if (suspends_of_worker0() < 4)
+        cr_assert_eq(spin_polls_of(0), 1000, "%lu long suspensions in a row halved the spin",
+                     (unsigned long)suspends_of_worker0());
+    tasks_to_sleeper(&hits, 10, true);
     cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
     sleep_us(2000);
     cr_assert_eq(spin_polls_of(0), 32, "a parked worker still spins %lu polls", (unsigned long)spin_polls_of(0));
@@ -310,8 +336,7 @@ Test(worker, spin_shrinks_while_parked_and_grows_back, .timeout = 60)
 #endif
     bool full = false;
     for (int i = 0; i < 2000 && !full; i++) {
-        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
-        one_task(&hits);
+        tasks_to_sleeper(&hits, 1, false);
         full = spin_polls_of(0) == 1000;
     }
     cr_assert(full, "short suspensions did not bring the spin back to worker_try_count (at %lu)",
@@ -321,44 +346,23 @@ Test(worker, spin_shrinks_while_parked_and_grows_back, .timeout = 60)
 
 Test(worker, spin_not_adaptive_stays_at_try_count, .timeout = 60)
 {
-    struct urt_config c;
-    test_config(&c, 1);
-    c.worker_try_count = 700;
-    c.worker_spin_adaptive = false;
-    g_rt = rt_create_or_skip(&c);
+    spin_rt(700, false);
     _Atomic uint32_t hits = 0;
-    for (int i = 0; i < 8; i++) {
-        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
-        sleep_us(2000);
-        one_task(&hits);
-    }
+    tasks_to_sleeper(&hits, 8, true);
     cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
     cr_assert_eq(spin_polls_of(0), 700);
-    struct urt_stats *st = urt_stats_snapshot(g_rt);
-    cr_assert_geq(st->workers[0].suspends, 8, "the worker did suspend between the tasks");
-    urt_stats_free(st);
+    cr_assert_geq(suspends_of_worker0(), 8, "the worker did suspend between the tasks");
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
 Test(worker, spin_floor_is_try_count_when_smaller, .timeout = 60)
 {
-    struct urt_config c;
-    test_config(&c, 1);
-    c.worker_try_count = 5; /* below the floor of 32: never shrinks below 5 nor grows past it */
-    c.worker_spin_adaptive = true;
-    g_rt = rt_create_or_skip(&c);
+    spin_rt(5, true); /* below the floor of 32: never shrinks below 5 nor grows past it */
     _Atomic uint32_t hits = 0;
-    for (int i = 0; i < 4; i++) {
-        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
-        sleep_us(2000);
-        one_task(&hits);
-    }
+    tasks_to_sleeper(&hits, 6, true);
     cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
     cr_assert_eq(spin_polls_of(0), 5);
-    for (int i = 0; i < 20; i++) {
-        cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
-        one_task(&hits);
-    }
+    tasks_to_sleeper(&hits, 20, false);
     cr_assert_eq(spin_polls_of(0), 5);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
