@@ -454,8 +454,6 @@ static inline void reap(struct worker *w)
 
 static void spin_adapt(struct worker *w, uint64_t slept_ns)
 {
-    if (!w->s->cfg->worker_spin_adaptive)
-        return;
     uint32_t cap = w->s->cfg->worker_try_count;
     uint32_t floor = cap < SPIN_MIN_POLLS ? cap : SPIN_MIN_POLLS;
     uint32_t budget = (uint32_t)atomic_load_explicit(&w->stats.spin_polls, memory_order_relaxed);
@@ -479,15 +477,15 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     sleeper_announce(&w->sl); /* S1, S2 (sched/sleeper.h) */
+    bool adapt = s->cfg->worker_spin_adaptive;
     uint64_t slept_ns = 0;
     if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
         STAT_INC(w, suspends);
         URT_PROBE_SUSPEND(w->index, timeout_ns);
-        uint64_t t0 = urt_clock_ns();
+        uint64_t t0 = adapt ? urt_clock_ns() : 0; /* the clock only for the adaptive spin */
         ring_wait(&w->ring, timeout_ns); /* S4 */
-        slept_ns = urt_clock_ns() - t0;
+        slept_ns = adapt ? urt_clock_ns() - t0 : 0;
     }
-    spin_adapt(w, slept_ns);
     sleeper_awake(&w->sl); /* R1 */
     atomic_fetch_sub_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     if (atomic_load_explicit(&s->surplus_waking, memory_order_relaxed))
@@ -496,6 +494,8 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     sleeper_after_reap(); /* R3 */
     w->idle_polls = 0;
     w->fed = 0;
+    if (adapt)
+        spin_adapt(w, slept_ns); /* after R1-R3: wakers see RUNNING no later for it */
 }
 
 static void pace(struct worker *w)
