@@ -528,13 +528,6 @@ Test(dispatch, admission_limit_loses_nothing, .timeout = 120)
 
 /* ---- the scans' plan: the due index in schedule order, whatever the statistics ----------------- */
 
-static void h_ok(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
-{
-    (void)s;
-    (void)ctx;
-    urt_dispatch_done(run, "ok");
-}
-
 /* A strands table filled in one go and never analyzed: the planner thinks it
  * empty, and without the control session's scan_plan (no sorts) it read every
  * due strand through a bitmap and sorted them for each scan's LIMIT — O(backlog)
@@ -547,7 +540,7 @@ Test(dispatch, scans_walk_the_due_index_on_a_never_analyzed_table, .timeout = 12
     struct env e;
     env_init(&e, "dispatch_scan_plan");
     env_create(&e);
-    urt_dispatch_handle(e.d, "ok", h_ok, NULL);
+    urt_dispatch_handle(e.d, "ok", h_noop, NULL);
     long long n = SCALE(3000, 1000);
     pg_ok(e.pg, "INSERT INTO urt_strand (kind) SELECT 'ok' FROM generate_series(1, %lld)", n);
     cr_assert_eq(urt_dispatch_start(e.d), 0);
