@@ -271,3 +271,90 @@ Test(wal_channels, reopened_with_fewer_channels_replays_both_runs, .timeout = 12
     free(run);
     test_remove_dir(dir);
 }
+
+/* Replay marks: which (source, seq) came back. */
+struct marks {
+    bool seen[MAX_WORKERS + 1][PER_WORKER];
+    uint32_t twice;
+};
+
+static int on_record_mark(void *arg, const struct urt_log_record *r)
+{
+    struct marks *m = arg;
+    struct rec x;
+    if (r->len != sizeof(x))
+        return 0;
+    memcpy(&x, r->payload, sizeof(x));
+    if (x.src <= MAX_WORKERS && x.seq < PER_WORKER) {
+        m->twice += m->seen[x.src][x.seq];
+        m->seen[x.src][x.seq] = true;
+    }
+    return 0;
+}
+
+static _Atomic uint32_t g_committers_done;
+
+/* On the channel's owner: busy for a while, so the other workers' commits
+ * queue up behind it as hop tasks. */
+static enum urt_task_result hold_owner(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    uint64_t end = now_ns() + 2000ull * 1000 * 1000;
+    while (atomic_load(&g_committers_done) < 3 && now_ns() < end)
+        sched_yield();
+    sleep_us(20000); /* the test thread calls destroy meanwhile */
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result commit_all_counted(struct urt_task *t, void *arg)
+{
+    commit_all(t, arg);
+    atomic_fetch_add(&g_committers_done, 1);
+    return URT_TASK_DONE;
+}
+
+/* destroy(CANCEL) while commits of workers without a channel are queued as
+ * hop tasks behind a busy channel owner: every commit is answered exactly
+ * once by destroy's return (those still hopping with -ECANCELED), and every
+ * commit answered 0 is replayed. */
+Test(wal_channels, cancel_while_commits_hop_answers_each_once, .timeout = 120)
+{
+    enum { W = 4 };
+    char *dir = test_tmpdir("walchcx");
+    struct run *run = calloc(1, sizeof(*run));
+    run->per_worker = PER_WORKER;
+    run->rt = channels_rt(dir, W, 1);
+    atomic_store(&g_committers_done, 0);
+    cr_assert_eq(urt_spawn_to(run->rt, 0, hold_owner, NULL, NULL, 0), 0, "%s", urt_last_error());
+    struct worker_arg args[W];
+    for (uint32_t w = 1; w < W; w++) {
+        args[w] = (struct worker_arg){run, w};
+        cr_assert_eq(urt_spawn_to(run->rt, w, commit_all_counted, NULL, &args[w], 0), 0, "%s", urt_last_error());
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&g_committers_done) == W - 1, 60000));
+    int r = urt_runtime_destroy(run->rt, URT_SHUTDOWN_CANCEL);
+    cr_assert_geq(r, 0, "%s", urt_last_error());
+    uint32_t want = (W - 1) * PER_WORKER, ok = 0, cancelled = 0;
+    cr_assert_eq(atomic_load(&run->answered), want, "every commit answered once by destroy's return");
+    for (uint32_t w = 1; w < W; w++)
+        for (uint32_t i = 0; i < PER_WORKER; i++) {
+            int st = run->slots[w][i].status;
+            cr_assert(st == 0 || st == -ECANCELED, "worker %u commit %u: status %d", w, i, st);
+            ok += st == 0;
+            cancelled += st == -ECANCELED;
+        }
+    cr_assert_gt(cancelled, 0, "no commit was still hopping at destroy: the test tests nothing");
+    struct marks *m = calloc(1, sizeof(*m));
+    struct urt_log_recover_ops ops = {.record = on_record_mark};
+    cr_assert_eq(urt_log_recover(dir, 0, &ops, m, NULL), 0, "%s", urt_last_error());
+    cr_assert_eq(m->twice, 0);
+    for (uint32_t w = 1; w < W; w++)
+        for (uint32_t i = 0; i < PER_WORKER; i++)
+            if (run->slots[w][i].status == 0)
+                cr_assert(m->seen[w][i], "worker %u commit %u was answered stored and is not in the log", w, i);
+    cr_log_info("destroy(CANCEL): %u stored, %u cancelled of %u", ok, cancelled, want);
+    free(m);
+    free(run);
+    test_remove_dir(dir);
+}
