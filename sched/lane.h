@@ -53,21 +53,24 @@ enum lane_kind {
 };
 
 struct urt_lane {
-    /* submitters' line: one CAS per submission */
+    /* submitters' line: one RMW per submission */
     alignas(64) _Atomic uint32_t pending; /* tasks submitted and not finished (lane.c L2, L4) */
     struct inbox q;                    /* the lane's FIFO (own cache lines) */
-    /* the runner's (serialized by the pending count, see lane.c V1) */
-    alignas(64) struct urt_task runner;
-    struct urt_task *current;          /* a task that yielded: it resumes first */
-    uint32_t budget;                   /* tasks known counted and not yet run (lane.c V4) */
-    /* immutable after lane_init */
-    struct sched *s;
+    /* immutable after lane_init (destroying: written once, by destroy): a
+     * line of its own, read by submitters and the runner alike and written
+     * by neither, so it stays shared in every cache. Beside the runner's
+     * fields it cost every foreign submission a miss. */
+    alignas(64) struct sched *s;
     const struct lane_ops *ops;
     void *ctx;
     enum lane_kind kind;
     bool heap;                         /* allocated by urt_lane_create */
     int32_t pinned;                    /* urt_lane_create_on's worker, or -1 (placement rules) */
     _Atomic bool destroying;           /* urt_lane_destroy started (lane.c M5) */
+    /* the runner's (serialized by the pending count, see lane.c V1) */
+    alignas(64) struct urt_task runner;
+    struct urt_task *current;          /* a task that yielded: it resumes first */
+    uint32_t budget;                   /* tasks known counted and not yet run (lane.c V4) */
 };
 
 

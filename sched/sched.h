@@ -197,8 +197,12 @@ struct sched {
     alignas(64) _Atomic uint32_t n_sleeping; /* workers in SLEEPER_SLEEPING */
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */
     alignas(64) _Atomic uint32_t rr;         /* round-robin cursor of foreign placement */
+    /* phase is read by every runner once per task: its line is written only
+     * at destroy, so it stays shared in every cache. The foreign submitters'
+     * counters, written once or twice per foreign submission, live on the
+     * next line (on phase's line each submission cost the workers a miss). */
     alignas(64) _Atomic uint32_t phase;      /* enum sched_phase */
-    _Atomic uint64_t foreign_inflight;       /* foreign submissions between phase check and push */
+    alignas(64) _Atomic uint64_t foreign_inflight; /* foreign submissions between phase check and push */
     _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
     struct ring_shared wake_fallback;        /* threads without a wake ring of their own (uring/ring.h) */

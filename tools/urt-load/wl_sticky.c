@@ -67,7 +67,8 @@ struct sticky {
     struct measure_done done;
     atomic_uint violations;
     struct tx tx[TX_N];
-    struct urt_task *tasks; /* TX_N * TX_TASKS: task (t, j) at t * TX_TASKS + j */
+    struct urt_task *tasks; /* TX_N * TX_TASKS, in submission order (task_slot) */
+    bool remote;
     uint64_t submit_cpu_ns, submit_iters; /* remote mode: the external thread's CPU time submitting */
 };
 
@@ -111,10 +112,21 @@ static enum urt_task_result mutex_task(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+/* Task (t, j)'s object. The objects lie in the order the submitter writes
+ * them: by transaction in fan-out mode (a root submits its own 1,000), by
+ * round in remote mode (for j, for t). Laid out by transaction in remote
+ * mode, task (t, j) would share a cache line with (t, j - 1), which a worker
+ * is popping and running while the external thread writes (t, j): a line
+ * bouncing per submission that is the benchmark's layout, not the runtime. */
+static struct urt_task *task_slot(struct sticky *s, unsigned t, unsigned j)
+{
+    return &s->tasks[s->remote ? (size_t)j * TX_N + t : (size_t)t * TX_TASKS + j];
+}
+
 /* Submits task (t, j). From a root task (fan-out) or the external thread. */
 static int submit_one(struct sticky *s, unsigned t, unsigned j)
 {
-    struct urt_task *task = &s->tasks[(size_t)t * TX_TASKS + j];
+    struct urt_task *task = task_slot(s, t, j);
     struct tx *tx = &s->tx[t];
     if (s->use_mutex) {
         urt_task_init(task, mutex_task, tx);
@@ -234,6 +246,7 @@ static int run_sticky(urt_runtime *rt, const char *name)
     s->name = name;
     s->use_mutex = strstr(name, "_mutex") != NULL;
     bool remote = strstr(name, "_remote") != NULL;
+    s->remote = remote;
     const char *env = getenv("TX_STEPS");
     s->steps = env && atoi(env) > 0 ? atoi(env) : TX_STEPS_DEFAULT;
     atomic_store_explicit(&s->done.failed, false, memory_order_relaxed);
