@@ -8,8 +8,8 @@
  *   inbox_check_interval tasks) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
  *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
- *   after stats.spin_polls empty polls (worker_try_count; adaptive and at
- *   most that with worker_spin_adaptive):
+ *   after spin_limit() empty polls (worker_try_count while fed a stream;
+ *   after a lone wake the adaptive budget stats.spin_polls, at most that):
  *   suspend
  *
  * ---- No lost wakeup ------------------------------------------------------------
@@ -443,10 +443,14 @@ static inline void reap(struct worker *w)
  * spin; a burst after a long pause costs one suspend and wake per doubling
  * (5 from 32 to 1000). busy_worker never suspends and is not affected. Two
  * clock reads per suspend, on the slow path beside its system calls.
- * Opt-in (worker_spin_adaptive, default false): in spawn_many_local (one
- * worker spawning 10,000 empty tasks, the other idle between iterations) the
- * idle worker, short-spinning, stole 3x as many tasks and the rate fell by
- * about 15 %; the cost of a wake/steal pattern the fixed spin avoids. */
+ * The budget applies after a lone wake (at most one task taken from the
+ * inbox or stolen since the wake: spin_limit); a worker fed a stream spins
+ * worker_try_count, yielding every IDLE_YIELD_EVERY polls. Without that rule
+ * (the first version) the idle worker of spawn_many_local (one worker
+ * spawning 10,000 empty tasks) ended its short spins before its first
+ * sched_yield, stole 3x as many of the empty tasks and the rate fell by
+ * about 15 %. Default on (worker_spin_adaptive); off spins worker_try_count
+ * always. */
 #define SPIN_MIN_POLLS 32u
 #define SPIN_SHORT_NS (50 * 1000ull)
 #define SPIN_LONG_NS (500 * 1000ull)
@@ -513,6 +517,16 @@ static void pace(struct worker *w)
 
 #define IDLE_YIELD_EVERY 64 /* empty polls between two sched_yield() while spinning */
 
+/* Empty polls before a suspend: the adaptive budget after a lone wake, the
+ * full worker_try_count while a stream arrives (more than one task from the
+ * inbox or by stealing since the wake: see spin_adapt). */
+static inline uint32_t spin_limit(const struct worker *w, const struct urt_config *cfg)
+{
+    if (w->fed > 1)
+        return cfg->worker_try_count;
+    return (uint32_t)atomic_load_explicit(&w->stats.spin_polls, memory_order_relaxed);
+}
+
 static void worker_loop(struct worker *w)
 {
     struct sched *s = w->s;
@@ -548,7 +562,7 @@ static void worker_loop(struct worker *w)
             worker_suspend(w, 100 * 1000);
             continue;
         }
-        if (cfg->busy_worker || w->idle_polls < atomic_load_explicit(&w->stats.spin_polls, memory_order_relaxed)) {
+        if (cfg->busy_worker || w->idle_polls < spin_limit(w, cfg)) {
             pace(w);
             /* While a stream of work arrives (more than one task from the
              * inbox or by stealing since this worker woke), offer the CPU to

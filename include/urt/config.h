@@ -78,13 +78,14 @@ struct urt_config {
     bool busy_worker;               /* true: idle workers never suspend (default false) */
     uint32_t worker_try_count;      /* empty polls before suspending (default 1000); with
                                        worker_spin_adaptive the most a worker makes */
-    bool worker_spin_adaptive;      /* true: a worker's spin halves (down to 32 polls) after 4
-                                       suspensions in a row that lasted >= 500 µs and doubles (up
-                                       to worker_try_count) after each one < 50 µs, so a worker
-                                       parked between rare requests spends less CPU spinning for
-                                       them (but a fan-out of tiny tasks runs ~15 % slower: the
-                                       idle worker steals more of them); false (default): always
-                                       worker_try_count */
+    bool worker_spin_adaptive;      /* true (default): after a lone task since its wake a
+                                       worker spins a budget that halves (down to 32 polls)
+                                       after 4 suspensions in a row that lasted >= 500 µs and
+                                       doubles (up to worker_try_count) after each one < 50 µs,
+                                       so a worker parked between rare requests spends little
+                                       CPU spinning for them; a worker fed more than one task
+                                       since its wake (a stream) spins worker_try_count; false:
+                                       always worker_try_count */
     uint64_t worker_suspend_timeout_us; /* longest suspension, µs (default 1,000,000) */
     uint32_t task_polling_wait;     /* pacing of empty polls: 0 none, 1 sched_yield,
                                        n>=2 sleep n-2 µs (default 0) */

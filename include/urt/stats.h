@@ -63,9 +63,10 @@ struct urt_worker_stats {
     uint64_t wake_failures;  /* wake messages it could not send at once (each retried) */
     uint64_t lanes_moved;    /* active lanes it handed to a suspended peer between two batches
                                 (urt/lane.h: a busy worker sheds lanes to an idle one) */
-    uint64_t spin_polls;     /* empty polls it makes now before it suspends: adaptive, at most
-                                worker_try_count, fewer while its suspensions last long (urt/config.h;
-                                a gauge: the total has the largest) */
+    uint64_t spin_polls;     /* empty polls it makes now before it suspends after a lone wake:
+                                adaptive, at most worker_try_count, fewer while its suspensions
+                                last long (urt/config.h worker_spin_adaptive; a worker fed a
+                                stream spins worker_try_count; a gauge: the total has the largest) */
     int32_t node;            /* NUMA node it is placed on (-1: none) */
     int32_t cpu;             /* CPU it is bound to (-1: not bound to one CPU) */
     bool sleeping;           /* suspended right now */

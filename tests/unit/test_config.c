@@ -92,7 +92,7 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_null(c.topology);
     cr_assert_eq(c.busy_worker, false);
     cr_assert_eq(c.worker_try_count, 1000);
-    cr_assert_eq(c.worker_spin_adaptive, false);
+    cr_assert_eq(c.worker_spin_adaptive, true);
     cr_assert_eq(c.worker_suspend_timeout_us, 1000000);
     cr_assert_eq(c.task_polling_wait, 0);
     cr_assert_eq(c.stealing_wait, 1);

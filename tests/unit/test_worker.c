@@ -344,6 +344,51 @@ Test(worker, spin_shrinks_while_parked_and_grows_back, .timeout = 60)
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* Runs once *gate (an atomic int) is set: the next task is queued behind it. */
+static enum urt_task_result gate_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    _Atomic int *gate = arg;
+    while (!atomic_load(gate))
+        ;
+    return URT_TASK_DONE;
+}
+
+/* The adaptive budget is for a lone wake. A worker fed a stream (here: two
+ * tasks from its inbox since it woke) spins worker_try_count, so with its
+ * budget at the floor it still does not suspend in the gaps of a stream: the
+ * 2,000,000-poll spin lasts tens of ms, the gaps 200 µs. With the budget
+ * applied to the stream it would suspend in every gap (the first version:
+ * idle workers of a fan-out stopped yielding and stole 3x as much). Two
+ * suspensions are tolerated for a test thread held off the CPU. */
+Test(worker, spin_stays_full_while_fed_a_stream, .timeout = 120)
+{
+    spin_rt(2000000, true);
+    _Atomic uint32_t hits = 0;
+    for (int i = 0; i < 60 && spin_polls_of(0) != 32; i++)
+        tasks_to_sleeper(&hits, 1, true);
+    cr_assert_eq(spin_polls_of(0), 32, "parked, the worker still spins %lu polls", (unsigned long)spin_polls_of(0));
+    cr_assert(rt_wait_all_sleeping(g_rt, 1, 5000));
+
+    _Atomic int gate = 0;
+    uint32_t want = atomic_load(&hits) + 1;
+    cr_assert_eq(urt_spawn(g_rt, gate_fn, &gate, 0), 0);
+    cr_assert_eq(urt_spawn(g_rt, count_fn, &hits, 0), 0); /* queued behind the gate: a second task */
+    atomic_store(&gate, 1);
+    cr_assert(WAIT_UNTIL(atomic_load(&hits) == want, 5000));
+    uint64_t s0 = suspends_of_worker0();
+    uint64_t b0 = spin_polls_of(0); /* adapted at the wake that took the gate: 32 or 64 */
+    for (int i = 0; i < 10; i++) {
+        sleep_us(200);
+        one_task(&hits);
+    }
+    uint64_t extra = suspends_of_worker0() - s0;
+    cr_assert_leq(extra, 2, "a worker fed a stream suspended %lu times in 10 gaps of 200 µs", (unsigned long)extra);
+    cr_assert_leq(b0, 64);
+    cr_assert_eq(spin_polls_of(0), b0, "the budget for lone wakes is untouched by the stream");
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
 Test(worker, spin_not_adaptive_stays_at_try_count, .timeout = 60)
 {
     spin_rt(700, false);
