@@ -48,8 +48,9 @@
  *       itself hands it over between two batches (V5), never while one of
  *       its tasks runs, so V1 and the order hold across the move.
  *  (V5) Shedding: at the end of a batch, a lane with work left whose worker
- *       owns two or more active lanes goes to a suspended peer that owns
- *       fewer (lane_shed_target) instead of its own sticky queue's tail. A
+ *       owns two or more active lanes goes to an idle peer (suspended, or
+ *       spinning with nothing to run: worker.idle) that owns fewer
+ *       (lane_shed_target) instead of its own sticky queue's tail. A
  *       busy worker cannot be robbed of lanes (sticky queues are not
  *       stealable); this is how an idle one gets some, e.g. at the tail of
  *       a fan-out where one worker ends its lanes first. Pinned lanes
@@ -179,19 +180,38 @@ static inline uint32_t lane_settle(struct urt_lane *l, uint32_t finished)
     return old - finished;
 }
 
-/* (V5) The shed rule: a lane that goes on may move to a suspended peer
- * between two batches when its worker owns at least two active lanes and the
- * peer owns fewer than this worker would after the move. The counts are
- * advisory (M3): a stale read costs balance, never correctness. */
+/* An idle peer of w: a suspended one if any, else the next worker after w
+ * in index order (rotating by batch) if it marked itself idle (its spin
+ * found nothing for a few polls). One peer's line read per batch, not a
+ * scan: the line is written only on the peer's idle transitions. */
+static struct worker *idle_peer(struct sched *s, struct worker *w)
+{
+    struct worker *to = sched_find_sleeping(s);
+    if (to || s->n_workers < 2)
+        return to;
+    uint32_t k = 1 + (uint32_t)(w->tick % (s->n_workers - 1));
+    to = s->workers[(w->index + k) % s->n_workers];
+    return atomic_load_explicit(&to->idle, memory_order_relaxed) ? to : NULL;
+}
+
+/* (V5) The shed rule: a lane that goes on may move to an idle peer (one
+ * that is suspended, or spinning with nothing to run) between two batches
+ * when its worker owns at least two active lanes and the peer owns fewer
+ * than this worker would after the move. A spinning peer takes the lane
+ * without a suspend and a wake: at the end of sticky_tx_remote, where one
+ * worker ran out of lanes while the other (which shared its CPU with the
+ * submitting thread) still had several, moving lanes only to suspended
+ * peers cost a suspend/wake cycle per lane moved. The counts and the idle
+ * mark are advisory (M3): a stale read costs balance, never correctness. */
 static struct worker *lane_shed_target(const struct urt_lane *l, struct worker *w)
 {
     struct sched *s = w->s;
-    if (l->pinned >= 0 || l->current || atomic_load_explicit(&s->n_sleeping, memory_order_relaxed) == 0)
-        return NULL; /* pinned; a yielded task resumes where it yielded; nobody idle */
+    if (l->pinned >= 0 || l->current)
+        return NULL; /* pinned; a yielded task resumes where it yielded */
     uint32_t mine = atomic_load_explicit(&w->lanes_active, memory_order_relaxed);
     if (mine < 2)
         return NULL;
-    struct worker *to = sched_find_sleeping(s);
+    struct worker *to = idle_peer(s, w);
     if (!to || to == w || atomic_load_explicit(&to->lanes_active, memory_order_relaxed) + 1 >= mine)
         return NULL;
     return to;
@@ -199,7 +219,7 @@ static struct worker *lane_shed_target(const struct urt_lane *l, struct worker *
 
 /* pending > 0: the runner goes to the tail of a sticky queue — its own (we
  * are awake: no wake; the queue's exchange orders it for has_work()), or a
- * suspended peer's (V5; sched_push_sticky wakes it; the push's release and
+ * idle peer's (V5; sched_push_sticky wakes it if it sleeps; the push's release and
  * the peer's acquire pop order this batch before the next, M2). */
 static void lane_requeue(struct urt_lane *l, struct worker *w)
 {

@@ -144,6 +144,9 @@ struct worker {
     struct inbox sticky;
     alignas(64) _Atomic uint64_t idle_sweeps; /* idle polls seen during a drain (owner writes) */
     _Atomic uint32_t lanes_active;            /* lanes owned now (sched/lane.c; advisory, relaxed) */
+    _Atomic uint32_t idle;                    /* 1 from its IDLE_MARK_POLLS-th empty poll (spinning or
+                                                 suspended) to the next task it finds: owner writes on
+                                                 those transitions only; lane shedding reads it (relaxed) */
 
     /* --- owner only --- */
     alignas(64) struct ring ring;

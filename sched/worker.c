@@ -497,6 +497,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     reap(w);                                   /* R2 (the wait ran deferred task work) */
     sleeper_after_reap(); /* R3 */
     w->idle_polls = 0;
+    atomic_store_explicit(&w->idle, 0, memory_order_relaxed); /* woken: marked again after IDLE_MARK_POLLS */
     w->fed = 0;
     if (adapt)
         spin_adapt(w, slept_ns); /* after R1-R3: wakers see RUNNING no later for it */
@@ -516,6 +517,7 @@ static void pace(struct worker *w)
 }
 
 #define IDLE_YIELD_EVERY 64 /* empty polls between two sched_yield() while spinning */
+#define IDLE_MARK_POLLS 8    /* empty polls in a row before w->idle says so (lane shedding) */
 
 /* Empty polls before a suspend: the adaptive budget after a lone wake, the
  * full worker_try_count while a stream arrives (more than one task from the
@@ -542,6 +544,8 @@ static void worker_loop(struct worker *w)
         }
         struct urt_task *t = find_task(w);
         if (t) {
+            if (__builtin_expect(w->idle_polls >= IDLE_MARK_POLLS, 0))
+                atomic_store_explicit(&w->idle, 0, memory_order_relaxed);
             w->idle_polls = 0;
             run_task(w, t);
             if (__builtin_expect(w->ring.unsubmitted != 0, 0))
@@ -551,7 +555,8 @@ static void worker_loop(struct worker *w)
         reap(w);
         if (__builtin_expect(w->timers.dirty, 0))
             timerq_sync(&w->timers); /* the SQ was full when a timer moved (sched/timer.h rule 3) */
-        w->idle_polls++;
+        if (++w->idle_polls == IDLE_MARK_POLLS)
+            atomic_store_explicit(&w->idle, 1, memory_order_relaxed); /* advisory: sched/lane.c V5 */
         if (__builtin_expect(phase == PHASE_DRAINING, 0)) {
             sched_clients.io_stop(w, false); /* tasks' I/O in flight is cancelled (urt/io.h rule 9) */
             /* Report an empty poll to the destroyer (not while I/O is in

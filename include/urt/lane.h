@@ -11,7 +11,8 @@
  * lane_balance (urt/config.h), and stays until the count is 0 again, with
  * one exception: between two batches of its tasks (never while one runs,
  * never while its head task has yielded) a worker that owns two or more
- * busy lanes hands one to a suspended peer that owns fewer, so an idle
+ * busy lanes hands one to an idle peer (suspended, or spinning with nothing
+ * to run) that owns fewer, so an idle
  * worker gets work that could not be stolen (counted in the statistics as
  * lanes_moved). Lanes made by urt_lane_create_on never move.
  *

@@ -61,7 +61,7 @@ struct urt_worker_stats {
     uint64_t io_submitted;   /* SQEs it submitted (wakes, timers, I/O) */
     uint64_t tasks_cancelled;/* tasks it cancelled at shutdown */
     uint64_t wake_failures;  /* wake messages it could not send at once (each retried) */
-    uint64_t lanes_moved;    /* active lanes it handed to a suspended peer between two batches
+    uint64_t lanes_moved;    /* active lanes it handed to an idle peer between two batches
                                 (urt/lane.h: a busy worker sheds lanes to an idle one) */
     uint64_t spin_polls;     /* empty polls it makes now before it suspends after a lone wake:
                                 adaptive, at most worker_try_count, fewer while its suspensions

@@ -387,13 +387,15 @@ static enum urt_task_result seeder_fn(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-/* Returns worker 0's lanes_moved; *on1: tasks that ran on worker 1. */
-static uint64_t run_shed(bool pinned, uint64_t *on1)
+/* Returns worker 0's lanes_moved; *on1: tasks that ran on worker 1. With
+ * spinning, the idle worker never suspends (busy_worker). */
+static uint64_t run_shed(bool pinned, bool spinning, uint64_t *on1)
 {
     struct urt_config cfg;
     test_config(&cfg, 2);
     cfg.lane_balance = false;
     cfg.worker_try_count = 10; /* the idle worker suspends at once */
+    cfg.busy_worker = spinning;
     g_rt = rt_create_or_skip(&cfg);
     memset(g_shed, 0, sizeof(g_shed));
     atomic_store(&g_shed_done, 0);
@@ -429,15 +431,25 @@ static uint64_t run_shed(bool pinned, uint64_t *on1)
 Test(lanes, busy_worker_sheds_lanes_to_a_suspended_peer, .timeout = 120)
 {
     uint64_t on1;
-    uint64_t moved = run_shed(false, &on1);
+    uint64_t moved = run_shed(false, false, &on1);
     cr_assert_gt(moved, 0, "worker 0 owned %d busy lanes beside a suspended peer and moved none", SHED_LANES);
+    cr_assert_gt(on1, 0, "%lu lane moves, but no lane task ran on worker 1", (unsigned long)moved);
+}
+
+/* The peer spins and never suspends: only its idle mark tells worker 0 that
+ * it has nothing to run (sched/lane.c idle_peer). */
+Test(lanes, busy_worker_sheds_lanes_to_a_spinning_peer, .timeout = 120)
+{
+    uint64_t on1;
+    uint64_t moved = run_shed(false, true, &on1);
+    cr_assert_gt(moved, 0, "worker 0 owned %d busy lanes beside an idle spinning peer and moved none", SHED_LANES);
     cr_assert_gt(on1, 0, "%lu lane moves, but no lane task ran on worker 1", (unsigned long)moved);
 }
 
 Test(lanes, pinned_lanes_never_move, .timeout = 120)
 {
     uint64_t on1;
-    uint64_t moved = run_shed(true, &on1);
+    uint64_t moved = run_shed(true, true, &on1);
     cr_assert_eq(moved, 0, "pinned lanes moved %lu times", (unsigned long)moved);
     cr_assert_eq(on1, 0, "%lu tasks of lanes pinned to worker 0 ran on worker 1", (unsigned long)on1);
 }
