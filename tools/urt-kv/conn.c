@@ -36,7 +36,8 @@
  * replies of one batch above output_limit; a send the client does not take
  * within send_timeout_ms (-ETIME).
  *
- * Lanes are recycled through a free list (a mutex, once per connect and
+ * A connection goes to the worker with the fewest live connections; lanes
+ * are recycled through per-worker free lists (a mutex, once per connect and
  * close): a lane cannot be destroyed from its own task; they are destroyed
  * after the runtime. Each worker's buffer ring is created by the first
  * connection started on it and used only there (the lane is pinned).
@@ -71,6 +72,7 @@ struct conn {
     struct urt_commit commit;
     struct kv_server *srv;
     urt_lane *lane;
+    uint32_t worker;             /* the lane's (pinned) worker */
     struct urt_bufring *ring;    /* the worker's */
     int fd;
     int commit_status;
@@ -91,50 +93,96 @@ static void rx_arm(struct conn *c);
 
 /* ---- lanes and buffer rings ------------------------------------------------------ */
 
-static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER;
-static urt_lane **free_lanes;
-static size_t n_free_lanes, cap_free_lanes;
-static _Atomic uint32_t next_worker;
+/* Lanes are pinned, so a connection's worker is chosen when it connects:
+ * the worker with the fewest live connections (ties: round robin), and a
+ * free lane of that worker is reused. (Taking any free lane, as before,
+ * let the spread follow the order of the previous connections' closes:
+ * after a few rounds of 50 connections one worker could serve 30 of them,
+ * and its connections' p99 doubled.) The lists and counts are under one
+ * mutex, taken once per connect and once per close. */
+struct lane_pool {
+    urt_lane **free;
+    size_t n_free, cap;
+    uint32_t live; /* connections on this worker */
+};
 
-static urt_lane *lane_get(struct kv_server *s)
+static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lane_pool *pools; /* one per worker */
+static uint32_t n_pools, next_worker;
+
+/* Under lanes_lock: the worker with the fewest live connections. */
+static uint32_t least_loaded(void)
+{
+    uint32_t best = next_worker++ % n_pools;
+    for (uint32_t k = 1; k < n_pools; k++) {
+        uint32_t w = (best + k) % n_pools;
+        if (pools[w].live < pools[best].live)
+            best = w;
+    }
+    return best;
+}
+
+/* A lane for a new connection (*worker: the worker it is pinned to), or NULL. */
+static urt_lane *lane_get(struct kv_server *s, uint32_t *worker)
 {
     urt_lane *l = NULL;
     pthread_mutex_lock(&lanes_lock);
-    if (n_free_lanes)
-        l = free_lanes[--n_free_lanes];
+    if (!pools) {
+        uint32_t n = urt_runtime_config(s->rt)->workers;
+        pools = calloc(n, sizeof(*pools));
+        if (!pools) {
+            pthread_mutex_unlock(&lanes_lock);
+            return NULL;
+        }
+        n_pools = n;
+    }
+    uint32_t w = least_loaded();
+    pools[w].live++;
+    if (pools[w].n_free)
+        l = pools[w].free[--pools[w].n_free];
     pthread_mutex_unlock(&lanes_lock);
-    if (l)
-        return l;
-    uint32_t w = atomic_fetch_add_explicit(&next_worker, 1, memory_order_relaxed);
-    if (urt_lane_create_on(s->rt, w % urt_runtime_config(s->rt)->workers, &l))
+    if (!l && urt_lane_create_on(s->rt, w, &l)) {
+        pthread_mutex_lock(&lanes_lock);
+        pools[w].live--;
+        pthread_mutex_unlock(&lanes_lock);
         return NULL;
+    }
+    *worker = w;
     return l;
 }
 
-static void lane_put(urt_lane *l)
+/* The connection on worker w closed: its lane goes back to w's list. */
+static void lane_put(urt_lane *l, uint32_t w)
 {
     pthread_mutex_lock(&lanes_lock);
-    if (n_free_lanes == cap_free_lanes) {
-        size_t cap = cap_free_lanes ? cap_free_lanes * 2 : 64;
-        urt_lane **a = realloc(free_lanes, cap * sizeof(*a));
+    struct lane_pool *p = &pools[w];
+    p->live--;
+    if (p->n_free == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        urt_lane **a = realloc(p->free, cap * sizeof(*a));
         if (a) {
-            free_lanes = a;
-            cap_free_lanes = cap;
+            p->free = a;
+            p->cap = cap;
         }
     }
-    if (n_free_lanes < cap_free_lanes)
-        free_lanes[n_free_lanes++] = l;
+    /* Out of memory: the lane is not reused (it cannot be destroyed from its
+     * own task, and the runtime frees nothing of it until it is). */
+    if (p->n_free < p->cap)
+        p->free[p->n_free++] = l;
     pthread_mutex_unlock(&lanes_lock);
 }
 
 void kv_conns_destroy(void)
 {
     pthread_mutex_lock(&lanes_lock);
-    for (size_t i = 0; i < n_free_lanes; i++)
-        urt_lane_destroy(free_lanes[i]);
-    free(free_lanes);
-    free_lanes = NULL;
-    n_free_lanes = cap_free_lanes = 0;
+    for (uint32_t w = 0; w < n_pools; w++) {
+        for (size_t i = 0; i < pools[w].n_free; i++)
+            urt_lane_destroy(pools[w].free[i]);
+        free(pools[w].free);
+    }
+    free(pools);
+    pools = NULL;
+    n_pools = next_worker = 0;
     pthread_mutex_unlock(&lanes_lock);
 }
 
@@ -161,7 +209,7 @@ static void conn_free(struct conn *c)
     buf_free(&c->rec);
     resp_free(&c->parser);
     free(c->name);
-    lane_put(c->lane);
+    lane_put(c->lane, c->worker);
     atomic_fetch_sub_explicit(&c->srv->connections, 1, memory_order_relaxed);
     free(c);
 }
@@ -508,7 +556,8 @@ void kv_conn_new(struct kv_server *s, int fd, bool tcp)
         return;
     }
     struct conn *c = calloc(1, sizeof(*c));
-    urt_lane *lane = c ? lane_get(s) : NULL;
+    uint32_t worker = 0;
+    urt_lane *lane = c ? lane_get(s, &worker) : NULL;
     if (!lane) {
         free(c);
         close(fd);
@@ -523,6 +572,7 @@ void kv_conn_new(struct kv_server *s, int fd, bool tcp)
     c->srv = s;
     c->fd = fd;
     c->lane = lane;
+    c->worker = worker;
     c->id = atomic_fetch_add_explicit(&s->total_connections, 1, memory_order_relaxed) + 1;
     atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
     conn_hop(c, conn_start);
