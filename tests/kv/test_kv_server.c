@@ -257,6 +257,87 @@ Test(kv_server, many_connections_against_a_model, .init = start_default, .fini =
     kvc_close(c);
 }
 
+/* ---- placement ------------------------------------------------------------------------ */
+
+/* INFO's connected_clients_per_worker of a 3-worker server into n[3]. */
+static void per_worker(struct kvc *c, uint32_t n[3])
+{
+    const char *info = kvc_cmd(c, "INFO clients");
+    const char *p = strstr(info, "connected_clients_per_worker:");
+    cr_assert_not_null(p, "INFO clients: %s", info);
+    cr_assert_eq(sscanf(p, "connected_clients_per_worker:%u,%u,%u", &n[0], &n[1], &n[2]), 3, "%s", p);
+}
+
+static uint32_t spread(const uint32_t n[3])
+{
+    uint32_t lo = n[0], hi = n[0];
+    for (int i = 1; i < 3; i++) {
+        lo = n[i] < lo ? n[i] : lo;
+        hi = n[i] > hi ? n[i] : hi;
+    }
+    return hi - lo;
+}
+
+/* A new connection goes to a worker with the fewest live connections,
+ * whatever the order in which earlier ones closed (checked against that
+ * model after every connect, through rounds of random closes). Taking any
+ * recycled lane, as urt-kv once did, follows the close order instead. */
+Test(kv_server, a_new_connection_goes_to_the_least_loaded_worker, .timeout = 120)
+{
+    memset(&srv, 0, sizeof(srv));
+    kvs_paths(&srv, "place");
+    const char *const extra[] = {"--workers", "3", NULL};
+    kvs_start(&srv, extra);
+    enum { MAX = 24 };
+    struct kvc *conns[MAX] = {0};
+    struct kvc *ctl = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(ctl, "PING"), "+PONG");
+    unsigned seed = 12345;
+    int live = 1;
+    for (int round = 0; round < 12; round++) {
+        /* close a random subset, and wait until the server has seen it */
+        for (int i = 0; i < MAX; i++)
+            if (conns[i] && rand_r(&seed) % 2) {
+                kvc_close(conns[i]);
+                conns[i] = NULL;
+                live--;
+            }
+        char want[64];
+        snprintf(want, sizeof(want), "connected_clients:%d\r", live);
+        cr_assert(WAIT_UNTIL(strstr(kvc_cmd(ctl, "INFO clients"), want), 5000), "%s", kvc_cmd(ctl, "INFO clients"));
+        /* refill, one connection at a time, each checked against the model */
+        for (int i = 0; i < MAX; i++) {
+            if (conns[i])
+                continue;
+            uint32_t before[3], after[3];
+            per_worker(ctl, before);
+            conns[i] = kvc_open(&srv, false);
+            cr_assert_str_eq(kvc_cmd(conns[i], "PING"), "+PONG"); /* placed by now */
+            live++;
+            per_worker(ctl, after);
+            uint32_t lo = before[0] < before[1] ? before[0] : before[1];
+            lo = before[2] < lo ? before[2] : lo;
+            int grew = -1;
+            for (int w = 0; w < 3; w++)
+                if (after[w] == before[w] + 1)
+                    grew = w;
+            cr_assert_geq(grew, 0, "round %d: no worker gained the connection", round);
+            cr_assert_eq(before[grew], lo,
+                         "round %d: the connection went to worker %d with %u connections, not to one with %u "
+                         "(before %u,%u,%u, after %u,%u,%u)",
+                         round, grew, before[grew], lo, before[0], before[1], before[2], after[0], after[1], after[2]);
+        }
+        uint32_t n[3];
+        per_worker(ctl, n);
+        cr_assert_leq(spread(n), 1, "round %d: %u,%u,%u", round, n[0], n[1], n[2]);
+    }
+    for (int i = 0; i < MAX; i++)
+        kvc_close(conns[i]);
+    kvc_close(ctl);
+    kvs_stop(&srv, false);
+    kvs_cleanup(&srv);
+}
+
 /* ---- bad input ------------------------------------------------------------------------ */
 
 /* Sends raw bytes on a new connection; expects `reply` and then a close. */

@@ -103,20 +103,30 @@ static void rx_arm(struct conn *c);
 struct lane_pool {
     urt_lane **free;
     size_t n_free, cap;
-    uint32_t live; /* connections on this worker */
 };
 
 static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lane_pool *pools; /* one per worker */
 static uint32_t n_pools, next_worker;
 
-/* Under lanes_lock: the worker with the fewest live connections. */
-static uint32_t least_loaded(void)
+static uint32_t live_on(const struct kv_server *s, uint32_t w)
 {
-    uint32_t best = next_worker++ % n_pools;
+    return atomic_load_explicit(&s->conns_on[w], memory_order_relaxed);
+}
+
+/* Under lanes_lock: moves worker w's live count by d. */
+static void live_add(struct kv_server *s, uint32_t w, int d)
+{
+    atomic_store_explicit(&s->conns_on[w], live_on(s, w) + (uint32_t)d, memory_order_relaxed);
+}
+
+/* Under lanes_lock: the worker with the fewest live connections. */
+static uint32_t least_loaded(const struct kv_server *s)
+{
+    uint32_t start = next_worker++ % n_pools, best = start;
     for (uint32_t k = 1; k < n_pools; k++) {
-        uint32_t w = (best + k) % n_pools;
-        if (pools[w].live < pools[best].live)
+        uint32_t w = (start + k) % n_pools;
+        if (live_on(s, w) < live_on(s, best))
             best = w;
     }
     return best;
@@ -136,14 +146,14 @@ static urt_lane *lane_get(struct kv_server *s, uint32_t *worker)
         }
         n_pools = n;
     }
-    uint32_t w = least_loaded();
-    pools[w].live++;
+    uint32_t w = least_loaded(s);
+    live_add(s, w, 1);
     if (pools[w].n_free)
         l = pools[w].free[--pools[w].n_free];
     pthread_mutex_unlock(&lanes_lock);
     if (!l && urt_lane_create_on(s->rt, w, &l)) {
         pthread_mutex_lock(&lanes_lock);
-        pools[w].live--;
+        live_add(s, w, -1);
         pthread_mutex_unlock(&lanes_lock);
         return NULL;
     }
@@ -152,11 +162,11 @@ static urt_lane *lane_get(struct kv_server *s, uint32_t *worker)
 }
 
 /* The connection on worker w closed: its lane goes back to w's list. */
-static void lane_put(urt_lane *l, uint32_t w)
+static void lane_put(struct kv_server *s, urt_lane *l, uint32_t w)
 {
     pthread_mutex_lock(&lanes_lock);
     struct lane_pool *p = &pools[w];
-    p->live--;
+    live_add(s, w, -1);
     if (p->n_free == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 64;
         urt_lane **a = realloc(p->free, cap * sizeof(*a));
@@ -209,7 +219,7 @@ static void conn_free(struct conn *c)
     buf_free(&c->rec);
     resp_free(&c->parser);
     free(c->name);
-    lane_put(c->lane, c->worker);
+    lane_put(c->srv, c->lane, c->worker);
     atomic_fetch_sub_explicit(&c->srv->connections, 1, memory_order_relaxed);
     free(c);
 }

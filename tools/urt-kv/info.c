@@ -48,8 +48,17 @@ static void info_server(struct kv_server *s, struct kv_buf *b)
 
 static void info_clients(struct kv_server *s, struct kv_buf *b)
 {
-    addf(b, "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%u\r\n\r\n", ld(&s->connections),
+    addf(b, "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%u\r\n", ld(&s->connections),
          s->opt.maxclients);
+    /* urt-kv's own: where the connections' lanes are (the worker with the
+     * fewest takes the next connection) */
+    if (s->conns_on) {
+        addf(b, "connected_clients_per_worker:");
+        for (uint32_t w = 0; w < urt_runtime_config(s->rt)->workers; w++)
+            addf(b, "%s%u", w ? "," : "", atomic_load_explicit(&s->conns_on[w], memory_order_relaxed));
+        addf(b, "\r\n");
+    }
+    addf(b, "\r\n");
 }
 
 static void info_memory(struct kv_server *s, struct kv_buf *b)

@@ -78,6 +78,8 @@ struct kv_server {
     bool listen_tcp[2];
     struct listener *listeners[2];
     struct urt_bufring **rings; /* per worker, created by its first connection (conn.c) */
+    _Atomic uint32_t *conns_on; /* live connections per worker (conn.c placement; written under its
+                                   lock, read relaxed by INFO) */
 };
 
 /* A connection's execution context for one command. */

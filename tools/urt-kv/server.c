@@ -238,7 +238,8 @@ int kv_server_start(struct kv_server *s)
 {
     uint32_t workers = urt_runtime_config(s->rt)->workers;
     s->rings = calloc(workers, sizeof(*s->rings));
-    if (!s->rings)
+    s->conns_on = calloc(workers, sizeof(*s->conns_on));
+    if (!s->rings || !s->conns_on)
         return -ENOMEM;
     for (uint32_t i = 0; i < s->n_listeners; i++) {
         struct listener *l = calloc(1, sizeof(*l));
@@ -266,6 +267,8 @@ void kv_server_stop(struct kv_server *s)
     kv_conns_destroy();
     free(s->rings); /* the rings themselves went with the runtime */
     s->rings = NULL;
+    free(s->conns_on);
+    s->conns_on = NULL;
     for (uint32_t i = 0; i < s->n_listeners; i++) {
         close(s->listen_fds[i]);
         free(s->listeners[i]);
