@@ -82,7 +82,11 @@
  *       next runner through the sticky queue push (release) and pop
  *       (acquire). So task k+1 of a lane happens-after task k even when the
  *       lane moved to another worker.
- *  (M3) lanes_active (per worker, for balance) is advisory: relaxed.
+ *  (M3) lanes_active (per worker, for balance) and the worker's idle mark
+ *       (sched/worker.c, written by its owner on idle transitions) are
+ *       advisory: relaxed, paired with nothing. A stale value moves a lane
+ *       to a worker that just got busy, or keeps it; the move itself is
+ *       ordered by the sticky push (M2), whatever the mark said.
  *  (M4) Shutdown: a submitter that is not a worker brackets its push with
  *       foreign_inflight (seq_cst), exactly as sched/submit.c does, so
  *       sched_stop either sees its push or the submitter sees the phase.

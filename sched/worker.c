@@ -519,12 +519,18 @@ static void pace(struct worker *w)
 #define IDLE_YIELD_EVERY 64 /* empty polls between two sched_yield() while spinning */
 #define IDLE_MARK_POLLS 8    /* empty polls in a row before w->idle says so (lane shedding) */
 
+/* A stream arrives: more than one task from the inbox or by stealing since
+ * the worker woke. It keeps the full spin and yields while spinning. */
+static inline bool fed_stream(const struct worker *w)
+{
+    return w->fed > 1;
+}
+
 /* Empty polls before a suspend: the adaptive budget after a lone wake, the
- * full worker_try_count while a stream arrives (more than one task from the
- * inbox or by stealing since the wake: see spin_adapt). */
+ * full worker_try_count while a stream arrives (see spin_adapt). */
 static inline uint32_t spin_limit(const struct worker *w, const struct urt_config *cfg)
 {
-    if (w->fed > 1)
+    if (fed_stream(w))
         return cfg->worker_try_count;
     return (uint32_t)atomic_load_explicit(&w->stats.spin_polls, memory_order_relaxed);
 }
@@ -575,7 +581,7 @@ static void worker_loop(struct worker *w)
              * none): with more threads than CPUs, a spinning worker must not
              * starve the thread that submits its work. After a lone task the
              * spin stays free of system calls. */
-            if (w->fed > 1 && (w->idle_polls & (IDLE_YIELD_EVERY - 1)) == 0)
+            if (fed_stream(w) && (w->idle_polls & (IDLE_YIELD_EVERY - 1)) == 0)
                 sched_yield();
             continue;
         }
