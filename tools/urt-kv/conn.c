@@ -98,34 +98,26 @@ static void rx_arm(struct conn *c);
  * free lane of that worker is reused. (Taking any free lane, as before,
  * let the spread follow the order of the previous connections' closes:
  * after a few rounds of 50 connections one worker could serve 30 of them,
- * and its connections' p99 doubled.) The lists and counts are under one
- * mutex, taken once per connect and once per close. */
-struct lane_pool {
-    urt_lane **free;
-    size_t n_free, cap;
-};
-
-static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct lane_pool *pools; /* one per worker */
-static uint32_t n_pools, next_worker;
-
+ * and its connections' p99 doubled.) s->lanes_lock guards the lists, the
+ * counts' writes and the cursor; INFO reads the counts relaxed. */
 static uint32_t live_on(const struct kv_server *s, uint32_t w)
 {
-    return atomic_load_explicit(&s->conns_on[w], memory_order_relaxed);
+    return atomic_load_explicit(&s->lanes[w].live, memory_order_relaxed);
 }
 
 /* Under lanes_lock: moves worker w's live count by d. */
 static void live_add(struct kv_server *s, uint32_t w, int d)
 {
-    atomic_store_explicit(&s->conns_on[w], live_on(s, w) + (uint32_t)d, memory_order_relaxed);
+    atomic_store_explicit(&s->lanes[w].live, live_on(s, w) + (uint32_t)d, memory_order_relaxed);
 }
 
 /* Under lanes_lock: the worker with the fewest live connections. */
-static uint32_t least_loaded(const struct kv_server *s)
+static uint32_t least_loaded(struct kv_server *s)
 {
-    uint32_t start = next_worker++ % n_pools, best = start;
-    for (uint32_t k = 1; k < n_pools; k++) {
-        uint32_t w = (start + k) % n_pools;
+    uint32_t n = s->n_lanes;
+    uint32_t start = s->next_worker++ % n, best = start;
+    for (uint32_t k = 1; k < n; k++) {
+        uint32_t w = (start + k) % n;
         if (live_on(s, w) < live_on(s, best))
             best = w;
     }
@@ -136,25 +128,17 @@ static uint32_t least_loaded(const struct kv_server *s)
 static urt_lane *lane_get(struct kv_server *s, uint32_t *worker)
 {
     urt_lane *l = NULL;
-    pthread_mutex_lock(&lanes_lock);
-    if (!pools) {
-        uint32_t n = urt_runtime_config(s->rt)->workers;
-        pools = calloc(n, sizeof(*pools));
-        if (!pools) {
-            pthread_mutex_unlock(&lanes_lock);
-            return NULL;
-        }
-        n_pools = n;
-    }
+    pthread_mutex_lock(&s->lanes_lock);
     uint32_t w = least_loaded(s);
+    struct kv_worker_lanes *p = &s->lanes[w];
     live_add(s, w, 1);
-    if (pools[w].n_free)
-        l = pools[w].free[--pools[w].n_free];
-    pthread_mutex_unlock(&lanes_lock);
+    if (p->n_free)
+        l = p->free[--p->n_free];
+    pthread_mutex_unlock(&s->lanes_lock);
     if (!l && urt_lane_create_on(s->rt, w, &l)) {
-        pthread_mutex_lock(&lanes_lock);
+        pthread_mutex_lock(&s->lanes_lock);
         live_add(s, w, -1);
-        pthread_mutex_unlock(&lanes_lock);
+        pthread_mutex_unlock(&s->lanes_lock);
         return NULL;
     }
     *worker = w;
@@ -164,8 +148,8 @@ static urt_lane *lane_get(struct kv_server *s, uint32_t *worker)
 /* The connection on worker w closed: its lane goes back to w's list. */
 static void lane_put(struct kv_server *s, urt_lane *l, uint32_t w)
 {
-    pthread_mutex_lock(&lanes_lock);
-    struct lane_pool *p = &pools[w];
+    pthread_mutex_lock(&s->lanes_lock);
+    struct kv_worker_lanes *p = &s->lanes[w];
     live_add(s, w, -1);
     if (p->n_free == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 64;
@@ -179,21 +163,21 @@ static void lane_put(struct kv_server *s, urt_lane *l, uint32_t w)
      * own task, and the runtime frees nothing of it until it is). */
     if (p->n_free < p->cap)
         p->free[p->n_free++] = l;
-    pthread_mutex_unlock(&lanes_lock);
+    pthread_mutex_unlock(&s->lanes_lock);
 }
 
-void kv_conns_destroy(void)
+void kv_conns_destroy(struct kv_server *s)
 {
-    pthread_mutex_lock(&lanes_lock);
-    for (uint32_t w = 0; w < n_pools; w++) {
-        for (size_t i = 0; i < pools[w].n_free; i++)
-            urt_lane_destroy(pools[w].free[i]);
-        free(pools[w].free);
+    if (!s->lanes)
+        return;
+    for (uint32_t w = 0; w < s->n_lanes; w++) {
+        for (size_t i = 0; i < s->lanes[w].n_free; i++)
+            urt_lane_destroy(s->lanes[w].free[i]);
+        free(s->lanes[w].free);
     }
-    free(pools);
-    pools = NULL;
-    n_pools = next_worker = 0;
-    pthread_mutex_unlock(&lanes_lock);
+    free(s->lanes);
+    s->lanes = NULL;
+    pthread_mutex_destroy(&s->lanes_lock);
 }
 
 /* The calling worker's buffer ring, created on first use (worker only: the

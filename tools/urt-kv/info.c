@@ -52,10 +52,10 @@ static void info_clients(struct kv_server *s, struct kv_buf *b)
          s->opt.maxclients);
     /* urt-kv's own: where the connections' lanes are (the worker with the
      * fewest takes the next connection) */
-    if (s->conns_on) {
+    if (s->lanes) {
         addf(b, "connected_clients_per_worker:");
-        for (uint32_t w = 0; w < urt_runtime_config(s->rt)->workers; w++)
-            addf(b, "%s%u", w ? "," : "", atomic_load_explicit(&s->conns_on[w], memory_order_relaxed));
+        for (uint32_t w = 0; w < s->n_lanes; w++)
+            addf(b, "%s%u", w ? "," : "", atomic_load_explicit(&s->lanes[w].live, memory_order_relaxed));
         addf(b, "\r\n");
     }
     addf(b, "\r\n");

@@ -23,6 +23,7 @@
 #ifndef URT_KV_H
 #define URT_KV_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,6 +61,14 @@ struct kv_options {
     bool quiet;
 };
 
+/* Per worker: the connections placed there and the lanes (pinned to it) of
+ * closed ones, for reuse (conn.c placement). */
+struct kv_worker_lanes {
+    urt_lane **free;
+    size_t n_free, cap;
+    _Atomic uint32_t live; /* connections on this worker: written under lanes_lock, read relaxed by INFO */
+};
+
 struct kv_server {
     struct kv_options opt;
     urt_runtime *rt;
@@ -78,8 +87,10 @@ struct kv_server {
     bool listen_tcp[2];
     struct listener *listeners[2];
     struct urt_bufring **rings; /* per worker, created by its first connection (conn.c) */
-    _Atomic uint32_t *conns_on; /* live connections per worker (conn.c placement; written under its
-                                   lock, read relaxed by INFO) */
+    struct kv_worker_lanes *lanes; /* per worker (conn.c placement) */
+    uint32_t n_lanes;              /* the workers: lanes[0..n_lanes) */
+    pthread_mutex_t lanes_lock;    /* lanes[*] lists and counts, next_worker: once per connect and close */
+    uint32_t next_worker;          /* round robin among the least loaded */
 };
 
 /* A connection's execution context for one command. */
@@ -127,7 +138,9 @@ void kv_server_stop(struct kv_server *s);
 /* conn.c: a new connection (from a listener's accept); after the runtime is
  * destroyed, the recycled lanes. */
 void kv_conn_new(struct kv_server *s, int fd, bool tcp);
-void kv_conns_destroy(void);
+/* After the runtime is destroyed: destroys the recycled lanes, frees the
+ * per-worker placement state. */
+void kv_conns_destroy(struct kv_server *s);
 /* The expiry hook of the table (urt_spawn_at on the runtime). */
 void kv_arm_expiry(void *arg, uint32_t shard, int64_t due_ms);
 

@@ -237,9 +237,11 @@ int kv_listen(struct kv_server *s)
 int kv_server_start(struct kv_server *s)
 {
     uint32_t workers = urt_runtime_config(s->rt)->workers;
+    pthread_mutex_init(&s->lanes_lock, NULL);
     s->rings = calloc(workers, sizeof(*s->rings));
-    s->conns_on = calloc(workers, sizeof(*s->conns_on));
-    if (!s->rings || !s->conns_on)
+    s->lanes = calloc(workers, sizeof(*s->lanes));
+    s->n_lanes = s->lanes ? workers : 0;
+    if (!s->rings || !s->lanes)
         return -ENOMEM;
     for (uint32_t i = 0; i < s->n_listeners; i++) {
         struct listener *l = calloc(1, sizeof(*l));
@@ -264,11 +266,9 @@ void kv_server_stop(struct kv_server *s)
         urt_spawn_to(s->rt, i % workers, listener_cancel, NULL, s->listeners[i], 0);
     urt_runtime_destroy(s->rt, URT_SHUTDOWN_CANCEL);
     s->rt = NULL;
-    kv_conns_destroy();
+    kv_conns_destroy(s);
     free(s->rings); /* the rings themselves went with the runtime */
     s->rings = NULL;
-    free(s->conns_on);
-    s->conns_on = NULL;
     for (uint32_t i = 0; i < s->n_listeners; i++) {
         close(s->listen_fds[i]);
         free(s->listeners[i]);
