@@ -5,7 +5,7 @@
  * The protocol (rules in urt/tx.h) lives in one 64-bit termination word:
  *
  *     bit 63 GOING_TO_ABORT | bit 62 GOING_TO_COMMIT | bit 61 ENDED |
- *     bit 60 COMMIT_READY | count (low 32)
+ *     bit 60 COMMIT_READY | bit 59 APPENDER | count (low 32)
  *
  * Every change is one CAS, so the requests of all threads are totally ordered
  * on this word and exactly one of them sets ENDED — the one that performs the
@@ -21,6 +21,18 @@
  *                                             the abort, or the commit
  *   abort:   GOING_TO_COMMIT -> -EALREADY; GOING_TO_ABORT -> 0 (idempotent);
  *            else set GOING_TO_ABORT (+ ENDED if count == 0: abort now)
+ *   append (urt_tx_log) by the transaction's running task (its fn, on its
+ *            lane's worker, count > 0): no change (it is counted already);
+ *            by any other thread: count 0, no GOING_* flag -> count + 1 |
+ *            APPENDER, append, then leave as a task does (clearing
+ *            APPENDER); a GOING_* flag or ENDED -> URT_TX_EINACTIVE; count
+ *            above 0 (a task runs, an I/O is in flight, another thread
+ *            appends) -> -EBUSY. A running task that finds APPENDER set
+ *            gets -EBUSY. So once a commit or abort is requested, only the
+ *            task that runs may append, and an append by another thread
+ *            either precedes the request (the commit waits for it) or is
+ *            refused: the records the commit copies are never written
+ *            concurrently.
  *   commit:  GOING_TO_ABORT -> -ECANCELED; GOING_TO_COMMIT -> -EALREADY;
  *            else set GOING_TO_COMMIT (+ ENDED if count == 0: commit now).
  *            With tasks in flight (a deferred commit) the committer then
@@ -59,9 +71,15 @@
  *       it (seq_cst) after its CAS; either the submission sees the abort
  *       (refused) or the abort sees the operation and asks
  *       sched_clients.io_sweep to cancel it.
- *  Records are touched by one thread at a time by the API contract (the
- *  lane's tasks are serialized; the lane hands them over with acquire/release,
- *  sched/lane.c M2).
+ *  (T6) Records: written by the running task (the lane's tasks are
+ *       serialized; the lane hands them over with acquire/release,
+ *       sched/lane.c M2) or by an appender holding the count (its enter and
+ *       leave are acq_rel CASes, as a task's): the thread that sets ENDED,
+ *       and so copies the records, has acquired every append. A running
+ *       task's check of APPENDER is an acquire load after its own enter CAS:
+ *       either the appender's CAS came first (the task sees APPENDER, or
+ *       its clearing leave, whose append then happened before) or the
+ *       appender's CAS sees the task's count and refuses.
  */
 #include <errno.h>
 #include <stdalign.h>
@@ -81,6 +99,7 @@
 #define TX_GOING_TO_COMMIT (1ull << 62)
 #define TX_ENDED (1ull << 61)
 #define TX_COMMIT_READY (1ull << 60)
+#define TX_APPENDER (1ull << 59)
 #define TX_COUNT(v) ((uint32_t)(v))
 
 #define TX_RECORD_MAX (16u << 20)
@@ -225,14 +244,14 @@ static inline bool tx_end_due(uint64_t n)
 
 static void perform_commit(struct urt_tx *tx);
 
-static void tx_leave(void *ctx, struct urt_task *t)
+/* count - 1 (and clear): a task or an appender leaves; the last one out of
+ * a requested end performs it. */
+static void tx_leave_clearing(struct urt_tx *tx, uint64_t clear)
 {
-    struct urt_tx *tx = ctx;
-    (void)t; /* may be freed already */
     uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed), n;
     bool end_now;
     do {
-        n = v - 1;
+        n = (v - 1) & ~clear;
         end_now = tx_end_due(n);
         if (end_now)
             n |= TX_ENDED;
@@ -244,6 +263,12 @@ static void tx_leave(void *ctx, struct urt_task *t)
         perform_abort(tx); /* rule 2: the last task in flight performs it */
     else
         perform_commit(tx); /* rule 3: a deferred commit */
+}
+
+static void tx_leave(void *ctx, struct urt_task *t)
+{
+    (void)t; /* may be freed already */
+    tx_leave_clearing(ctx, 0);
 }
 
 static void tx_lane_active(void *ctx)
@@ -461,15 +486,17 @@ URT_API int urt_tx_commit(urt_tx *tx, enum urt_commit_response response, urt_com
     return 0;
 }
 
-URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len)
+/* True on the worker whose lane runner is running a task of tx (its fn, or
+ * the cancel callback of a task the transaction refused: count tells). */
+static bool tx_on_own_lane(const struct urt_tx *tx)
 {
-    if (!tx || !record)
-        return urt__error(-EINVAL, "urt_tx_log: %s is NULL", tx ? "record" : "tx");
-    if (len == 0 || len > TX_RECORD_MAX)
-        return urt__error(-EINVAL, "urt_tx_log: len %zu is out of range (1..%u)", len, TX_RECORD_MAX);
-    if (atomic_load_explicit(&tx->term, memory_order_acquire) & TX_ENDED)
-        return urt__error(URT_TX_EINACTIVE, "urt_tx_log: transaction %p has ended (committed or aborted)",
-                          (void *)tx);
+    struct worker *w = sched_current(tx->s);
+    return w && w->running_lane == &tx->lane;
+}
+
+/* The copy itself; the caller has the right to write the records (T6). */
+static int tx_append(struct urt_tx *tx, const void *record, size_t len)
+{
     size_t need = tx->rec_len + sizeof(uint32_t) + len;
     if (need > tx->rec_cap) {
         size_t cap = tx->rec_cap ? tx->rec_cap : 256;
@@ -488,6 +515,63 @@ URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len)
     tx->rec_count++;
     tx->rec_bytes += len;
     return 0;
+}
+
+static int tx_log_refused(const struct urt_tx *tx, uint64_t v)
+{
+    if (v & TX_ENDED)
+        return urt__error(URT_TX_EINACTIVE, "urt_tx_log: transaction %p has ended (committed or aborted)",
+                          (const void *)tx);
+    if (v & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
+        return urt__error(URT_TX_EINACTIVE, "urt_tx_log: transaction %p is %s: from the request on, only its "
+                                            "task that is running may append", (const void *)tx,
+                          (v & TX_GOING_TO_ABORT) ? "aborting" : "committing");
+    return urt__error(-EBUSY, "urt_tx_log: transaction %p is in use (a task of it runs or has I/O in flight, or "
+                              "another thread appends): append from its tasks, or from one thread while none "
+                              "of them is queued or running", (const void *)tx);
+}
+
+/* The transaction's running task (T6): counted already; refused only when
+ * another thread holds the appender's count. Count 0 on our own lane means
+ * a cancel callback of a task the transaction did not run: it appends as any
+ * other thread. */
+static int tx_log_by_task(struct urt_tx *tx, const void *record, size_t len)
+{
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_acquire); /* (T6) after our enter */
+    if (TX_COUNT(v) == 0)
+        return -EAGAIN;
+    if (v & TX_APPENDER)
+        return tx_log_refused(tx, TX_APPENDER);
+    return tx_append(tx, record, len);
+}
+
+/* Any other thread: enter as an appender (count + 1 | APPENDER), append,
+ * leave as a task does. */
+static int tx_log_by_thread(struct urt_tx *tx, const void *record, size_t len)
+{
+    uint64_t v = atomic_load_explicit(&tx->term, memory_order_relaxed);
+    do {
+        if ((v & (TX_ENDED | TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT)) || TX_COUNT(v) != 0)
+            return tx_log_refused(tx, v);
+    } while (!atomic_compare_exchange_weak_explicit(&tx->term, &v, (v + 1) | TX_APPENDER, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (T1), (T6) */
+    int err = tx_append(tx, record, len);
+    tx_leave_clearing(tx, TX_APPENDER); /* a request made meanwhile is performed here */
+    return err;
+}
+
+URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len)
+{
+    if (!tx || !record)
+        return urt__error(-EINVAL, "urt_tx_log: %s is NULL", tx ? "record" : "tx");
+    if (len == 0 || len > TX_RECORD_MAX)
+        return urt__error(-EINVAL, "urt_tx_log: len %zu is out of range (1..%u)", len, TX_RECORD_MAX);
+    if (tx_on_own_lane(tx)) {
+        int err = tx_log_by_task(tx, record, len);
+        if (err != -EAGAIN)
+            return err;
+    }
+    return tx_log_by_thread(tx, record, len);
 }
 
 URT_API enum urt_tx_state urt_tx_state(const urt_tx *tx)

@@ -53,8 +53,12 @@
  *  1. urt_tx_begin() creates it with one handle, owned by the caller.
  *  2. Tasks are submitted with urt_tx_submit()/urt_tx_spawn() (any thread)
  *     until a commit or abort is requested; later submissions fail with
- *     URT_TX_EINACTIVE and a message (also after the end: while the handle
- *     is held, use of an ended transaction is always detected).
+ *     URT_TX_EINACTIVE and a message, from every thread, the transaction's
+ *     own running task included (a task submitted then could not start,
+ *     protocol rule 1). Records (urt_tx_log) follow the same rule, except
+ *     that the task that is running when the request arrives may still
+ *     append until its fn returns. While the handle is held, use of an
+ *     ending or ended transaction is always detected.
  *  3. urt_tx_release() gives the handle back; if the transaction has not
  *     ended it is aborted first (rule 2). The memory lives on until the last
  *     queued task and the commit callback are done; it is freed by the runtime.
@@ -144,12 +148,23 @@ URT_API int urt_tx_abort(urt_tx *tx);
 URT_API int urt_tx_commit(urt_tx *tx, enum urt_commit_response response, urt_commit_fn *cb, void *arg);
 
 /* Appends a log record (copied) to the transaction; the write-ahead log
- * writes the records at commit, in the order they were appended. Returns 0,
- * -EINVAL (NULL tx or record, len 0 or above 16 MiB), -ENOMEM,
- * URT_TX_EINACTIVE (the transaction ended; a task in flight under a deferred
- * commit may still append). From a task of
- * the transaction (they are serialized), or from one thread while no task of
- * it is queued or running. */
+ * writes the records at commit, in the order they were appended. Who may
+ * append:
+ *  - a task of the transaction, from its fn (or its I/O continuation), at
+ *    any time until its fn returns — also after a commit or abort was
+ *    requested while it runs (a deferred commit includes its records);
+ *  - any other thread (or a task of something else) while the transaction
+ *    is active and none of its tasks is running or has I/O in flight; the
+ *    append then counts as a use of the transaction, as a task does: a
+ *    commit requested meanwhile waits for it and is performed by that
+ *    thread when the append returns.
+ * Returns 0, -EINVAL (NULL tx or record, len 0 or above 16 MiB), -ENOMEM,
+ * URT_TX_EINACTIVE (-ESTALE) once a commit or abort was requested — to
+ * everyone but the task that is running — or after the end, -EBUSY (from a
+ * thread that is not the running task: a task of the transaction is running
+ * or has I/O in flight, or another thread is appending; from the running
+ * task: another thread is appending). Any thread, by the rules above; the
+ * library detects each breach of them and appends nothing. */
 URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len);
 
 /* Where the transaction is. Any thread. */

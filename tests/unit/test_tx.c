@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/helpers.h"
 #include "tx/commit_hook.h"
@@ -521,4 +522,211 @@ Test(tx, commit_right_after_tasks_signal_done, .timeout = 300)
                      atomic_load(&d->records_seen));
     }
     free(ds);
+}
+
+/* ---- who may append (tx.h urt_tx_log, protocol "append" in tx/tx.c) ---------------------- */
+
+struct apx {
+    urt_tx *tx;
+    _Atomic int started, go, left, records_seen, pre_commits, callbacks, cb_status;
+    _Atomic int in_task_rc[3];   /* the running task's appends: before, after the request, after go */
+    _Atomic int cancel_rc;       /* a refused task's cancel callback appending */
+    _Atomic int cancels;
+};
+
+static int ap_pre_commit(urt_tx *tx, void *arg)
+{
+    struct apx *a = arg;
+    atomic_store(&a->records_seen, (int)tx_record_count(tx));
+    atomic_fetch_add(&a->pre_commits, 1);
+    return 0;
+}
+
+static void ap_commit_cb(urt_tx *tx, int status, void *arg)
+{
+    struct apx *a = arg;
+    (void)tx;
+    atomic_store(&a->cb_status, status);
+    atomic_fetch_add(&a->callbacks, 1);
+}
+
+/* Appends, says it started, waits for the test's go (so a commit requested
+ * meanwhile is deferred), appends again and leaves. */
+static enum urt_task_result ap_task(struct urt_task *t, void *arg)
+{
+    struct apx *a = arg;
+    urt_tx *tx = urt_task_tx(t);
+    atomic_store(&a->in_task_rc[0], urt_tx_log(tx, "t0", 2));
+    atomic_store(&a->started, 1);
+    while (atomic_load(&a->go) == 0)
+        sched_yield();
+    atomic_store(&a->in_task_rc[1], urt_tx_log(tx, "t1", 2));
+    atomic_store(&a->in_task_rc[2], urt_tx_log(tx, "t2", 2));
+    atomic_store(&a->left, 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result ap_never(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    cr_log_error("a task queued behind a commit request ran");
+    return URT_TASK_DONE;
+}
+
+static void ap_cancel(struct urt_task *t, void *arg)
+{
+    struct apx *a = arg;
+    atomic_store(&a->cancel_rc, urt_tx_log(urt_task_tx(t), "cancel", 6));
+    atomic_fetch_add(&a->cancels, 1);
+}
+
+static void ap_begin(urt_runtime *rt, struct apx *a)
+{
+    struct urt_tx_options o;
+    urt_tx_options_init(&o);
+    o.hooks.pre_commit = ap_pre_commit;
+    o.hooks.arg = a;
+    cr_assert_eq(urt_tx_begin(rt, &o, &a->tx), 0);
+    atomic_store(&a->cancel_rc, 1);
+}
+
+/* Issue: a thread that requested a deferred commit could append while the
+ * last task left, racing with its appends and with the commit's copy. Now
+ * every append by that thread is refused (URT_TX_EINACTIVE), before the
+ * task's go and while it leaves, the running task's appends are taken, the
+ * queued task's cancel callback is refused, and the commit holds exactly the
+ * task's three records. Deterministic: the task holds the transaction until
+ * the test says go. Many rounds, so that TSan sees the leave race too. */
+Test(tx, committing_thread_cannot_append_while_the_last_task_leaves, .timeout = 300)
+{
+    enum { ROUNDS = SCALE(300, 60) };
+    urt_runtime *rt = make_rt(2);
+    for (int r = 0; r < ROUNDS; r++) {
+        struct apx a = {0};
+        ap_begin(rt, &a);
+        cr_assert_eq(urt_tx_spawn(a.tx, ap_task, NULL, &a, 0), 0);
+        cr_assert_eq(urt_tx_spawn(a.tx, ap_never, ap_cancel, &a, 0), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&a.started), 10000));
+        cr_assert_eq(urt_tx_commit(a.tx, URT_COMMIT_AVAILABLE, ap_commit_cb, &a), 0);
+        cr_assert_eq(urt_tx_log(a.tx, "late", 4), URT_TX_EINACTIVE, "round %d: %s", r, urt_last_error());
+        cr_assert(strstr(urt_last_error(), "committing") != NULL, "%s", urt_last_error());
+        atomic_store(&a.go, 1);
+        int refused = 0, tries = 0;
+        while (atomic_load(&a.callbacks) == 0 && tries < 1000000) { /* races the task's leave */
+            int e = urt_tx_log(a.tx, "racing", 6);
+            cr_assert_eq(e, URT_TX_EINACTIVE, "round %d: append %d returned %d", r, tries, e);
+            refused++;
+            tries++;
+        }
+        cr_assert(WAIT_UNTIL(atomic_load(&a.callbacks) == 1, 10000));
+        cr_assert_eq(urt_tx_log(a.tx, "ended", 5), URT_TX_EINACTIVE);
+        cr_assert(WAIT_UNTIL(atomic_load(&a.cancels) == 1, 10000));
+        urt_tx_release(a.tx);
+        cr_assert_eq(atomic_load(&a.cb_status), 0);
+        cr_assert_eq(atomic_load(&a.pre_commits), 1);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(atomic_load(&a.in_task_rc[k]), 0, "round %d: the running task's append %d: %d", r, k,
+                         atomic_load(&a.in_task_rc[k]));
+        cr_assert_eq(atomic_load(&a.cancel_rc), URT_TX_EINACTIVE, "round %d: cancel callback's append: %d", r,
+                     atomic_load(&a.cancel_rc));
+        cr_assert_eq(atomic_load(&a.records_seen), 3, "round %d: the commit copied %d records", r,
+                     atomic_load(&a.records_seen));
+        (void)refused;
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* The same rule for an abort: once requested, only the running task appends. */
+Test(tx, no_append_after_an_abort_request_but_the_running_tasks, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(2);
+    struct apx a = {0};
+    ap_begin(rt, &a);
+    cr_assert_eq(urt_tx_spawn(a.tx, ap_task, NULL, &a, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&a.started), 10000));
+    cr_assert_eq(urt_tx_abort(a.tx), 0);
+    cr_assert_eq(urt_tx_log(a.tx, "late", 4), URT_TX_EINACTIVE);
+    cr_assert(strstr(urt_last_error(), "aborting") != NULL, "%s", urt_last_error());
+    cr_assert_eq(urt_tx_spawn(a.tx, ap_never, NULL, &a, 0), URT_TX_EINACTIVE);
+    atomic_store(&a.go, 1);
+    cr_assert(WAIT_UNTIL(atomic_load(&a.left), 10000));
+    cr_assert(WAIT_UNTIL(urt_tx_state(a.tx) == URT_TX_ABORTED, 10000));
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(atomic_load(&a.in_task_rc[k]), 0);
+    urt_tx_release(a.tx);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* Another thread may not append while a task of the transaction runs (they
+ * would write the records at once): -EBUSY, nothing appended; once the
+ * task left, the thread may append again, and the commit holds every record
+ * taken. */
+Test(tx, another_thread_may_not_append_while_a_task_runs, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(2);
+    struct apx a = {0};
+    ap_begin(rt, &a);
+    cr_assert_eq(urt_tx_log(a.tx, "before", 6), 0); /* no task yet: the thread's append is taken */
+    cr_assert_eq(urt_tx_spawn(a.tx, ap_task, NULL, &a, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&a.started), 10000));
+    cr_assert_eq(urt_tx_log(a.tx, "during", 6), -EBUSY);
+    cr_assert(strstr(urt_last_error(), "in use") != NULL, "%s", urt_last_error());
+    atomic_store(&a.go, 1);
+    cr_assert(WAIT_UNTIL(atomic_load(&a.left), 10000));
+    cr_assert(WAIT_UNTIL(urt_tx_log(a.tx, "after", 5) == 0, 10000)); /* the leave CAS follows 'left' */
+    cr_assert_eq(urt_tx_commit(a.tx, URT_COMMIT_AVAILABLE, ap_commit_cb, &a), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&a.callbacks) == 1, 10000));
+    cr_assert_eq(atomic_load(&a.records_seen), 5, "the commit copied %d records", atomic_load(&a.records_seen));
+    urt_tx_release(a.tx);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* Threads appending from outside race a commit from a third: each append
+ * either precedes the commit (in its records, and the commit waited for it)
+ * or is refused; the commit's record count equals the appends that returned
+ * 0. */
+struct apr {
+    urt_tx *tx;
+    _Atomic int ok, stop;
+};
+
+static void *ap_appender(void *arg)
+{
+    struct apr *p = arg;
+    while (!atomic_load(&p->stop)) {
+        int e = urt_tx_log(p->tx, "x", 1);
+        if (e == 0)
+            atomic_fetch_add(&p->ok, 1);
+        else if (e == URT_TX_EINACTIVE)
+            break;
+        else
+            cr_assert_eq(e, -EBUSY, "append: %d (%s)", e, urt_last_error()); /* the other appender */
+    }
+    return NULL;
+}
+
+Test(tx, appenders_from_threads_race_a_commit, .timeout = 120)
+{
+    enum { ROUNDS = SCALE(200, 40) };
+    urt_runtime *rt = make_rt(2);
+    for (int r = 0; r < ROUNDS; r++) {
+        struct apx a = {0};
+        ap_begin(rt, &a);
+        struct apr p = {.tx = a.tx};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(pthread_create(&th[i], NULL, ap_appender, &p), 0);
+        while (atomic_load(&p.ok) < 20)
+            sched_yield();
+        cr_assert_eq(urt_tx_commit(a.tx, URT_COMMIT_AVAILABLE, ap_commit_cb, &a), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&a.callbacks) == 1, 10000));
+        atomic_store(&p.stop, 1);
+        for (int i = 0; i < 2; i++)
+            pthread_join(th[i], NULL);
+        cr_assert_eq(atomic_load(&a.records_seen), atomic_load(&p.ok), "round %d: committed %d records, %d appends "
+                     "returned 0", r, atomic_load(&a.records_seen), atomic_load(&p.ok));
+        urt_tx_release(a.tx);
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
