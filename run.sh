@@ -4,7 +4,12 @@
 # summary). Extra arguments go to urt-load (e.g. --json, spawn_many_local).
 set -euo pipefail
 cd "$(dirname "$0")"
-scripts/deps.sh
-[[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
-ninja -C build-release >/dev/null
+scripts/deps.sh run
+if [[ ! -d build-release ]]; then
+  echo "[run] configuring build-release (meson, release, no tests)" >&2
+  meson setup build-release --buildtype=release -Dtests=false >/tmp/urt-build.log 2>&1 \
+    || { tail -n 20 /tmp/urt-build.log >&2; exit 1; }
+fi
+echo "[run] building (ninja -C build-release)" >&2
+ninja -C build-release >>/tmp/urt-build.log 2>&1 || { tail -n 30 /tmp/urt-build.log >&2; exit 1; }
 exec build-release/tools/urt-load "$@"
