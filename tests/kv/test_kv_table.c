@@ -569,3 +569,18 @@ Test(kv_table, command_records_replay_to_the_same_table)
     table_free(re);
     kv_table_destroy(&srv.table);
 }
+
+/* tools/urt-kv/auth.c rule 3: the comparison is exact (its timing is by construction). */
+Test(kv_table, password_comparison_is_exact, .timeout = 30)
+{
+    struct kv_server s = {0};
+    s.opt.requirepass = "abcdef";
+    s.opt.requirepass_len = 6;
+    cr_assert(kv_password_matches(&s, "abcdef", 6));
+    cr_assert(!kv_password_matches(&s, "abcdeg", 6));
+    cr_assert(!kv_password_matches(&s, "abcde", 5));
+    cr_assert(!kv_password_matches(&s, "abcdef\0", 7));
+    cr_assert(!kv_password_matches(&s, "abcdefg", 7));
+    cr_assert(!kv_password_matches(&s, "", 0));
+    cr_assert(!kv_password_matches(&s, "Abcdef", 6));
+}

@@ -168,13 +168,16 @@ static int config_value(struct kv_server *s, const char *name, char *v, size_t n
     else if (!strcmp(name, "client-query-buffer-limit")) snprintf(v, n, "%" PRIu64, o->query_limit);
     else if (!strcmp(name, "io-threads")) snprintf(v, n, "%u", urt_runtime_config(s->rt)->workers);
     else if (!strcmp(name, "timeout")) snprintf(v, n, "0");
+    else if (!strcmp(name, "requirepass")) snprintf(v, n, "%s", o->requirepass ? "(set)" : ""); /* auth.c rule 4 */
+    else if (!strcmp(name, "protected-mode")) snprintf(v, n, "%s", o->protected_mode ? "yes" : "no");
     else return -1;
     return 0;
 }
 
 static const char *const config_names[] = {
     "save", "appendonly", "appendfsync", "maxmemory", "maxclients", "port", "bind", "unixsocket", "databases",
-    "dir", "proto-max-bulk-len", "client-query-buffer-limit", "io-threads", "timeout",
+    "dir", "proto-max-bulk-len", "client-query-buffer-limit", "io-threads", "timeout", "requirepass",
+    "protected-mode",
 };
 #define N_CONFIG (sizeof(config_names) / sizeof(config_names[0]))
 
@@ -519,6 +522,7 @@ static const struct cmd commands[] = {
     {"command", -1, cmd_command, false, false},
     {"select", 2, cmd_select, false, false},
     {"quit", -1, cmd_quit, false, false},
+    {"auth", -2, kv_auth, false, false},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -567,6 +571,8 @@ int kv_exec(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint
         return unknown_command(c, buf, argv, argc);
     if ((cmd->arity > 0 && argc != (uint32_t)cmd->arity) || (cmd->arity < 0 && argc < (uint32_t)-cmd->arity))
         return reply_errorf(c->out, "ERR wrong number of arguments for '%s' command", cmd->name);
+    if (c->authenticated && !*c->authenticated && cmd->fn != kv_auth && cmd->fn != cmd_quit)
+        return reply_error(c->out, "NOAUTH Authentication required."); /* auth.c rule 1 */
     if (cmd->write && atomic_load_explicit(&c->srv->log_failed, memory_order_relaxed))
         return reply_error(c->out, "MISCONF Errors writing to the log: urt-kv refuses writes (see its standard error)");
     if (cmd->grows && over_maxmemory(c->srv))

@@ -81,6 +81,7 @@ struct conn {
     size_t sent;
     struct resp_parser parser;
     char *name;
+    bool authenticated;          /* AUTH passed, or no password is set (auth.c) */
     bool rx_live;                /* the receive is in flight */
     bool busy;                   /* a batch's commit or send is out */
     bool closing;                /* QUIT or a protocol error: close once the replies are sent */
@@ -362,6 +363,7 @@ static uint64_t request_bytes(const struct resp_parser *p)
 static bool run_batch(struct conn *c)
 {
     struct kv_ctx ctx = {.srv = c->srv, .out = &c->out, .name = &c->name, .id = c->id,
+                         .authenticated = &c->authenticated,
                          .rec = c->srv->opt.durability == KV_DUR_NONE ? NULL : &c->rec};
     while (!c->closing && c->out.len < BATCH_BYTES && c->rec.len < BATCH_BYTES) {
         enum resp_status st = resp_parse(&c->parser, c->in.p, c->in.len);
@@ -534,10 +536,9 @@ static enum urt_task_result conn_start(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-static void reject(struct kv_server *s, int fd)
+static void reject(struct kv_server *s, int fd, const char *msg)
 {
-    static const char msg[] = "-ERR max number of clients reached\r\n";
-    ssize_t w = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
     close(fd);
     atomic_fetch_add_explicit(&s->rejected_connections, 1, memory_order_relaxed);
@@ -545,8 +546,12 @@ static void reject(struct kv_server *s, int fd)
 
 void kv_conn_new(struct kv_server *s, int fd, bool tcp)
 {
+    if (kv_protected_refuses(s, fd, tcp)) {
+        reject(s, fd, kv_denied_reply); /* auth.c rule 5 */
+        return;
+    }
     if (atomic_load_explicit(&s->connections, memory_order_relaxed) >= s->opt.maxclients) {
-        reject(s, fd);
+        reject(s, fd, "-ERR max number of clients reached\r\n");
         return;
     }
     struct conn *c = calloc(1, sizeof(*c));
@@ -565,6 +570,7 @@ void kv_conn_new(struct kv_server *s, int fd, bool tcp)
     resp_init(&c->parser, &lim);
     c->srv = s;
     c->fd = fd;
+    c->authenticated = s->opt.requirepass == NULL;
     c->lane = lane;
     c->worker = worker;
     c->id = atomic_fetch_add_explicit(&s->total_connections, 1, memory_order_relaxed) + 1;

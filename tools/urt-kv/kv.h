@@ -13,6 +13,8 @@
  *              receive into the worker's buffer ring, a lane per
  *              connection, batches, commits, sends, limits
  *   server.c   listeners (multishot accept), expiry timers, start and stop
+ *   auth.c     the password (AUTH, constant-time comparison) and protected
+ *              mode (Redis's rules and texts)
  *   main.c     options, the runtime, the start log line, signals
  *
  * Threading: the server struct is written by main before the runtime starts
@@ -58,6 +60,9 @@ struct kv_options {
     uint64_t checkpoint_bytes;  /* snapshot + checkpoint after this many log bytes (64 MB), 0: never */
     uint64_t epoch_us;          /* the log's epoch (group commit) period, 0: the runtime's default */
     int64_t log_channels;       /* urt's log_channels; -1: 1 with stored, one per worker otherwise */
+    char *requirepass;          /* the default user's password (AUTH), NULL: none; never printed */
+    size_t requirepass_len;
+    bool protected_mode;        /* no password: refuse clients that are not on loopback or the Unix socket */
     bool quiet;
 };
 
@@ -101,6 +106,7 @@ struct kv_ctx {
     char **name;                /* CLIENT SETNAME (malloc'd, owned by the connection) */
     uint64_t id;                /* connection id */
     uint64_t commands;          /* run and not yet added to srv->commands (kv_ctx_count) */
+    bool *authenticated;        /* the connection's: AUTH passed, or no password is set */
     bool close_after;           /* QUIT: send the replies, then close */
 };
 
@@ -143,6 +149,25 @@ void kv_conn_new(struct kv_server *s, int fd, bool tcp);
 void kv_conns_destroy(struct kv_server *s);
 /* The expiry hook of the table (urt_spawn_at on the runtime). */
 void kv_arm_expiry(void *arg, uint32_t shard, int64_t due_ms);
+
+/* auth.c: the password and protected mode. */
+/* True when a password of len bytes is the configured one: the time taken
+ * depends on the configured password's length only, never on where the
+ * given one differs (nor on its length). */
+bool kv_password_matches(const struct kv_server *s, const char *given, size_t len);
+/* AUTH [username] password: the reply (OK, WRONGPASS, or Redis's error
+ * without a configured password); sets *c->authenticated. */
+int kv_auth(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc);
+/* Protected mode's check of a new connection (before any byte is read):
+ * true when it must be refused with Redis's DENIED text (no password, a TCP
+ * client that is not on a loopback address). */
+bool kv_protected_refuses(const struct kv_server *s, int fd, bool tcp);
+/* Redis's DENIED reply (the whole line, with \r\n). */
+extern const char kv_denied_reply[];
+/* --requirepass-file FILE: the first line of FILE (without its line end).
+ * 0, or -errno with a message on stderr (a missing file, an empty one, a
+ * file others may read: refused). */
+int kv_read_password_file(const char *path, char **out, size_t *len);
 
 /* The Redis INFO text (cmd.c). */
 int kv_info(struct kv_server *s, const char *section, struct kv_buf *out);

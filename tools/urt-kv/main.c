@@ -57,6 +57,10 @@ static void usage(FILE *f)
             "  --epoch-us US               group-commit period of the log (default: the runtime's, 1000)\n"
             "  --log-channels N            log channels (0: one per worker; default 1 with stored,\n"
             "                              0 otherwise)\n"
+            "  --requirepass PASSWORD      clients must AUTH with it (visible in ps: prefer the file or --config)\n"
+            "  --requirepass-file FILE     the password is FILE's first line (FILE must be mode 600 or stricter)\n"
+            "  --protected-mode yes|no     without a password, refuse TCP clients that are not on loopback\n"
+            "                              (default yes)\n"
             "  --config FILE               read options from FILE\n"
             "  --quiet                     no start line\n"
             "  --help, --version\n");
@@ -163,6 +167,21 @@ static int set_option(struct kv_options *o, const char *name, const char *v)
         if (parse_u64(v, 0, 1024, &x))
             return usage_error("--log-channels %s: a count 0..1024", v);
         o->log_channels = (int64_t)x;
+    } else if (!strcmp(name, "requirepass")) {
+        if (!v[0] || strlen(v) > 4096)
+            return usage_error("--requirepass: the password must have 1 to 4096 bytes");
+        free(o->requirepass);
+        o->requirepass = strdup(v);
+        o->requirepass_len = strlen(v);
+    } else if (!strcmp(name, "requirepass-file")) {
+        free(o->requirepass);
+        o->requirepass = NULL;
+        if (kv_read_password_file(v, &o->requirepass, &o->requirepass_len))
+            return EXIT_USAGE; /* the reason is on stderr */
+    } else if (!strcmp(name, "protected-mode")) {
+        if (strcmp(v, "yes") && strcmp(v, "no"))
+            return usage_error("--protected-mode %s: yes or no", v);
+        o->protected_mode = !strcmp(v, "yes");
     } else {
         return usage_error("unknown option '%s'", name);
     }
@@ -200,7 +219,7 @@ static void options_default(struct kv_options *o)
         .bind = "127.0.0.1", .port = 6379, .durability = (enum kv_durability) - 1, .maxclients = 10000,
         .max_bulk = RESP_MAX_BULK_DEFAULT, .max_args = RESP_MAX_ARGS_DEFAULT, .query_limit = 1ull << 30,
         .output_limit = 1ull << 30, .send_timeout_ms = 60000, .checkpoint_bytes = 64ull << 20,
-        .log_channels = -1,
+        .log_channels = -1, .protected_mode = true,
     };
 }
 
@@ -212,6 +231,7 @@ static int parse_args(int argc, char **argv, struct kv_options *o)
         {"durability", 1, 0, 0}, {"maxmemory", 1, 0, 0}, {"maxclients", 1, 0, 0}, {"proto-max-bulk-len", 1, 0, 0},
         {"max-args", 1, 0, 0}, {"client-query-buffer-limit", 1, 0, 0}, {"client-output-limit", 1, 0, 0},
         {"send-timeout-ms", 1, 0, 0}, {"checkpoint-mb", 1, 0, 0}, {"epoch-us", 1, 0, 0}, {"log-channels", 1, 0, 0},
+        {"requirepass", 1, 0, 0}, {"requirepass-file", 1, 0, 0}, {"protected-mode", 1, 0, 0},
         {"config", 1, 0, 'c'},
         {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0},
     };
@@ -301,6 +321,15 @@ static int start_runtime(struct kv_server *s)
     return 0;
 }
 
+/* Who may connect, for the start line (never the password itself). */
+static const char *access_mode(const struct kv_options *o)
+{
+    if (o->requirepass)
+        return "password required";
+    return o->protected_mode ? "no password, protected mode: loopback and Unix socket clients only"
+                             : "no password, protected mode off: anyone who reaches the port";
+}
+
 static void start_line(struct kv_server *s, uint64_t keys, uint64_t snap, uint64_t replayed, uint64_t ms)
 {
     if (s->opt.quiet)
@@ -313,10 +342,11 @@ static void start_line(struct kv_server *s, uint64_t keys, uint64_t snap, uint64
         snprintf(where + strlen(where), sizeof(where) - strlen(where), "%sunix:%s", where[0] ? " " : "",
                  s->opt.unix_path);
     fprintf(stderr,
-            "urt-kv %s pid %ld: listening on %s, %u workers, durability %s%s%s, recovered %" PRIu64
+            "urt-kv %s pid %ld: listening on %s (%s), %u workers, durability %s%s%s, recovered %" PRIu64
             " keys (snapshot %" PRIu64 ", log records %" PRIu64 ") in %" PRIu64 " ms; io_uring: %s\n",
-            KV_VERSION, (long)getpid(), where, urt_runtime_config(s->rt)->workers, dur[s->opt.durability],
-            s->opt.dir ? ", dir " : "", s->opt.dir ? s->opt.dir : "", keys, snap, replayed, ms, s->features);
+            KV_VERSION, (long)getpid(), where, access_mode(&s->opt), urt_runtime_config(s->rt)->workers,
+            dur[s->opt.durability], s->opt.dir ? ", dir " : "", s->opt.dir ? s->opt.dir : "", keys, snap, replayed, ms,
+            s->features);
 }
 
 /* ---- checkpoints --------------------------------------------------------------------- */
