@@ -150,7 +150,7 @@ int main(void)
     struct urt_graph_step_stats st;
     urt_graph_step_stats(g, s, &st);
     printf("limit: %d numbers taken; the scan stopped early: %s\n", n_taken,
-           st.tasks_run < MORSELS && st.tasks_run + st.tasks_skipped == MORSELS ? "yes" : "no");
+           st.tasks_run < MORSELS && st.tasks_run + st.tasks_skipped + st.tasks_cut == MORSELS ? "yes" : "no");
     urt_graph_release(g);
     return urt_runtime_destroy(rt, URT_SHUTDOWN_DRAIN) ? 1 : 0;
 }

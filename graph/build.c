@@ -221,6 +221,43 @@ static int check_ids(const struct urt_graph *g, int step, int exchange, const ch
     return 0;
 }
 
+/* The processor step reading forward exchange x, if any. */
+static const struct gstep *proc_reader(const struct urt_graph *g, const struct gx *x)
+{
+    for (uint32_t c = 0; x->d.kind == URT_EXCHANGE_FORWARD && c < x->n_cons; c++)
+        if (g->steps[x->cons[c]]->d.processor)
+            return g->steps[x->cons[c]];
+    return NULL;
+}
+
+/* A forward exchange read by a processor is a port edge: one processor step
+ * writes it, the processor alone reads it, no limit_rows (urt_graph_prepare
+ * checks the whole graph again). Writer `w` and reader `r` of x. */
+static int check_edge(const struct gstep *w, const struct gstep *r, const struct gx *x, const char *fn)
+{
+    if (!w->d.processor)
+        return urt__error(-EINVAL, "%s: processor '%s' would read forward exchange %d written by '%s', a function "
+                                   "step (processors read forward exchanges of processors only)",
+                          fn, gstep_name(r), x->id, gstep_name(w));
+    return 0;
+}
+
+/* Processor s would read forward exchange x. */
+static int check_edge_reader(const struct urt_graph *g, const struct gstep *s, const struct gx *x)
+{
+    if (x->n_cons)
+        return urt__error(-EINVAL, "urt_graph_input: processor '%s' would share forward exchange %d with '%s' (a "
+                                   "processor's forward input has one reader)",
+                          gstep_name(s), x->id, gstep_name(g->steps[x->cons[0]]));
+    if (x->d.limit_rows)
+        return urt__error(-EINVAL, "urt_graph_input: forward exchange %d has limit_rows: processor '%s' cannot read it",
+                          x->id, gstep_name(s));
+    if (x->n_prod > 1)
+        return urt__error(-EINVAL, "urt_graph_input: forward exchange %d has %u producers: processor '%s' reads one",
+                          x->id, x->n_prod, gstep_name(s));
+    return x->n_prod ? check_edge(g->steps[x->prod[0]], s, x, "urt_graph_input") : 0;
+}
+
 URT_API int urt_graph_output(urt_graph *g, int step, int exchange)
 {
     int err = check_ids(g, step, exchange, "urt_graph_output");
@@ -231,6 +268,12 @@ URT_API int urt_graph_output(urt_graph *g, int step, int exchange)
     for (uint32_t i = 0; i < x->n_prod; i++)
         if (x->prod[i] == step)
             return urt__error(-EINVAL, "urt_graph_output: step '%s' writes exchange %d already", gstep_name(s), exchange);
+    const struct gstep *reader = proc_reader(g, x);
+    if (reader && (err = check_edge(s, reader, x, "urt_graph_output")))
+        return err;
+    if (reader && x->n_prod)
+        return urt__error(-EINVAL, "urt_graph_output: forward exchange %d is read by processor '%s': one producer "
+                                   "step at most", exchange, gstep_name(reader));
     if (append_int(&s->out_x, s->n_out, exchange) || append_int(&x->prod, x->n_prod, step))
         return urt__error(-ENOMEM, "urt_graph_output: no memory");
     x->n_prod++;
@@ -244,10 +287,18 @@ static int check_input(const struct urt_graph *g, const struct gstep *s, const s
     if (s->d.processor && k != URT_EXCHANGE_FORWARD)
         return urt__error(-EINVAL, "urt_graph_input: step '%s' is a processor: it reads forward exchanges of processors only",
                           gstep_name(s));
-    for (uint32_t i = 0; i < s->n_in; i++) {
-        enum urt_exchange_kind o = g->xs[s->in_x[i]]->d.kind;
+    for (uint32_t i = 0; i < s->n_in; i++)
         if (s->in_x[i] == x->id)
             return urt__error(-EINVAL, "urt_graph_input: step '%s' reads exchange %d already", gstep_name(s), x->id);
+    int err = s->d.processor ? check_edge_reader(g, s, x) : 0;
+    if (err)
+        return err;
+    if (!s->d.processor && proc_reader(g, x))
+        return urt__error(-EINVAL, "urt_graph_input: step '%s' would share forward exchange %d with processor '%s' (a "
+                                   "processor's forward input has one reader)",
+                          gstep_name(s), x->id, gstep_name(proc_reader(g, x)));
+    for (uint32_t i = 0; i < s->n_in; i++) {
+        enum urt_exchange_kind o = g->xs[s->in_x[i]]->d.kind;
         if (k == URT_EXCHANGE_FORWARD && o == URT_EXCHANGE_FORWARD && !s->d.processor)
             return urt__error(-EINVAL, "urt_graph_input: step '%s' reads a forward exchange already (one at most)",
                               gstep_name(s));
@@ -732,6 +783,7 @@ URT_API int urt_graph_step_stats(const urt_graph *g, int step, struct urt_graph_
     const struct gstep *s = g->steps[step];
     out->tasks_run = atomic_load_explicit(&s->st_run, memory_order_relaxed);
     out->tasks_skipped = atomic_load_explicit(&s->st_skipped, memory_order_relaxed);
+    out->tasks_cut = atomic_load_explicit(&s->st_cut, memory_order_relaxed);
     out->yields = atomic_load_explicit(&s->st_yields, memory_order_relaxed);
     out->units_in = atomic_load_explicit(&s->st_in, memory_order_relaxed);
     out->units_out = atomic_load_explicit(&s->st_out, memory_order_relaxed);

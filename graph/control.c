@@ -45,7 +45,9 @@
  *   RUNNING     -> COMPLETING when no task will be created any more: the
  *                             open count of `live` is dropped
  *   COMPLETING  -> COMPLETED  when live reached 0 (N_TASKS_DONE, or the
- *                             drop itself); its outputs lose a producer
+ *                             drop itself): task state its tasks left set
+ *                             goes to the step's cleanup (no task of it runs
+ *                             any more); its outputs lose a producer
  *   COMPLETED   -> DEACTIVATED when every output exchange was released
  *                             (all its producers and consumers completed);
  *                             when all steps are deactivated the graph is
@@ -65,11 +67,14 @@
  * 0 -> 1 increment and hand-off to the next). `state` and `decided` are
  * atomics only because queries read them from any thread (relaxed).
  * stop is stored seq_cst before the parked producers are taken (exec.c's
- * Dekker pairing). abort: seq_cst CAS, first reason wins.
+ * Dekker pairing). abort: seq_cst CAS, first reason wins; the reason is
+ * first made one a job's status can hold (-4095..-1, not -EINPROGRESS; else
+ * -EINVAL), so the job never refuses it and a failed graph never ends with 0.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "graph/graph_int.h"
@@ -132,12 +137,26 @@ bool gctl_stopping(const struct urt_graph *g, const struct gstep *s)
            atomic_load_explicit(&g->abort, memory_order_acquire) || urt_job_cancelled(g->job);
 }
 
+/* A reason the graph can fail with: a -errno in -4095..-1 that is not
+ * -EINPROGRESS (what a job's status can hold, urt/job.h); anything else a
+ * step, processor or async completion gave is -EINVAL (urt/graph.h). */
+static int abort_reason(int err)
+{
+    return err < 0 && err >= -4095 && err != -EINPROGRESS ? err : -EINVAL;
+}
+
 void gctl_abort(struct urt_graph *g, int err)
 {
+    err = abort_reason(err);
     int32_t none = 0;
     if (!atomic_compare_exchange_strong_explicit(&g->abort, &none, err, memory_order_seq_cst, memory_order_seq_cst))
         return; /* the first reason stands */
-    urt_job_abort(g->job, err); /* -EALREADY: the job's own reason (deadline, cancel) came first */
+    /* 0, or -EALREADY: the job's own reason (deadline, cancel) came first and
+     * is the graph's status. The job cannot be ending (the controller holds it
+     * open) and err is in its range, so nothing else can refuse it. */
+    int rc = urt_job_abort(g->job, err);
+    if (rc && rc != -EALREADY)
+        urt_job_cancel(g->job); /* never reached: still, never end a failed graph with 0 */
     gctl_post(g, &g->news, N_ABORT);
 }
 
@@ -270,8 +289,19 @@ static void step_stop(struct urt_graph *g, struct gstep *s)
     propagate_up(g, s);
 }
 
+/* Every task of s ended (its live count reached 0: their writes are ours):
+ * task state left set goes to the step's cleanup. */
+static void cleanup_states(struct gstep *s)
+{
+    for (uint32_t i = 0; i < s->n_ctx; i++)
+        gexec_cleanup(s->ctx[i]);
+    for (uint32_t i = 0; s->d.prepare && i < s->n_side; i++)
+        gexec_cleanup(s->prep[i]);
+}
+
 static void step_completed(struct urt_graph *g, struct gstep *s)
 {
+    cleanup_states(s);
     set_state(s, URT_STEP_COMPLETED);
     if (s->main == MAIN_NONE && !s->d.processor) {
         uint32_t admitted = atomic_load_explicit(&s->next_part, memory_order_relaxed);
@@ -550,8 +580,12 @@ URT_API int urt_graph_start(urt_graph *g)
         return urt__error(-EINVAL, "urt_graph_start: an earlier start of the graph failed (release it)");
     if (g->phase == PH_BUILD) {
         int err = urt_graph_prepare(g);
-        if (err)
-            return err;
+        if (err) { /* its message, named after this call */
+            char why[256];
+            const char *m = urt_last_error(), *p = "urt_graph_prepare: ";
+            snprintf(why, sizeof(why), "%s", strncmp(m, p, strlen(p)) ? m : m + strlen(p));
+            return urt__error(err, "urt_graph_start: the graph cannot be prepared: %s", why);
+        }
     }
     return start_job(g); /* touches nothing of g after the bootstrap was submitted */
 }

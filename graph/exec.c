@@ -52,6 +52,10 @@
  *    release callback and frees the node.
  * Last touch (graph_int.h): the final glive_put of a context is its last
  * access to graph memory.
+ * A task that finds its step stopping ends without calling it (skipped, or
+ * cut if it had started); task state left set goes to the step's cleanup
+ * (gexec_cleanup): by a source slot before its next partition, else by the
+ * controller when the step completed.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -182,7 +186,7 @@ static void gpool_put(struct gpool *p, struct gunit *u)
 static void unit_done(struct urt_graph *g, struct gx *x, struct gunit *u)
 {
     if (x->d.release)
-        x->d.release(u->data, u->rows, x->d.release_arg);
+        x->d.release(u->data, u->emitted, x->d.release_arg);
     gpool_put(&x->pool, u);
     if (atomic_load_explicit(&x->waiters, memory_order_seq_cst)) /* pairs with park() */
         gexec_wake(g, x);
@@ -202,9 +206,25 @@ void gexec_flush_stats(struct urt_graph_ctx *c)
         }
 }
 
-static void count_skipped(struct gstep *s, uint64_t n)
+/* A partition or unit the step will not be called for again: never started
+ * (skipped), or started and cut short (it yielded, then the step stopped). */
+static void count_stopped(struct urt_graph_ctx *c)
 {
-    atomic_fetch_add_explicit(&s->st_skipped, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(c->started ? &c->s->st_cut : &c->s->st_skipped, 1, memory_order_relaxed);
+}
+
+/* The task will not call the step again for this state: hand it to the
+ * step's cleanup (urt_graph_cleanup_fn), once; the slot is NULL after. */
+void gexec_cleanup(struct urt_graph_ctx *c)
+{
+    if (!c->state)
+        return;
+    if (c->s->d.cleanup) {
+        c->cleaning = true;
+        c->s->d.cleanup(c, c->s->d.arg);
+        c->cleaning = false;
+    }
+    c->state = NULL;
 }
 
 /* ---- spawning, parking, waking ------------------------------------------------------------------- */
@@ -270,15 +290,21 @@ static enum urt_task_result yielded(struct urt_graph_ctx *c)
     return URT_TASK_DONE;
 }
 
+/* DONE or YIELD; any other result fails the graph (gctl_abort). */
 static int call_step(struct urt_graph_ctx *c, urt_graph_step_fn *fn)
 {
     c->blocked = NULL;
     int r = fn(c, c->s->d.arg);
-    if (r < 0)
+    if (r == URT_STEP_YIELD)
+        return URT_STEP_YIELD;
+    c->n_run++;
+    if (r != URT_STEP_DONE) {
+        if (r > 0)
+            urt__error(-EINVAL, "step '%s' returned %d (not URT_STEP_DONE, URT_STEP_YIELD or a -errno)",
+                       gstep_name(c->s), r);
         gctl_abort(c->g, r);
-    else if (r != URT_STEP_YIELD)
-        c->n_run++;
-    return r < 0 ? URT_STEP_DONE : r == URT_STEP_YIELD ? URT_STEP_YIELD : URT_STEP_DONE;
+    }
+    return URT_STEP_DONE;
 }
 
 static void init_cursors(struct urt_graph_ctx *c)
@@ -302,8 +328,8 @@ static enum urt_task_result run_source(struct urt_graph_ctx *c)
     struct gstep *s = c->s;
     for (;;) {
         if (gctl_stopping(g, s)) {
-            count_skipped(s, 1);
-            break;
+            count_stopped(c);
+            break; /* its state, if any, goes to the cleanup when the step completes */
         }
         if (!c->started) {
             init_cursors(c);
@@ -316,9 +342,9 @@ static enum urt_task_result run_source(struct urt_graph_ctx *c)
         uint32_t next = atomic_fetch_add_explicit(&s->next_part, 1, memory_order_relaxed);
         if (next >= s->assumed)
             break;
+        gexec_cleanup(c); /* the partition's last call returned */
         c->partition = next; /* this task admits the next partition */
         c->started = false;
-        c->state = NULL;
         return URT_TASK_YIELD;
     }
     gexec_flush_stats(c);
@@ -331,7 +357,7 @@ static enum urt_task_result run_part(struct urt_graph_ctx *c)
     struct urt_graph *g = c->g;
     struct gstep *s = c->s;
     if (gctl_stopping(g, s)) {
-        count_skipped(s, 1);
+        count_stopped(c);
     } else {
         if (!c->started) {
             init_cursors(c);
@@ -372,7 +398,7 @@ static bool stream_unit(struct urt_graph_ctx *c)
 {
     struct gstep *s = c->s;
     if (gctl_stopping(c->g, s)) {
-        count_skipped(s, 1);
+        count_stopped(c);
         return true;
     }
     if (!c->started) {
@@ -540,7 +566,7 @@ void gexec_release_blocking(struct urt_graph *g, struct gx *x)
     uint32_t n = x->d.kind == URT_EXCHANGE_SHUFFLE ? x->parts : 1;
     for (uint32_t p = 0; p < n && x->d.release; p++)
         for (struct gunit *u = atomic_load_explicit(&x->heads[p], memory_order_acquire); u; u = u->next)
-            x->d.release(u->data, u->rows, x->d.release_arg);
+            x->d.release(u->data, u->emitted, x->d.release_arg);
 }
 
 /* ---- inside a task: the public calls -------------------------------------------------------------- */
@@ -700,11 +726,14 @@ static int emit_forward(struct urt_graph_ctx *c, struct gx *x, void *data, uint3
         return urt__error(-EAGAIN, "urt_graph_emit: exchange %d holds its capacity of %u units (yield)", x->id,
                           x->pool.capacity);
     }
-    if (!u)
-        return urt__error(-ENOMEM, "urt_graph_emit: no memory for exchange %d's units", x->id);
+    if (!u) {
+        gctl_abort(c->g, -ENOMEM);
+        return urt__error(-ENOMEM, "urt_graph_emit: no memory for exchange %d's units (the graph is aborted)", x->id);
+    }
     uint32_t n = x->d.limit_rows ? forward_limit(c, x, rows) : rows;
     u->data = data;
     u->rows = n;
+    u->emitted = rows;
     u->partition = forward_partition(x, c);
     atomic_store_explicit(&u->refs, x->n_cons + 1, memory_order_relaxed); /* +1: ours while delivering */
     uint32_t took = n || !rows ? forward_deliver(c, x, u) : 0;
@@ -725,12 +754,13 @@ static int emit_blocking(struct urt_graph_ctx *c, struct gx *x, uint32_t partiti
 {
     bool full = false;
     struct gunit *u = gpool_get(&x->pool, &full);
-    if (!u)
-        return full ? urt__error(-ENOBUFS, "urt_graph_emit: exchange %d holds its capacity of %u units", x->id,
-                                 x->pool.capacity)
-                    : urt__error(-ENOMEM, "urt_graph_emit: no memory for exchange %d's units", x->id);
+    if (!u) { /* lost to the consumers: the graph fails, whatever the step does next */
+        gctl_abort(c->g, full ? -ENOBUFS : -ENOMEM);
+        return urt__error(full ? -ENOBUFS : -ENOMEM, "urt_graph_emit: exchange %d %s (the graph is aborted)", x->id,
+                          full ? "holds its capacity" : "has no memory for a unit");
+    }
     u->data = data;
-    u->rows = rows;
+    u->rows = u->emitted = rows;
     u->partition = partition;
     struct gunit *_Atomic *head = &x->heads[x->d.kind == URT_EXCHANGE_SHUFFLE ? partition : 0];
     struct gunit *h = atomic_load_explicit(head, memory_order_relaxed);
@@ -746,6 +776,8 @@ URT_API int urt_graph_emit(struct urt_graph_ctx *ctx, uint32_t port, uint32_t pa
 {
     if (!ctx)
         return urt__error(-EINVAL, "urt_graph_emit: ctx is NULL");
+    if (ctx->cleaning)
+        return urt__error(-EINVAL, "urt_graph_emit: called from step '%s''s cleanup", gstep_name(ctx->s));
     if (port >= ctx->s->n_out)
         return urt__error(-EINVAL, "urt_graph_emit: port %u: step '%s' has %u output ports", port, gstep_name(ctx->s),
                           ctx->s->n_out);

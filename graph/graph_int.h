@@ -64,7 +64,8 @@ struct gnews {
 
 struct gunit {
     void *data;
-    uint32_t rows;
+    uint32_t rows;               /* what the consumers see (a limit_rows forward may clip it) */
+    uint32_t emitted;            /* what the producer emitted: its release callback gets this */
     uint32_t partition;          /* shuffle: the consumer partition */
     _Atomic uint32_t refs;       /* forward: consumers still holding it */
     _Atomic uint32_t next_free;  /* pool free list: index + 1 of the next, 0 = end */
@@ -134,6 +135,7 @@ struct urt_graph_ctx {
     struct gx *blocked;          /* urt_graph_emit said -EAGAIN on it */
     struct urt_graph_ctx *wnext; /* waiters' stack */
     bool started;                /* the step function ran once for this partition/unit */
+    bool cleaning;               /* in the step's cleanup callback (emit and push refuse) */
     bool unit_taken;             /* CTX_STREAM: urt_graph_next returned the unit */
     /* CTX_STREAM */
     struct gunit *unit;          /* the unit being processed */
@@ -179,7 +181,7 @@ struct gstep {
     uint32_t n_ctx;
     struct urt_graph_ctx **ctx;  /* slots / partitions / streams / instances */
     struct urt_graph_ctx **prep; /* CTX_PREPARE, one per side input */
-    _Atomic uint64_t st_run, st_skipped, st_yields, st_in, st_out, st_rows;
+    _Atomic uint64_t st_run, st_skipped, st_cut, st_yields, st_in, st_out, st_rows;
 };
 
 /* ---- the graph --------------------------------------------------------------- */
@@ -242,6 +244,7 @@ void gexec_release_blocking(struct urt_graph *g, struct gx *x);
 int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links);
 void gpool_free(struct gpool *p);
 void gexec_flush_stats(struct urt_graph_ctx *c);
+void gexec_cleanup(struct urt_graph_ctx *c); /* the step's cleanup, if c's state is set */
 
 /* proc.c */
 struct gport {

@@ -170,6 +170,8 @@ static int proc_step(struct urt_graph_ctx *c, int r)
         r = p->process ? p->process(c, c->s->d.arg)
                        : urt__error(-EINVAL, "processor '%s': event() said URT_PROC_SYNC and it has no process()",
                                     gstep_name(c->s));
+        if (r > 0)
+            r = urt__error(-EINVAL, "processor '%s': process() returned %d (0 or a -errno)", gstep_name(c->s), r);
         break;
     case URT_PROC_ASYNC:
         r = proc_async(c);
@@ -200,8 +202,8 @@ enum urt_task_result gproc_run(struct urt_graph_ctx *c)
     struct urt_graph *g = c->g;
     if (c->async_back) {
         c->async_back = false;
-        if (c->async_res < 0)
-            gctl_abort(g, c->async_res);
+        if (c->async_res != 0)
+            gctl_abort(g, c->async_res); /* a positive result is not one: -EINVAL */
     }
     for (int i = 0; i < G_PROC_BATCH; i++) {
         atomic_fetch_and_explicit(&c->psched, ~P_AGAIN, memory_order_acq_rel);
@@ -274,6 +276,8 @@ URT_API int urt_graph_push(struct urt_graph_ctx *ctx, uint32_t port, void *data,
     struct gport *p = port_edge(ctx, port, true);
     if (!p)
         return urt__error(-EINVAL, "urt_graph_push: port %u is not a processor's output port edge", port);
+    if (ctx->cleaning)
+        return urt__error(-EINVAL, "urt_graph_push: called from step '%s''s cleanup", gstep_name(ctx->s));
     uint32_t w = atomic_load_explicit(&p->word, memory_order_acquire);
     if (w & PORT_CLOSED)
         return urt__error(-EPIPE, "urt_graph_push: the consumer of port %u finished", port);

@@ -21,8 +21,9 @@
  *    unit; the units of one partition are processed one at a time, in
  *    arrival order (a partition is a sequential stream). limit_rows turns it
  *    into a LIMIT: rows beyond the limit are cut (the unit that crosses it is
- *    delivered with its rows clipped) and the upstream step is told to
- *    complete early.
+ *    delivered with its rows clipped; its release callback still gets the
+ *    rows that were emitted) and the upstream step is told to complete
+ *    early.
  *  - SHUFFLE (blocking): units are emitted to a partition of the consumer
  *    (hash partitioning is the producer's: it passes the partition); no
  *    consumer task starts before every producer step completed; then one task
@@ -71,19 +72,25 @@
  * completion, e.g. a LIMIT that has its rows) or a forward's limit_rows
  * stops a step: its tasks not yet started do not start (units queued for it
  * are released unprocessed), running ones may finish (they see
- * urt_graph_stopping()). The instruction propagates upstream through
+ * urt_graph_stopping()), ones that yielded (parked producers) are not called
+ * again: their task state goes to the step's cleanup. The instruction propagates upstream through
  * incremental exchanges (forward, broadcast) whose consumers are all stopped
  * or completed, and stops at a blocking one (shuffle). A step with
  * URT_STEP_DELIVER (side effects: emit, insert, update, delete) is never cut
  * short by a downstream completion, and nothing upstream of it is either.
  *
- * Errors and limits. A task that returns -errno, a failed submission, an
- * exchange over its capacity, urt_graph_cancel() and the deadline abort the
- * whole graph: the first reason becomes the job's status (urt_job_abort),
- * tasks not started do not start, running ones see urt_graph_stopping(),
- * parked producers are released, every unit gets its release callback, and
- * the completion callback runs exactly once with that first reason (0 when
- * the graph ran to its end, early completion included).
+ * Errors and limits. A task that returns -errno (or any result that is not
+ * one, URT_STEP_DONE / URT_STEP_YIELD below), a failed submission, a
+ * blocking exchange over its capacity (-ENOBUFS: even when the step ignores
+ * the emit's answer), a unit descriptor that cannot be allocated (-ENOMEM),
+ * urt_graph_cancel() and the deadline abort the whole graph: the first
+ * reason becomes the job's status (urt_job_abort; a reason outside
+ * -4095..-1, or -EINPROGRESS, is -EINVAL), tasks not started do not start,
+ * running ones see urt_graph_stopping(), parked producers are released and
+ * not called again, every unit gets its release callback, task state left
+ * set goes to the step's cleanup (urt_graph_cleanup_fn), and the completion
+ * callback runs exactly once with that first reason (0 when the graph ran
+ * to its end, early completion included). A failed graph never reports 0.
  *
  * Back-pressure. A forward exchange holds at most `capacity` units in flight
  * (emitted and not yet processed). urt_graph_emit() into a full one returns
@@ -151,13 +158,38 @@ extern "C" {
 typedef struct urt_graph urt_graph;
 struct urt_graph_ctx;
 
-/* What a step function returns: URT_STEP_DONE, URT_STEP_YIELD (call it again
- * later with the same context: after a -EAGAIN from urt_graph_emit, when the
- * exchange has room; else behind the worker's other work), or a -errno that
- * aborts the graph. */
+/* What a step function (and a prepare function) returns: URT_STEP_DONE,
+ * URT_STEP_YIELD (call it again later with the same context: after a -EAGAIN
+ * from urt_graph_emit, when the exchange has room; else behind the worker's
+ * other work), or a -errno that aborts the graph. The graph fails with that
+ * -errno when it is in -4095..-1 and not -EINPROGRESS (what a job's status
+ * holds, urt/job.h); with -EINVAL for any other result (-EINPROGRESS, below
+ * -4095, or a positive value other than URT_STEP_YIELD). The same holds for
+ * a processor's callbacks and urt_graph_async_done's result. */
 #define URT_STEP_DONE 0
 #define URT_STEP_YIELD 1
 typedef int urt_graph_step_fn(struct urt_graph_ctx *ctx, void *arg);
+
+/* A step's cleanup (urt_step_desc.cleanup): gives back a task's state
+ * (urt_graph_task_state) that is not NULL once the task will not be called
+ * again, whatever ended it — its last call returned, the graph was aborted,
+ * the step was completed early (a producer parked on a full exchange, a
+ * partition that yielded, units never processed). Called exactly once per
+ * such state, never at the same time as the step's functions for that
+ * task, before the graph's completion callback:
+ *  - a source partition: by its task right after its last call, before the
+ *    task takes the step's next partition (else as below);
+ *  - every other task (shuffle partitions, side-input sub-tasks, the
+ *    partition streams of a forward consumer, processor instances), and a
+ *    source partition stopped before its end: when the step completes
+ *    (COMPLETING -> COMPLETED, every task of it ended), by the graph's
+ *    controller — on a worker, not on the step's lane; on the destroying
+ *    thread at runtime destroy.
+ * In it, urt_graph_task_state, urt_graph_partition, urt_graph_step_of,
+ * urt_graph_of and urt_graph_stopping work (stopping: true when the task was
+ * cut short); urt_graph_emit and urt_graph_push refuse (-EINVAL). The slot is
+ * NULL after it. */
+typedef void urt_graph_cleanup_fn(struct urt_graph_ctx *ctx, void *arg);
 
 /* The completion callback: status 0, or the first reason the graph was
  * aborted (a step's -errno, -ECANCELED, -ETIME, -ENOBUFS ...). Runs once, on
@@ -195,7 +227,8 @@ enum urt_proc_next {
 struct urt_processor {
     urt_graph_step_fn *event;   /* required: inspects ports, returns enum urt_proc_next or -errno */
     urt_graph_step_fn *process; /* for URT_PROC_SYNC: 0 or -errno */
-    urt_graph_step_fn *async;   /* for URT_PROC_ASYNC: 0 = started (urt_graph_async_done follows), or -errno */
+    urt_graph_step_fn *async;   /* for URT_PROC_ASYNC: >= 0 = started (urt_graph_async_done follows),
+                                   or -errno (not started) */
 };
 
 struct urt_step_desc {
@@ -204,6 +237,7 @@ struct urt_step_desc {
     void *arg;                     /* passed to fn, prepare and the processor's callbacks */
     urt_graph_step_fn *prepare;    /* optional: one sub-task per broadcast side input (P5) */
     const struct urt_processor *processor; /* instead of fn (must outlive the graph) */
+    urt_graph_cleanup_fn *cleanup; /* optional: frees task state left set (urt_graph_cleanup_fn) */
     urt_lane *lane;                /* optional: the step's tasks run one at a time on this lane */
     uint32_t partitions;           /* 0: by the rules (P1, P2, P6) */
     uint32_t max_in_flight;        /* sources: at most this many tasks queued or running; a finished
@@ -259,14 +293,18 @@ URT_API int urt_graph_add_exchange(urt_graph *g, const struct urt_exchange_desc 
 
 /* Step `step` writes into exchange `exchange`: returns the step's output
  * port index (0, 1, ... in the order of these calls), or -EINVAL (NULL g,
- * unknown ids, already connected, the graph was started), -ENOMEM. Owner
- * only. */
+ * unknown ids, already connected, the graph was started; a function step,
+ * or a second step, writing a forward exchange a processor reads), -ENOMEM.
+ * Owner only. */
 URT_API int urt_graph_output(urt_graph *g, int step, int exchange);
 
 /* Step `step` reads exchange `exchange`: returns the step's input port
  * index, or -EINVAL (as urt_graph_output, plus a second forward input, a
  * forward and a shuffle together, a processor reading something but a
- * processor's forward exchange), -ENOMEM. Owner only. */
+ * processor's forward exchange: a shuffle or broadcast, a forward written by
+ * a function step or by two steps, one with limit_rows, or one another step
+ * reads too; a function step reading a processor's forward exchange),
+ * -ENOMEM. Owner only. */
 URT_API int urt_graph_input(urt_graph *g, int exchange, int step);
 
 /* Checks the whole graph and allocates the run (rule 3). Returns 0, or
@@ -280,9 +318,9 @@ URT_API int urt_graph_prepare(urt_graph *g);
 
 /* Starts the graph (rule 4): creates its job (deadline, completion) and
  * submits its bootstrap task. Returns 0, or the errors of
- * urt_graph_prepare, -EALREADY (started before), -EINVAL (an earlier start
- * failed), -ESHUTDOWN, -EAGAIN (the pending-task limit) and the errors of
- * urt_job_create. On failure nothing runs, the callback is never called and
+ * urt_graph_prepare (with its message, as urt_graph_start's), -EALREADY
+ * (started before), -EINVAL (an earlier start failed), -ESHUTDOWN, -EAGAIN
+ * (the pending-task limit) and the errors of urt_job_create. On failure nothing runs, the callback is never called and
  * the graph cannot be started again (release it). The graph may end — and
  * its callback release it — before this call returns. Owner only. */
 URT_API int urt_graph_start(urt_graph *g);
@@ -327,6 +365,9 @@ URT_API int urt_graph_step_partitions(const urt_graph *g, int step);
 struct urt_graph_step_stats {
     uint64_t tasks_run;     /* step function calls that returned DONE or an error (processors: event calls) */
     uint64_t tasks_skipped; /* partitions or units never started: stopped, aborted, cancelled */
+    uint64_t tasks_cut;     /* partitions or units that started (the step was called, returned
+                               URT_STEP_YIELD) and were stopped before their last call: never called
+                               again. Function steps: run + skipped + cut = partitions (or units) */
     uint64_t yields;        /* URT_STEP_YIELD returns */
     uint64_t units_in;      /* units delivered to the step's tasks */
     uint64_t units_out;     /* units the step emitted or pushed */
@@ -348,7 +389,9 @@ URT_API urt_graph *urt_graph_of(const struct urt_graph_ctx *ctx);
 URT_API int urt_graph_step_of(const struct urt_graph_ctx *ctx);
 
 /* A pointer-sized slot of the task (partition, unit stream, processor
- * instance or side input) that survives URT_STEP_YIELD; NULL at first. */
+ * instance or side input) that survives URT_STEP_YIELD; NULL at first. What
+ * is left in it when the task is over goes to the step's cleanup
+ * (urt_graph_cleanup_fn); without one the graph forgets it. */
 URT_API void **urt_graph_task_state(struct urt_graph_ctx *ctx);
 
 /* The next unit of input port `port` (URT_GRAPH_ANY_PORT: any main input)
@@ -362,16 +405,20 @@ URT_API int urt_graph_next(struct urt_graph_ctx *ctx, uint32_t port, struct urt_
 
 /* Hands a unit to output port `port`. partition: the consumer partition for
  * a shuffle (< its count), ignored otherwise (P6 decides). Returns 0
- * (accepted: the exchange's release callback will get it back), or
+ * (accepted: the exchange's release callback will get it back, with the
+ * rows given here), or
  *   -EAGAIN   a forward exchange is full: nothing was taken; return
  *             URT_STEP_YIELD and emit it again when called again;
- *   -ENOBUFS  a blocking exchange is full (its capacity);
+ *   -ENOBUFS  a blocking exchange is full (its capacity): the graph is
+ *             aborted with -ENOBUFS (whatever the step returns);
  *   -EPIPE    no consumer wants it (the limit was reached, the consumers
  *             completed or were stopped, the graph is being aborted):
  *             nothing was taken;
- *   -ENOMEM   no memory for the exchange's unit descriptors;
+ *   -ENOMEM   no memory for the exchange's unit descriptors: the graph is
+ *             aborted with -ENOMEM;
  *   -EINVAL   NULL ctx, port out of range, partition out of range for a
- *             shuffle, a processor's port edge (use urt_graph_push).
+ *             shuffle, a processor's port edge (use urt_graph_push), called
+ *             from a cleanup.
  * The data stays the caller's on any error. */
 URT_API int urt_graph_emit(struct urt_graph_ctx *ctx, uint32_t port, uint32_t partition, void *data, uint32_t rows);
 
@@ -403,7 +450,7 @@ URT_API int urt_graph_pull(struct urt_graph_ctx *ctx, uint32_t port, struct urt_
 /* Puts a unit into output port `port`: 0; -EAGAIN the previous unit was not
  * taken yet (return URT_PROC_NEED_CONSUME); -EPIPE the consumer finished
  * (the unit stays the caller's); -EINVAL (not a processor's output port
- * edge). A unit pulled from a port is the puller's: it passes it on with
+ * edge, called from a cleanup). A unit pulled from a port is the puller's: it passes it on with
  * urt_graph_push, or gives it back with urt_graph_unit_release. */
 URT_API int urt_graph_push(struct urt_graph_ctx *ctx, uint32_t port, void *data, uint32_t rows);
 
@@ -415,7 +462,7 @@ URT_API int urt_graph_finish(struct urt_graph_ctx *ctx, uint32_t port);
 URT_API int urt_graph_unit_release(struct urt_graph_ctx *ctx, uint32_t port, void *data, uint32_t rows);
 
 /* Ends the asynchronous work a processor's async() started: res 0, or a
- * -errno that aborts the graph. The processor continues (event()) on the
+ * -errno that aborts the graph (any other res aborts it with -EINVAL). The processor continues (event()) on the
  * worker that called async(). Exactly once per successful async(). Returns
  * 0, -EINVAL (NULL ctx, no async work in flight), -ESHUTDOWN or -EAGAIN (the
  * continuation could not be submitted — the runtime is being destroyed, the
