@@ -12,6 +12,7 @@
 #include "sched/job.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #include <urt/runtime.h>
@@ -133,7 +134,7 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
         leave(w);
         return err;
     }
-    c->priv.watcher = w;
+    __atomic_store_n(&c->priv.watcher, (void *)w, __ATOMIC_RELAXED); /* read by urt_cond_cancel (cond_owner) */
     c->priv.interval_ns = (c->interval_us ? c->interval_us : sched_of(rt)->cfg->watcher_interval_us) * 1000ull;
     c->priv.passed_ns = 0;
     struct urt_task *t = &c->priv.task;
@@ -153,6 +154,18 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *c)
     return 0;
 }
 
+/* The watcher c was last added to (NULL: never added). An add in progress
+ * (ADDING, a few stores) is waited out; priv.watcher is written by the adder
+ * with a relaxed atomic store and read here with a relaxed atomic load, so a
+ * caller that cancels while another thread adds the cond anew reads the old
+ * or the new owner, never a torn one. */
+static void *cond_owner(struct urt_cond *c)
+{
+    while (atomic_load_explicit(&c->priv.state, memory_order_acquire) == C_ADDING)
+        sched_yield();
+    return __atomic_load_n(&c->priv.watcher, __ATOMIC_RELAXED);
+}
+
 URT_API int urt_cond_cancel(urt_runtime *rt, struct urt_cond *c)
 {
     if (!rt || !c)
@@ -160,8 +173,10 @@ URT_API int urt_cond_cancel(urt_runtime *rt, struct urt_cond *c)
     struct watcher *w = sched_of(rt)->watcher;
     if (!enter(w))
         return urt__error(-ESHUTDOWN, "urt_cond_cancel: the runtime is being destroyed (it cancels the cond)");
-    /* The acquire load pairs with the adder's WATCHING store: priv.watcher is readable. */
-    if (atomic_load_explicit(&c->priv.state, memory_order_acquire) == C_WATCHING && c->priv.watcher != w) {
+    /* The wrong runtime first, whatever the cond's state (watched, handed
+     * to a worker, run, cancelled): it is the caller's bug, not a race. */
+    void *owner = cond_owner(c);
+    if (owner && owner != w) {
         leave(w);
         return urt__error(-EINVAL, "urt_cond_cancel: cond %p was added to another runtime", (void *)c);
     }

@@ -44,7 +44,10 @@
  * cond state: ADDING -> WATCHING is a release store after the adder filled
  * priv; the canceller's and the watcher's CAS are acq_rel, so whoever wins
  * sees priv filled; the IDLE store before a callback is release, paired with
- * the next adder's acquire CAS.
+ * the next adder's acquire CAS. priv.watcher (the owner) is stored by the
+ * adder with a relaxed atomic store; urt_cond_cancel reads it with a relaxed
+ * atomic load, in any state, after waiting out ADDING: its owner check needs
+ * only the value (a pointer compared, never followed), not what it orders.
  * Shutdown fence with adders/cancellers: they increment inflight, then load
  * closed (both seq_cst); watcher_close stores closed, then waits for
  * inflight == 0 (seq_cst), then stores stop. So an adder either sees closed

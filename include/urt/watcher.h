@@ -107,8 +107,9 @@ URT_API int urt_cond_add(urt_runtime *rt, struct urt_cond *cond);
  * callback, if any, runs once on the watcher thread), -EALREADY when it is
  * too late (the body was handed to a worker, or cond is not watched, or a
  * cancel already succeeded), -EINVAL for NULL arguments or a cond added to
- * another runtime, -ESHUTDOWN while the runtime is being destroyed (the
- * shutdown cancels it). Any thread. */
+ * another runtime (checked first: whatever the cond's state there — watched,
+ * body handed over or run, cancelled), -ESHUTDOWN while the runtime is being
+ * destroyed (the shutdown cancels it). Any thread. */
 URT_API int urt_cond_cancel(urt_runtime *rt, struct urt_cond *cond);
 
 struct urt_watcher_stats {

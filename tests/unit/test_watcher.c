@@ -12,8 +12,9 @@
  *  - adds from foreign threads and from workers, concurrently: each body once;
  *  - cancel: 0 while watched (cancel callback once, on the watcher thread),
  *    -EALREADY once the body was handed over or after a cancel; -EBUSY for a
- *    double add; a cancel racing the passing check: exactly one of body and
- *    cancel callback per task;
+ *    double add; -EINVAL with another runtime than the cond's, in every state;
+ *    a cancel racing the passing check: exactly one of body and cancel
+ *    callback per task;
  *  - a body may add its cond again (periodic task);
  *  - shutdown: watched tasks get their cancel callback once (both modes).
  * Every test ends with a clean destroy.
@@ -330,6 +331,64 @@ Test(watcher, cancel_rules, .timeout = 60)
     struct urt_watcher_stats s = wstats();
     cr_assert_eq(s.cancelled, 1);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* A worker kept busy until released (a body handed over stays pending behind it). */
+static _Atomic bool g_block_release, g_blocking;
+
+static enum urt_task_result blocker(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    atomic_store(&g_blocking, true);
+    while (!atomic_load(&g_block_release))
+        sleep_us(200);
+    return URT_TASK_DONE;
+}
+
+/* urt_cond_cancel with another runtime than the cond's answers -EINVAL in every
+ * state of the cond (watched, body handed to a worker and pending, body run,
+ * cancelled), never -EALREADY: the wrong runtime is the caller's bug, whatever
+ * the timing. A cond never added is "not watched" (-EALREADY) on any runtime. */
+Test(watcher, cancel_with_another_runtime_is_einval_in_every_state, .timeout = 60)
+{
+    struct urt_config cb;
+    test_config(&cb, 1);
+    urt_runtime *rt_b = rt_create_or_skip(&cb);
+    make_rt(1, 1000); /* g_rt: runtime A, one worker */
+    struct probe p;
+    probe_init(&p, 0, 0);
+    cr_assert_eq(urt_cond_cancel(rt_b, &p.cond), -EALREADY, "never added: not watched, on any runtime");
+    cr_assert_eq(urt_cond_add(g_rt, &p.cond), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&p.checks) >= 1, 5000));
+    cr_assert_eq(urt_cond_cancel(rt_b, &p.cond), -EINVAL, "watched by A");
+
+    /* A's only worker is busy: the body, once handed over, waits behind it. */
+    static struct urt_task block;
+    atomic_store(&g_block_release, false);
+    atomic_store(&g_blocking, false);
+    urt_task_init(&block, blocker, NULL);
+    cr_assert_eq(urt_task_submit(g_rt, &block, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_blocking), 5000));
+    atomic_store(&p.pass_now, true);
+    cr_assert(WAIT_UNTIL(wstats().bodies_scheduled == 1, 5000));
+    cr_assert_eq(atomic_load(&p.bodies), 0, "the body waits behind the blocker");
+    cr_assert_eq(urt_cond_cancel(rt_b, &p.cond), -EINVAL, "body handed to A's worker, pending");
+    cr_assert_eq(urt_cond_cancel(g_rt, &p.cond), -EALREADY, "too late on A");
+    atomic_store(&g_block_release, true);
+    cr_assert(WAIT_UNTIL(atomic_load(&p.bodies) == 1, 5000));
+    cr_assert_eq(urt_cond_cancel(rt_b, &p.cond), -EINVAL, "body run on A");
+    cr_assert_eq(urt_cond_cancel(g_rt, &p.cond), -EALREADY, "not watched any more");
+
+    /* Watched again, cancelled on A: the cancel callback may or may not have run. */
+    atomic_store(&p.pass_now, false);
+    cr_assert_eq(urt_cond_add(g_rt, &p.cond), 0);
+    cr_assert_eq(urt_cond_cancel(g_rt, &p.cond), 0);
+    cr_assert_eq(urt_cond_cancel(rt_b, &p.cond), -EINVAL, "cancelled on A");
+    cr_assert(WAIT_UNTIL(atomic_load(&p.cancels) == 1, 5000));
+    cr_assert_eq(urt_cond_cancel(rt_b, &p.cond), -EINVAL, "cancel callback run on A");
+    cr_assert_eq(atomic_load(&p.bodies), 1);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    rt_destroy_clean(rt_b, URT_SHUTDOWN_DRAIN, 0);
 }
 
 static void *canceller_thread(void *arg)
