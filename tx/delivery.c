@@ -254,20 +254,23 @@ void delivery_append(struct urt_commit ***tail, struct urt_commit *c, int status
     }
 }
 
-void delivery_close(struct delivery *d, struct urt_commit *list, struct urt_commit **tail)
+void delivery_close(struct delivery *d, struct urt_commit *list)
 {
-    /* Whatever still waits: covered commits succeed, the rest are cancelled. */
-    if (!tail)
-        tail = &list; /* (list is NULL then) */
+    /* Whatever still waits: covered commits succeed, the rest are cancelled.
+     * They go on a list of their own, run after the caller's: the caller's
+     * tail pointer is not ours to extend (an empty caller list has its tail
+     * in the caller's frame, and the heap's commits were once lost there). */
     uint64_t p = atomic_load_explicit(&d->persisted, memory_order_relaxed);
     if (p > atomic_load_explicit(&d->announced, memory_order_relaxed) && d->on_durable)
         d->on_durable(p, d->on_durable_arg); /* the marker before the commits it covers */
+    struct urt_commit *waiting = NULL, **tail = &waiting;
     while (d->heap.n) {
         struct urt_commit *c = bheap_remove(&d->heap, 0);
         c->priv.next = NULL;
         delivery_append(&tail, c, c->priv.marker <= p ? 0 : -ECANCELED, true);
     }
     delivery_run_list(list);
+    delivery_run_list(waiting);
 }
 
 void delivery_init(struct delivery *d, struct sched *s, uint64_t marker, bool direct)

@@ -46,9 +46,9 @@ void delivery_durable(struct delivery *d, struct worker *w);
 /* Stored commits whose records are written: they wait in the heap, or go
  * at once if announced covers them. */
 void delivery_waiters(struct delivery *d, struct worker *w, struct urt_commit *waiters);
-/* At the end: list (tail = its last next pointer) plus every waiting commit
+/* At the end: list (statuses set; may be NULL), then every waiting commit
  * (status 0 if covered by persisted, else -ECANCELED), answered once, here. */
-void delivery_close(struct delivery *d, struct urt_commit *list, struct urt_commit **tail);
+void delivery_close(struct delivery *d, struct urt_commit *list);
 /* Appends the commits linked from c to *tail (status set when set). */
 void delivery_append(struct urt_commit ***tail, struct urt_commit *c, int status, bool set);
 int delivery_set_on_durable(struct delivery *d, urt_durable_fn *fn, void *arg);

@@ -53,7 +53,7 @@ void durability_destroy(struct durability *d)
 {
     if (!d)
         return;
-    delivery_close(&d->dl, NULL, NULL);
+    delivery_close(&d->dl, NULL);
     delivery_destroy(&d->dl);
     free(d);
 }

@@ -405,7 +405,7 @@ static void close_deliveries(struct wal *wal)
         for (int b = 0; b < 2; b++)
             delivery_append(&tail, ch->bufs[b].wait_head, -ECANCELED, true);
     }
-    delivery_close(&wal->dl, list, tail);
+    delivery_close(&wal->dl, list);
 }
 
 void wal_close(struct wal *wal)

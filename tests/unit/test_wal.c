@@ -578,6 +578,90 @@ Test(wal, dead_device_destroy_returns, .timeout = 60)
     dead_device(URT_SHUTDOWN_DRAIN);
     leak_check();
 }
+
+/* A stored commit written on channel 0 waits in the marker heap while
+ * channel 1 (whose worker is held in a task) holds an unflushed record of an
+ * earlier epoch, and then the device dies: nothing is held, failed or
+ * unflushed anywhere when the runtime is destroyed but that commit. The
+ * destroy answers it -ECANCELED, once (it lost it before: the heap's commits
+ * were appended to a list the destroy never ran), and recovery replays
+ * neither it nor the failed record. */
+struct heap_hold {
+    urt_runtime *rt;
+    _Atomic int stage;
+    struct urt_commit acc, stored;
+    struct waiter w_acc, w_stored;
+    uint8_t rec[64];
+};
+
+static enum urt_task_result hold_ch1(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct heap_hold *h = arg;
+    if (urt_log_commit(h->rt, &h->acc, 1, h->rec, sizeof(h->rec), URT_COMMIT_ACCEPTED, waiter_cb, &h->w_acc))
+        atomic_store(&h->stage, -1);
+    else
+        atomic_store(&h->stage, 1);
+    while (atomic_load(&h->stage) == 1)
+        sleep_us(100); /* channel 1 keeps its record unflushed meanwhile */
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result stored_on_ch0(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct heap_hold *h = arg;
+    if (urt_log_commit(h->rt, &h->stored, 2, h->rec, sizeof(h->rec), URT_COMMIT_STORED, waiter_cb, &h->w_stored))
+        atomic_store(&h->stage, -1);
+    return URT_TASK_DONE;
+}
+
+Test(wal, destroy_answers_a_commit_waiting_for_the_marker, .timeout = 60)
+{
+    char *dir = make_dir();
+    struct heap_hold *h = calloc(1, sizeof(*h));
+    h->rt = log_rt(dir, 2, 0);
+    h->w_acc = (struct waiter)WAITER_INIT;
+    h->w_stored = (struct waiter)WAITER_INIT;
+    payload_fill(h->rec, sizeof(h->rec), 1);
+    struct wal *wal = ((struct urt_runtime *)h->rt)->wal;
+    cr_assert_eq(urt_spawn_to(h->rt, 1, hold_ch1, NULL, h, 0), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&h->stage) != 0, 5000));
+    cr_assert_eq(atomic_load(&h->stage), 1, "urt_log_commit (accepted): %s", urt_last_error());
+    cr_assert_eq(urt_spawn_to(h->rt, 0, stored_on_ch0, NULL, h, 0), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(({
+        struct urt_log_stats s;
+        urt_log_stats(h->rt, &s);
+        s.fsyncs >= 1;
+    }), 5000), "channel 0 wrote the stored commit");
+    sleep_us(20000);
+    cr_assert_eq(atomic_load(&h->stage), 1);
+    pthread_mutex_lock(&h->w_stored.mu);
+    int early = h->w_stored.calls;
+    pthread_mutex_unlock(&h->w_stored.mu);
+    cr_assert_eq(early, 0, "answered before channel 1 flushed its earlier epoch");
+    wal_inject_fault(wal, WAL_FAULT_EIO_ALWAYS);
+    atomic_store(&h->stage, 2); /* channel 1 writes, fails, and never repairs */
+    cr_assert(WAIT_UNTIL(({
+        struct urt_log_stats s;
+        urt_log_stats(h->rt, &s);
+        s.io_errors >= 1;
+    }), 5000));
+    cr_assert_geq(urt_runtime_destroy(h->rt, URT_SHUTDOWN_DRAIN), 0, "%s", urt_last_error());
+    cr_assert_eq(h->w_acc.calls, 1);
+    cr_assert_eq(h->w_acc.status, 0, "accepted: answered at append");
+    cr_assert_eq(h->w_stored.calls, 1, "the stored commit waiting for the marker was answered %d times",
+                 h->w_stored.calls);
+    cr_assert_eq(h->w_stored.status, -ECANCELED);
+    struct rec_ctx ctx;
+    cr_assert_eq(recover(dir, 0, &ctx, 10, NULL), 0);
+    cr_assert_eq(ctx.rp.seen[1], 0, "the failed record was replayed");
+    cr_assert_eq(ctx.rp.seen[2], 0, "a commit answered -ECANCELED was replayed");
+    free(ctx.rp.seen);
+    free(h);
+    remove_dir(dir);
+    leak_check();
+}
 #else
 Test(wal, fault_short_write_and_eio)
 {
