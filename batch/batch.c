@@ -19,6 +19,14 @@
  * change nothing. Readers of urt_batch_aborting load it with acquire, so a
  * reader that sees the error also sees its message. A failure then ends the
  * blocks that wait for a start nobody will publish (tree_take_waiting).
+ * The first error in file order: when the first error is about a record of
+ * an executor file (FAIL_INPUT, FAIL_MALFORMED: batch.h), that file's blocks
+ * in flight check their records before it without running statements
+ * (block.c's validation), since a malformed record earlier in the file may
+ * have given the failing block a wrong start; a malformed record they find
+ * is kept as the earlier error (mu), and at the end (batch_job_done, every
+ * node gone) it is the batch's status and message (final_msg, published by
+ * final_set's release store before the callback).
  *
  * Memory ordering: error (release store under mu / acquire loads), ended
  * (release store after final_status / acquire load), refs (relaxed
@@ -68,17 +76,51 @@ bool batch_aborting(const struct urt_batch *b)
     return atomic_load_explicit(&b->error, memory_order_acquire) != 0;
 }
 
-bool batch_fail_record(struct urt_batch *b, int err, const char *msg)
+/* The first error wins; a malformed record found after it, earlier in the
+ * file of a first input error, is kept as the earlier one (the batch's at
+ * its end). True for the first. */
+static bool fail_record_at(struct urt_batch *b, int err, const char *msg, enum fail_kind kind, uint32_t file,
+                           uint64_t key)
 {
     bool first = false;
+    err = err ? err : -EIO;
     pthread_mutex_lock(&b->mu);
     if (atomic_load_explicit(&b->error, memory_order_relaxed) == 0) {
         snprintf(b->message, sizeof(b->message), "%s", msg);
-        atomic_store_explicit(&b->error, err ? err : -EIO, memory_order_release);
+        b->err_input = kind != FAIL_OTHER;
+        b->err_file = file;
+        b->err_key = key;
+        atomic_store_explicit(&b->error, err, memory_order_release);
         first = true;
+    } else if (kind == FAIL_MALFORMED && b->err_input && b->err_file == file && key < b->err_key) {
+        snprintf(b->earlier, sizeof(b->earlier), "%s", msg);
+        b->earlier_err = err;
+        b->err_key = key; /* blocks check records before this one only */
     }
     pthread_mutex_unlock(&b->mu);
     return first;
+}
+
+bool batch_fail_record(struct urt_batch *b, int err, const char *msg)
+{
+    return fail_record_at(b, err, msg, FAIL_OTHER, 0, 0);
+}
+
+bool batch_validating(struct urt_batch *b, uint32_t file, uint64_t cursor)
+{
+    pthread_mutex_lock(&b->mu);
+    bool v = b->err_input && b->err_file == file && cursor < b->err_key;
+    pthread_mutex_unlock(&b->mu);
+    return v;
+}
+
+/* After the first error: the blocks waiting for a start that will not come end. */
+static void end_waiting(struct urt_batch *b)
+{
+    for (struct bblock *w = tree_take_waiting(b), *n; w; w = n) {
+        n = w->act_next;
+        block_end(w, -ECANCELED);
+    }
 }
 
 static bool fail_va(struct urt_batch *b, int err, const char *fmt, va_list ap)
@@ -87,10 +129,7 @@ static bool fail_va(struct urt_batch *b, int err, const char *fmt, va_list ap)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     if (!batch_fail_record(b, err, msg))
         return false;
-    for (struct bblock *w = tree_take_waiting(b), *n; w; w = n) {
-        n = w->act_next;
-        block_end(w, -ECANCELED);
-    }
+    end_waiting(b);
     return true;
 }
 
@@ -103,34 +142,41 @@ bool batch_fail(struct urt_batch *b, int err, const char *fmt, ...)
     return first;
 }
 
-static bool fail_at_va(const struct urt_batch_block *p, int err, int64_t record_index, uint64_t offset,
-                       const char *fmt, va_list ap)
+static bool fail_at_va(const struct urt_batch_block *p, enum fail_kind kind, int err, int64_t record_index,
+                       uint64_t offset, uint64_t line, const char *fmt, va_list ap)
 {
-    char what[320];
+    char what[320], where[160], msg[sizeof(p->batch->message)];
     vsnprintf(what, sizeof(what), fmt, ap);
+    int n = line ? snprintf(where, sizeof(where), "line %llu, ", (unsigned long long)line) : 0;
     if (record_index >= 0)
-        return batch_fail(p->batch, err, "file '%s' (#%u), block %llu, record %lld at byte %llu: %s", p->path,
-                          p->file, (unsigned long long)p->index, (long long)record_index, (unsigned long long)offset,
-                          what);
-    return batch_fail(p->batch, err, "file '%s' (#%u), block %llu, at byte %llu: %s", p->path, p->file,
-                      (unsigned long long)p->index, (unsigned long long)offset, what);
+        snprintf(where + n, sizeof(where) - (size_t)n, "block %llu, record %lld at byte %llu",
+                 (unsigned long long)p->index, (long long)record_index, (unsigned long long)offset);
+    else
+        snprintf(where + n, sizeof(where) - (size_t)n, "block %llu, at byte %llu", (unsigned long long)p->index,
+                 (unsigned long long)offset);
+    snprintf(msg, sizeof(msg), "file '%s' (#%u), %s: %s", p->path, p->file, where, what);
+    if (!fail_record_at(p->batch, err, msg, kind, p->file, offset))
+        return false;
+    end_waiting(p->batch);
+    return true;
 }
 
-bool batch_fail_at(const struct urt_batch_block *p, int err, int64_t record_index, uint64_t offset,
-                   const char *fmt, ...)
+bool batch_fail_at(const struct urt_batch_block *p, enum fail_kind kind, int err, int64_t record_index,
+                   uint64_t offset, uint64_t line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    bool first = fail_at_va(p, err, record_index, offset, fmt, ap);
+    bool first = fail_at_va(p, kind, err, record_index, offset, line, fmt, ap);
     va_end(ap);
     return first;
 }
 
-bool block_fail(struct bblock *blk, int err, int64_t record_index, uint64_t offset, const char *fmt, ...)
+bool block_fail(struct bblock *blk, enum fail_kind kind, int err, int64_t record_index, uint64_t offset,
+                uint64_t line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    bool first = fail_at_va(&blk->pub, err, record_index, offset, fmt, ap);
+    bool first = fail_at_va(&blk->pub, kind, err, record_index, offset, line, fmt, ap);
     va_end(ap);
     return first;
 }
@@ -156,9 +202,15 @@ static void batch_job_done(urt_job *job, int status, void *arg)
         batch_fail(b, status, "the batch's job %s", status == -ETIME ? "passed its deadline" : "was cancelled");
         err = atomic_load_explicit(&b->error, memory_order_acquire);
     }
+    pthread_mutex_lock(&b->mu); /* every node is gone: the earlier error, if any, is final */
+    if (b->earlier_err)
+        err = b->earlier_err;
+    b->final_msg = !err ? "" : b->earlier_err ? b->earlier : b->message;
+    pthread_mutex_unlock(&b->mu);
     b->final_status = err;
+    atomic_store_explicit(&b->final_set, 1, memory_order_release);
     if (b->opt.done)
-        b->opt.done(b, err, err ? b->message : "", b->opt.arg);
+        b->opt.done(b, err, b->final_msg, b->opt.arg);
     atomic_store_explicit(&b->ended, 1, memory_order_release);
     batch_unref(b);
 }
@@ -253,8 +305,9 @@ static int check_options(urt_runtime *rt, const struct urt_batch_options *o)
     struct urt_log_stats ls;
     if ((o->flags & (URT_BATCH_BLOCK_TX | URT_BATCH_TRANSACTIONAL)) && o->response == URT_COMMIT_STORED &&
         urt_log_stats(rt, &ls) != 0)
-        return urt__error(-EOPNOTSUPP, "urt_batch_start: URT_COMMIT_STORED transactions need a write-ahead log "
-                                       "(log_dir) or a durability source, and the runtime has neither");
+        return urt__error(-EOPNOTSUPP, "urt_batch_start: response URT_COMMIT_STORED (the default) transactions need "
+                                       "a write-ahead log (log_dir) or a durability source, and the runtime has "
+                                       "neither: give it one, or set response to URT_COMMIT_AVAILABLE");
     return 0;
 }
 
@@ -362,9 +415,11 @@ URT_API int urt_batch_wait(urt_batch *batch, uint64_t timeout_ns)
 
 URT_API const char *urt_batch_error(const urt_batch *batch)
 {
-    if (!batch || !batch_aborting(batch))
+    if (!batch)
         return "";
-    return batch->message;
+    if (atomic_load_explicit(&batch->final_set, memory_order_acquire))
+        return batch->final_msg;
+    return batch_aborting(batch) ? batch->message : "";
 }
 
 URT_API urt_job *urt_batch_job(const urt_batch *batch)

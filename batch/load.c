@@ -86,6 +86,7 @@ struct bload {
     uint32_t file;
     int fd;
     uint64_t size, block, cursor;
+    uint64_t line;                /* CSV: the line of the cursor; binary: 0 */
     uint32_t nfields;
     bool file_open, prologue_done, input_done;
     _Atomic uint32_t ending;      /* the end ran (once) */
@@ -160,14 +161,36 @@ static struct lblock *lblock_new(struct bload *l)
 
 /* ---- failures ----------------------------------------------------------------------------- */
 
-static void load_fail(struct bload *l, int err, uint64_t at, const char *what)
+/* The line of file byte `at` of the current block (at >= the cursor). */
+static uint64_t load_line(const struct bload *l, uint64_t at)
+{
+    if (l->b->opt.format != URT_BATCH_CSV || !l->cur)
+        return 0;
+    return l->line + parse_count_lf(&l->cur->win, l->cursor, at);
+}
+
+static void load_fail(struct bload *l, enum fail_kind kind, int err, uint64_t at, const char *what)
 {
     struct urt_batch *b = l->b;
     if (l->cur) /* l->block is its index */
-        batch_fail_at(&l->cur->pub, err, (int64_t)l->cur->pub.records, at, "%s", what);
+        batch_fail_at(&l->cur->pub, kind, err, (int64_t)l->cur->pub.records, at,
+                      kind == FAIL_OTHER ? 0 : load_line(l, at), "%s", what);
     else
         batch_fail(b, err, "file '%s' (#%u), at byte %llu: %s", b->paths[l->file], l->file, (unsigned long long)at,
                    what);
+}
+
+/* A parse error at the cursor's record: named as the executor names one (the
+ * record's start, the malformed byte and its line). */
+static void load_parse_failed(struct bload *l, const struct parse_err *e)
+{
+    enum fail_kind kind = e->err == -ENOMEM ? FAIL_OTHER : FAIL_MALFORMED;
+    if (!l->cur || e->at == l->cursor) {
+        load_fail(l, kind, e->err, e->at, e->what);
+        return;
+    }
+    batch_fail_at(&l->cur->pub, kind, e->err, (int64_t)l->cur->pub.records, l->cursor, load_line(l, e->at),
+                  "%s (byte %llu)", e->what, (unsigned long long)e->at);
 }
 
 /* ---- the loader task ---------------------------------------------------------------------- */
@@ -243,7 +266,7 @@ static void slot_done(urt_job *job, int status, void *arg)
     struct lslot *s = arg;
     struct bload *l = s->l;
     if (!stmt_status(&s->stmt) && status)
-        batch_fail_at(&s->blk->pub, status, (int64_t)s->stmt.record, s->stmt.offset,
+        batch_fail_at(&s->blk->pub, FAIL_INPUT, status, (int64_t)s->stmt.record, s->stmt.offset, s->stmt.line,
                       "the statement's job ended with %s", strerror(-status));
     urt_job_release(job);
     struct lslot *head = atomic_load_explicit(&l->done, memory_order_relaxed);
@@ -279,6 +302,7 @@ static int dispatch(struct bload *l, struct lslot *s, const struct parse_fields 
     st->n_fields = fv->n;
     st->record = blk->pub.records++;
     st->offset = l->cursor;
+    st->line = l->line;
     st->block = &blk->pub;
     st->batch = l->b;
     st->tx = l->tx;
@@ -286,6 +310,7 @@ static int dispatch(struct bload *l, struct lslot *s, const struct parse_fields 
     s->blk = blk;
     blk->refs++;
     l->cursor = next;
+    l->line += fv->lf;
     uint32_t n = IN_FLIGHT(atomic_fetch_add_explicit(&l->in_flight, 1, memory_order_relaxed)) + 1;
     if (n > atomic_load_explicit(&l->max_in_flight, memory_order_relaxed))
         atomic_store_explicit(&l->max_in_flight, n, memory_order_relaxed); /* the loader's only */
@@ -295,7 +320,7 @@ static int dispatch(struct bload *l, struct lslot *s, const struct parse_fields 
         lblock_unref(l, blk);
         s->next = l->free;
         l->free = s;
-        load_fail(l, rc, st->offset, "cannot create the statement's job");
+        load_fail(l, FAIL_OTHER, rc, st->offset, "cannot create the statement's job");
     }
     return rc;
 }
@@ -313,7 +338,7 @@ static int read_block(struct bload *l, struct lblock *blk, uint64_t have)
     bio_init(&l->io, b->job);
     int rc = bio_read(&l->io, l->fd, blk->win.base + have, len, blk->win.off + have, io_done, l);
     if (rc)
-        load_fail(l, rc, blk->win.off + have, "cannot submit a read");
+        load_fail(l, FAIL_OTHER, rc, blk->win.off + have, "cannot submit a read");
     return rc;
 }
 
@@ -323,7 +348,7 @@ static int open_file(struct bload *l)
     bio_init(&l->io, b->job);
     int rc = bio_open(&l->io, b->paths[l->file], io_done, l);
     if (rc)
-        load_fail(l, rc, 0, "cannot submit its open");
+        load_fail(l, FAIL_OTHER, rc, 0, "cannot submit its open");
     return rc;
 }
 
@@ -333,10 +358,10 @@ static void io_done(struct bio *io, int64_t res, void *arg)
     struct bload *l = arg;
     if (!l->file_open) {
         if (res < 0) {
-            load_fail(l, (int)res, 0, strerror((int)-res));
+            load_fail(l, FAIL_OTHER, (int)res, 0, strerror((int)-res));
         } else if (io->size == 0) {
             bio_close((int)res);
-            load_fail(l, -ENODATA, 0, "the file is empty");
+            load_fail(l, FAIL_OTHER, -ENODATA, 0, "the file is empty");
         } else {
             l->fd = (int)res;
             l->size = io->size;
@@ -344,13 +369,14 @@ static void io_done(struct bio *io, int64_t res, void *arg)
             l->prologue_done = false;
             l->block = 0;
             l->cursor = 0;
+            l->line = l->b->opt.format == URT_BATCH_CSV ? 1 : 0;
             l->nfields = l->b->opt.fields;
             pthread_mutex_lock(&l->b->mu);
             l->b->st.files_in_flight = l->b->st.max_files_in_flight = 1;
             pthread_mutex_unlock(&l->b->mu);
         }
     } else if (res < 0 || (uint64_t)res != io->len) {
-        load_fail(l, res < 0 ? (int)res : -EIO, io->off,
+        load_fail(l, FAIL_OTHER, res < 0 ? (int)res : -EIO, io->off,
                   res < 0 ? strerror((int)-res) : "the file shrank while it was read");
     } else {
         l->cur->win.len += io->len;
@@ -373,14 +399,15 @@ static bool file_prologue(struct bload *l, int *wait)
     if (rc == PARSE_OK && (b->opt.flags & URT_BATCH_CSV_HEADER) && l->cursor == 0 &&
         (rc = parse_peek(b->opt.format, &blk->win, 0, b->max_rec, &n, &next, &e)) == PARSE_OK) {
         if (b->opt.fields && n != b->opt.fields) {
-            load_fail(l, -EBADMSG, 0, "the header's field count differs from `fields`");
+            load_fail(l, FAIL_MALFORMED, -EBADMSG, 0, "the header's field count differs from `fields`");
             return false;
         }
         l->nfields = n;
         l->cursor = next;
+        l->line = 1 + parse_count_lf(&blk->win, 0, next);
     }
     if (rc == PARSE_OK && l->cursor >= l->size) {
-        load_fail(l, -ENODATA, l->cursor, "the file has no records");
+        load_fail(l, FAIL_OTHER, -ENODATA, l->cursor, "the file has no records");
         return false;
     }
     if (rc == PARSE_OK && !l->nfields &&
@@ -391,7 +418,7 @@ static bool file_prologue(struct bload *l, int *wait)
         return false;
     }
     if (rc == PARSE_ERR) {
-        load_fail(l, e.err, e.at, e.what);
+        load_parse_failed(l, &e);
         return false;
     }
     blk->pub.start = l->cursor;
@@ -431,7 +458,7 @@ static int next_input(struct bload *l)
         return L_YIELD; /* two blocks alive at most */
     struct lblock *blk = lblock_new(l);
     if (!blk) {
-        load_fail(l, -ENOMEM, l->block * l->b->opt.block_bytes, "out of memory for a block");
+        load_fail(l, FAIL_OTHER, -ENOMEM, l->block * l->b->opt.block_bytes, "out of memory for a block");
         return L_END;
     }
     l->cur = blk;
@@ -465,7 +492,7 @@ static int run_records(struct bload *l)
             return L_YIELD;
         struct lslot *s = slot_take(l);
         if (!s) {
-            load_fail(l, -ENOMEM, l->cursor, "out of memory for a statement slot");
+            load_fail(l, FAIL_OTHER, -ENOMEM, l->cursor, "out of memory for a statement slot");
             return L_END;
         }
         struct parse_err e;
@@ -481,7 +508,7 @@ static int run_records(struct bload *l)
             l->free = s;
             if (rc == PARSE_MORE)
                 return read_block(l, blk, blk->win.len) == 0 ? L_WAIT : L_END;
-            load_fail(l, e.err, e.at, e.what);
+            load_parse_failed(l, &e);
             return L_END;
         }
         dispatch(l, s, &s->fv, next);

@@ -73,6 +73,21 @@ void parse_fields_free(struct parse_fields *fv)
     fv->n = fv->cap = 0;
 }
 
+uint64_t parse_count_lf(const struct parse_win *w, uint64_t from, uint64_t to)
+{
+    uint64_t end = w->off + w->len, n = 0;
+    if (from < w->off)
+        from = w->off;
+    if (to > end)
+        to = end;
+    const char *p = w->base + (from - w->off), *stop = w->base + (to > from ? to - w->off : from - w->off);
+    while (p < stop && (p = memchr(p, '\n', (size_t)(stop - p))) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
 /* ---- CSV ------------------------------------------------------------------------ */
 
 enum csv_term { TERM_COMMA, TERM_LF, TERM_CRLF, TERM_EOF };
@@ -209,6 +224,7 @@ static int csv_fast(struct parse_win *w, uint64_t at, uint64_t max_rec, struct p
     if (memchr(b + i, '"', lend - i))
         return PARSE_MORE;
     uint64_t nx = w->off + (nl ? lend + 1 : lend);
+    fv->lf = nl != NULL; /* no quote: its only line break is its end */
     if (nx - at > max_rec)
         return fail(e, -EMSGSIZE, at, "record of %llu bytes is longer than max_record_bytes (%llu)",
                     (unsigned long long)(nx - at), (unsigned long long)max_rec);
@@ -238,6 +254,7 @@ static int csv_record(struct parse_win *w, uint64_t at, uint64_t max_rec, struct
     rc = csv_walk(w, at, max_rec, false, NULL, &n, next, e); /* reads only */
     if (rc != PARSE_OK)
         return rc;
+    fv->lf = (uint32_t)parse_count_lf(w, at, *next); /* before the writing pass touches the bytes */
     return csv_walk(w, at, max_rec, true, fv, &n, next, e);
 }
 
@@ -389,5 +406,6 @@ int parse_record(enum urt_batch_format f, struct parse_win *w, uint64_t at, uint
     if (f == URT_BATCH_CSV)
         return csv_record(w, at, max_rec, fv, next, e);
     uint32_t n;
+    fv->lf = 0;
     return bin_walk(w, at, max_rec, fv, &n, next, e);
 }

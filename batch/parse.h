@@ -57,6 +57,7 @@ struct parse_err {
 struct parse_fields {
     struct urt_batch_field *v;
     uint32_t n, cap;
+    uint32_t lf; /* CSV: the record's LF bytes (its line breaks, the terminator's too); binary: 0 */
 };
 
 /* First record start at or after `limit`, scanning from the record start
@@ -83,5 +84,10 @@ int parse_record(enum urt_batch_format f, struct parse_win *w, uint64_t at, uint
 int parse_bin_magic(const struct parse_win *w, struct parse_err *e);
 
 void parse_fields_free(struct parse_fields *fv);
+
+/* The LF bytes in the window's file bytes [from, to) (clamped to the window):
+ * line numbers are 1 + the LF bytes before a position. Only on bytes the
+ * writing pass of parse_record has not touched (it overwrites separators). */
+uint64_t parse_count_lf(const struct parse_win *w, uint64_t from, uint64_t to);
 
 #endif

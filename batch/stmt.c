@@ -36,9 +36,9 @@
 #define STMT_HOLDS(v) ((v)&0xffffu)
 
 /* The batch's error with this statement's position. */
-static void stmt_fail(struct urt_batch_stmt *s, int err, const char *what)
+static void stmt_fail(struct urt_batch_stmt *s, enum fail_kind kind, int err, const char *what)
 {
-    batch_fail_at(s->block, err, (int64_t)s->record, s->offset, "%s", what);
+    batch_fail_at(s->block, kind, err, (int64_t)s->record, s->offset, s->line, "%s", what);
 }
 
 static void stmt_set_status(struct urt_batch_stmt *s, int status)
@@ -62,7 +62,7 @@ static int complete(struct urt_batch_stmt *s, int status)
         stmt_set_status(s, status);
         char what[96];
         snprintf(what, sizeof(what), "statement failed: %s", strerror(-status));
-        stmt_fail(s, status, what); /* a no-op if the batch failed before (urt_batch_stmt_error) */
+        stmt_fail(s, FAIL_INPUT, status, what); /* a no-op if the batch failed before (urt_batch_stmt_error) */
     }
     uint32_t v = atomic_load_explicit(&s->priv.done, memory_order_relaxed), n;
     do {
@@ -81,6 +81,12 @@ static enum urt_task_result stmt_run(struct urt_task *t, void *arg)
     struct urt_batch_stmt *s = arg;
     struct urt_batch *b = s->batch;
     (void)t;
+    if (batch_aborting(b)) { /* no statement starts after the batch's first error */
+        stmt_set_status(s, -ECANCELED);
+        complete(s, -ECANCELED); /* the batch's error stands (it came first) */
+        hold_release(s);
+        return URT_TASK_DONE;
+    }
     int rc = b->opt.statement(s, b->opt.arg);
     if (rc != URT_BATCH_PENDING) {
         if (rc > 0)
@@ -97,7 +103,7 @@ static void stmt_run_cancel(struct urt_task *t, void *arg)
     struct urt_batch_stmt *s = arg;
     (void)t;
     stmt_set_status(s, -ECANCELED);
-    stmt_fail(s, -ECANCELED, "the statement's task was cancelled before it ran");
+    stmt_fail(s, FAIL_OTHER, -ECANCELED, "the statement's task was cancelled before it ran");
     complete(s, -ECANCELED);
     hold_release(s);
 }
@@ -117,9 +123,10 @@ int stmt_launch(struct urt_batch_stmt *s, urt_job_done_fn *done, void *arg)
     s->priv.runner.cancel = stmt_run_cancel;
     rc = s->tx ? urt_tx_submit(s->tx, &s->priv.runner, 0) : urt_job_submit(s->job, &s->priv.runner, 0);
     if (rc) {
-        char why[160];
-        snprintf(why, sizeof(why), "%s", urt_last_error());
-        urt_batch_stmt_error(s, rc, "cannot submit the statement's task: %s", why);
+        char what[200];
+        snprintf(what, sizeof(what), "cannot submit the statement's task: %s", urt_last_error());
+        stmt_set_status(s, rc);
+        stmt_fail(s, FAIL_OTHER, rc, what);
         complete(s, rc);
         hold_release(s); /* the job ends: done(arg) runs with the error */
     }
@@ -158,6 +165,6 @@ URT_API int urt_batch_stmt_error(struct urt_batch_stmt *stmt, int err, const cha
         va_end(ap);
     }
     stmt_set_status(stmt, err);
-    stmt_fail(stmt, err, what[0] ? what : strerror(-err));
+    stmt_fail(stmt, FAIL_INPUT, err, what[0] ? what : strerror(-err));
     return urt__error(err, "urt_batch_stmt_error: %s", what[0] ? what : strerror(-err));
 }

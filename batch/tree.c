@@ -17,7 +17,10 @@
  * scan from S_(k-1) to the first record start at or after k * block_bytes;
  * batch/parse.h): tree_publish gives it to block k if that node exists (and
  * submits its scan if its bytes are already read and it waits), else keeps it
- * in the file's frontier for when block k is created. Block 0 also publishes
+ * in the file's frontier for when block k is created. The line of S_k (CSV)
+ * goes with it: block k - 1's line plus the LF bytes of [S_(k-1), S_k), so
+ * every block knows the line of each of its records (a count of bytes, right
+ * even when a malformed quote made S_k a wrong guess). Block 0 also publishes
  * the file's field count (its header's or first record's). A block whose
  * start will never come (the batch failed) is taken out of its wait by the
  * failure (tree_take_waiting) and ended.
@@ -84,6 +87,7 @@ static struct bblock *block_create(struct urt_batch *b, struct bfile *f, uint64_
     } else if (f->frontier_valid && f->frontier_index == k) {
         blk->start_known = true;
         blk->pub.start = f->frontier_start;
+        blk->line = f->frontier_line;
         f->frontier_valid = false;
     }
     atomic_store_explicit(&blk->phase, BP_READ, memory_order_relaxed);
@@ -180,7 +184,8 @@ static void take_waiting_locked(struct urt_batch *b, struct bblock **list)
 {
     for (struct bfile *f = b->files; f; f = f->next)
         for (struct bblock *blk = f->blocks; blk; blk = blk->next)
-            if (atomic_load_explicit(&blk->phase, memory_order_relaxed) == BP_WAIT) {
+            if (atomic_load_explicit(&blk->phase, memory_order_relaxed) == BP_WAIT ||
+                atomic_load_explicit(&blk->phase, memory_order_relaxed) == BP_HOLD) {
                 atomic_store_explicit(&blk->phase, BP_SCAN, memory_order_relaxed); /* no longer waits */
                 push_block(list, blk);
             }
@@ -311,7 +316,7 @@ bool tree_block_read(struct bblock *blk, bool *abort)
     return go;
 }
 
-void tree_publish(struct bblock *blk, uint64_t next_start, uint32_t nfields)
+void tree_publish(struct bblock *blk, uint64_t next_start, uint64_t next_line, uint32_t nfields)
 {
     struct urt_batch *b = blk->b;
     struct bfile *f = blk->f;
@@ -325,6 +330,7 @@ void tree_publish(struct bblock *blk, uint64_t next_start, uint32_t nfields)
         nb = nb->next;
     if (nb) {
         nb->pub.start = next_start;
+        nb->line = next_line;
         nb->start_known = true;
         nb->nfields = f->nfields;
         if (atomic_load_explicit(&nb->phase, memory_order_relaxed) == BP_WAIT) {
@@ -335,10 +341,41 @@ void tree_publish(struct bblock *blk, uint64_t next_start, uint32_t nfields)
         f->frontier_valid = true;
         f->frontier_index = k;
         f->frontier_start = next_start;
+        f->frontier_line = next_line;
     }
     pthread_mutex_unlock(&b->mu);
     if (scan)
         block_scan_submit(scan);
+}
+
+bool tree_block_parsed(struct bblock *blk)
+{
+    struct urt_batch *b = blk->b;
+    struct bfile *f = blk->f;
+    struct bblock *go = NULL, **tail = &go;
+    pthread_mutex_lock(&b->mu);
+    if (blk->pub.index != f->parsed_upto) {
+        blk->parsed = true;
+        atomic_store_explicit(&blk->phase, BP_HOLD, memory_order_relaxed);
+        pthread_mutex_unlock(&b->mu);
+        return false;
+    }
+    f->parsed_upto++;
+    for (struct bblock *nb = blk->next; nb && nb->pub.index == f->parsed_upto && nb->parsed; nb = nb->next) {
+        if (atomic_load_explicit(&nb->phase, memory_order_relaxed) != BP_HOLD)
+            break; /* taken by a failure meanwhile: it ends itself */
+        atomic_store_explicit(&nb->phase, BP_RUN, memory_order_relaxed);
+        nb->act_next = NULL;
+        *tail = nb; /* in index order */
+        tail = &nb->act_next;
+        f->parsed_upto++;
+    }
+    pthread_mutex_unlock(&b->mu);
+    for (struct bblock *nb = go, *n; nb; nb = n) {
+        n = nb->act_next;
+        block_resume(nb);
+    }
+    return true;
 }
 
 struct bblock *tree_take_waiting(struct urt_batch *b)

@@ -63,7 +63,10 @@
  * Transactions. With URT_BATCH_BLOCK_TX every block runs in its own
  * transaction (urt/tx.h), begun before its first statement and committed after
  * its last with `response` (URT_COMMIT_STORED: the block counts as done once
- * its records are durable); a block without records begins none. With
+ * its records are durable), once every earlier block of its file parsed all
+ * of its records (so a block never commits records read from a start that a
+ * malformed record earlier in the file made wrong); a block without records
+ * begins none. With
  * URT_BATCH_TRANSACTIONAL the whole load is ONE transaction (seed 000's
  * transactional load): files are read in order, one block at a time, by one
  * loader task that keeps at most max_statements statements in flight (all on
@@ -75,11 +78,24 @@
  * urt_batch_stmt_error), a file that cannot be opened or read, a parse error,
  * a failed commit, urt_batch_cancel — is the batch's: it sets the
  * error-aborting state (urt_batch_aborting() turns true: statements in flight
- * should stop quickly), no statement and no block or file starts after it,
- * blocks in flight end without committing (their transactions are aborted),
- * and once every node is released the callback runs with that error and a
- * message naming the file, the block and the record (its index in the block
- * and byte offset in the file). Blocks that committed before the error stay
+ * should stop quickly), no statement and no block or file starts after it (a
+ * statement launched before it whose function has not started is completed
+ * with -ECANCELED without being called), blocks in flight end without
+ * committing (their transactions are aborted), and once every node is
+ * released the callback runs with that error and a message naming the file,
+ * the line (CSV), the block and the record (its index in the block and byte
+ * offset in the file), e.g. "file 'f.csv' (#0), line 5717, block 3, record 17
+ * at byte 3145800: quote inside an unquoted field (byte 3145811)" — the line
+ * of the malformed byte for a malformed record, of the record's first byte
+ * otherwise. First in file order: when the first error is about a record (a
+ * statement's, a malformed record), the blocks of that file before it parse
+ * their remaining records before it (no statement runs), and a malformed one
+ * they find is the batch's error instead — its quotes may have misled the
+ * scan that gave the failing block its start — so the error reported is the
+ * first malformed record of the file, wherever a block found a problem first
+ * (across files: the first error found). urt_batch_error() says the first
+ * error's message until the callback; from then on (and the callback's
+ * status and message) the batch's final one. Blocks that committed before the error stay
  * committed (with URT_BATCH_BLOCK_TX each block is its own transaction; use
  * URT_BATCH_TRANSACTIONAL for all or nothing). Bad input is an error of this
  * kind, never a crash, a hang or a silent partial load: a missing or
@@ -127,6 +143,10 @@ enum urt_batch_format {
 };
 
 #define URT_BATCH_CSV_HEADER 0x1u    /* CSV: the first record of each file is a header */
+/* Both transaction flags commit with `response`, URT_COMMIT_STORED by default:
+ * a runtime without a write-ahead log (log_dir) or durability source refuses
+ * that (urt_batch_start: -EOPNOTSUPP); set response = URT_COMMIT_AVAILABLE
+ * there. */
 #define URT_BATCH_BLOCK_TX 0x2u      /* one transaction per block, committed with `response` */
 #define URT_BATCH_TRANSACTIONAL 0x4u /* one transaction for everything (the transactional load) */
 #define URT_BATCH_FLAGS_ALL 0x7u
@@ -173,6 +193,8 @@ struct urt_batch_stmt {
     uint64_t record;                      /* index of the record within its block (0-based; a
                                              CSV header is not counted) */
     uint64_t offset;                      /* byte offset of the record in its file */
+    uint64_t line;                        /* CSV: the line (1-based: 1 + the LF bytes before it) of
+                                             the record's first byte; binary format: 0 */
     struct urt_batch_block *block;
     urt_batch *batch;
     urt_job *job;                         /* the statement's job */
@@ -205,7 +227,9 @@ struct urt_batch_options {
     uint32_t max_statements;         /* URT_BATCH_TRANSACTIONAL: statements in flight,
                                         1..1,000,000 (default 10,000) */
     enum urt_commit_response response; /* commits of the batch's transactions (default
-                                        URT_COMMIT_STORED: needs a write-ahead log) */
+                                        URT_COMMIT_STORED: durable, needs a write-ahead log or a
+                                        durability source, else urt_batch_start says -EOPNOTSUPP;
+                                        without one use URT_COMMIT_AVAILABLE) */
     struct urt_tx_hooks tx_hooks;    /* hooks of every transaction the batch begins (optional) */
     urt_batch_stmt_fn *statement;    /* required */
     urt_batch_done_fn *done;         /* optional (urt_batch_wait also tells) */
@@ -269,7 +293,10 @@ URT_API int urt_batch_poll(const urt_batch *batch);
 URT_API int urt_batch_wait(urt_batch *batch, uint64_t timeout_ns);
 
 /* The batch's error message ("" without an error). Valid while the handle is
- * held. Any thread (stable once urt_batch_aborting() is true). */
+ * held. Any thread. Until the batch's callback it is the first error's (set
+ * once urt_batch_aborting() is true); from the callback on the batch's final
+ * one, which a malformed record earlier in the same file may have replaced
+ * ("Errors" above). */
 URT_API const char *urt_batch_error(const urt_batch *batch);
 
 /* The batch's job (to wait on it with urt_job_wait, or to know it in a task);

@@ -31,6 +31,7 @@
 
 struct rec_model {
     uint64_t offset;
+    uint64_t line;  /* CSV: 1 + the LF bytes before it; binary: 0 */
     uint64_t block;
     uint32_t index_in_block;
 };
@@ -160,15 +161,21 @@ static void model_build(struct model *m, uint32_t n_files, const uint32_t *count
         }
         if (m->header)
             len += (size_t)sprintf(buf + len, "file,record,payload%s\n", m->crlf ? "\r" : "");
-        uint64_t prev_block = UINT64_MAX;
+        uint64_t prev_block = UINT64_MAX, line = 1;
         uint32_t in_block = 0;
+        for (size_t k = 0; k < len; k++)
+            line += buf[k] == '\n';
         for (uint32_t r = 0; r < f->n; r++) {
             f->rec[r].offset = len;
+            f->rec[r].line = m->binary ? 0 : line;
             f->rec[r].block = len / block_bytes;
             in_block = f->rec[r].block == prev_block ? in_block + 1 : 0;
             prev_block = f->rec[r].block;
             f->rec[r].index_in_block = in_block;
-            len += encode_record(m, i, r, buf + len);
+            size_t n = encode_record(m, i, r, buf + len);
+            for (size_t k = 0; k < n && !m->binary; k++)
+                line += buf[len + k] == '\n';
+            len += n;
         }
         write_all(f->path, buf, len);
     }
@@ -209,11 +216,13 @@ static void check_fields(struct run *run, struct urt_batch_stmt *s)
     if (f0 != fi || r >= m->f[fi].n)
         return model_bad(m, "file %u: record says file %u record %u", fi, f0, r);
     const struct rec_model *rm = &m->f[fi].rec[r];
-    if (rm->offset != s->offset || rm->block != blk->index || rm->index_in_block != s->record)
-        return model_bad(m, "file %u record %u: offset %llu block %llu index %llu, model %llu %llu %u", fi, r,
-                         (unsigned long long)s->offset, (unsigned long long)blk->index,
-                         (unsigned long long)s->record, (unsigned long long)rm->offset,
-                         (unsigned long long)rm->block, rm->index_in_block);
+    if (rm->offset != s->offset || rm->block != blk->index || rm->index_in_block != s->record ||
+        rm->line != s->line)
+        return model_bad(m, "file %u record %u: offset %llu line %llu block %llu index %llu, model %llu %llu %llu %u",
+                         fi, r, (unsigned long long)s->offset, (unsigned long long)s->line,
+                         (unsigned long long)blk->index, (unsigned long long)s->record,
+                         (unsigned long long)rm->offset, (unsigned long long)rm->line, (unsigned long long)rm->block,
+                         rm->index_in_block);
     char want[512];
     char payload[128]; /* the third field, unescaped: what encode_record wrote */
     int plen = snprintf(payload, sizeof(payload), "p%u-%u", fi, r);
@@ -583,7 +592,8 @@ Test(batch, statement_errors_first_block_and_last_record, .timeout = 60)
     atomic_store(&r.fail_file, 0), atomic_store(&r.fail_block, 0), atomic_store(&r.fail_record, 0);
     atomic_store(&r.fail_mode, 1);
     cr_assert_eq(e_run(&r, files, 3, &eo), -EDOM);
-    snprintf(want, sizeof(want), "file '%s' (#0), block 0, record 0 at byte 0: key '0' is out of its domain", f[0]);
+    snprintf(want, sizeof(want), "file '%s' (#0), line 1, block 0, record 0 at byte 0: key '0' is out of its domain",
+             f[0]);
     cr_assert_str_eq(r.message, want);
     cr_assert_leq(atomic_load(&r.stmts_aborting), 4);
     /* the last record of the last file: returned -errno */
@@ -595,7 +605,9 @@ Test(batch, statement_errors_first_block_and_last_record, .timeout = 60)
     atomic_store(&r.fail_record, -1);
     atomic_store(&r.fail_mode, 0);
     cr_assert_eq(e_run(&r, files, 3, &eo), -EPIPE);
-    snprintf(want, sizeof(want), "file '%s' (#2), block %llu, record", f[2], (unsigned long long)(last_off / 256));
+    /* block 15's first record (the one that fails) starts at byte 3859: record 189, line 190 */
+    snprintf(want, sizeof(want), "file '%s' (#2), line 190, block %llu, record 0 at byte 3859", f[2],
+             (unsigned long long)(last_off / 256));
     want_message(&r, want);
     want_message(&r, "statement failed: Broken pipe");
     /* async: urt_batch_stmt_done(-EIO); a second call is -EALREADY */
@@ -603,7 +615,9 @@ Test(batch, statement_errors_first_block_and_last_record, .timeout = 60)
     atomic_store(&r.fail_file, 1), atomic_store(&r.fail_block, 2), atomic_store(&r.fail_record, 3);
     atomic_store(&r.fail_mode, 2);
     cr_assert_eq(e_run(&r, files, 3, &eo), -EIO);
-    snprintf(want, sizeof(want), "file '%s' (#1), block 2, record 3 at byte", f[1]);
+    /* records 0..9 are 19 bytes, then 20: block 2's first record (at byte >= 512) is record 27 (byte 530),
+     * its record 3 is record 30, on line 31 */
+    snprintf(want, sizeof(want), "file '%s' (#1), line 31, block 2, record 3 at byte 590", f[1]);
     want_message(&r, want);
     want_message(&r, "Input/output error");
     /* a positive return is a bad statement function: -EINVAL */

@@ -262,7 +262,7 @@ Test(batch_load, an_error_commits_nothing, .timeout = 120)
     const struct lcfg c = {.files = 3, .recs = 300, .slots = 16, .yields = 2, .block_bytes = 512, .fail_at = 250};
     int status = l_run(&c, &r, &st, &rec);
     cr_assert_eq(status, -ERANGE, "%d %s", status, r.message);
-    cr_assert(strstr(r.message, "(#1), block") && strstr(r.message, "record 250 is out of range"), "%s", r.message);
+    cr_assert(strstr(r.message, "(#1), line 251, block") && strstr(r.message, "record 250 is out of range"), "%s", r.message);
     cr_assert_eq(rec.records, 0, "%llu records of a failed load replayed", (unsigned long long)rec.records);
     const struct lcfg m = {.files = 3, .recs = 100, .slots = 16, .yields = 1, .block_bytes = 512, .fail_at = -1,
                            .missing_second = true};
