@@ -21,6 +21,12 @@
  *   - every exchange gave back, through its release callback, exactly the
  *     units its producer had accepted (no unit lost or released twice);
  *   - every step ended DEACTIVATED;
+ *   - task state: the scan, stream, shuffle, side-input, LIMIT-source and
+ *     processor tasks keep a malloc'd state in urt_graph_task_state and never
+ *     free it themselves: the step's cleanup gets each exactly once (states
+ *     made = states given back, none twice), whether the task finished, was
+ *     parked or was cut short;
+ *   - the scan's partitions are each run, skipped or cut, once;
  *   - nothing leaks (LeakSanitizer in the ASan build).
  */
 #include <criterion/criterion.h>
@@ -38,6 +44,9 @@ struct sg {
     uint32_t spin_ns;
     bool cancel, job_cancel, deadline, may_fail;
     _Atomic int calls, status, failed, self_cancelled;
+    _Atomic int64_t states, cleaned, bad_cleanups;
+    uint32_t scan_parts;
+    int scan;
     _Atomic uint64_t released[N_X];
     int producer[N_X]; /* the producing step of exchange k */
     int n_steps;
@@ -72,6 +81,36 @@ static void on_done(urt_graph *g, int status, void *arg)
     atomic_fetch_add(&s->calls, 1);
 }
 
+/* Task state: made on a task's first call, given back by the cleanup only. */
+#define ST_MAGIC 0x5747u
+struct tstate {
+    uint32_t magic;
+    intptr_t i; /* the task's cursor, where it has one */
+};
+
+static struct tstate *tstate(struct urt_graph_ctx *ctx, struct sg *s)
+{
+    struct tstate **st = (struct tstate **)urt_graph_task_state(ctx);
+    if (!*st) {
+        *st = calloc(1, sizeof(**st));
+        (*st)->magic = ST_MAGIC;
+        atomic_fetch_add(&s->states, 1);
+    }
+    return *st;
+}
+
+static void st_cleanup(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct sg *s = arg;
+    struct tstate *t = *(struct tstate **)urt_graph_task_state(ctx);
+    if (!t || t->magic != ST_MAGIC)
+        atomic_fetch_add(&s->bad_cleanups, 1);
+    else
+        t->magic = 0;
+    free(t);
+    atomic_fetch_add(&s->cleaned, 1);
+}
+
 /* The shared random behaviour: -EIO, YIELD, self-cancel, or a little work. */
 static int chaos(struct urt_graph_ctx *ctx, struct sg *s)
 {
@@ -102,10 +141,10 @@ static int emit_or(struct urt_graph_ctx *ctx, uint32_t port, uint32_t part, uint
 static int st_scan(struct urt_graph_ctx *ctx, void *arg)
 {
     struct sg *s = arg;
+    intptr_t *i = &tstate(ctx, s)->i;
     int c = chaos(ctx, s);
     if (c)
         return c;
-    intptr_t *i = (intptr_t *)urt_graph_task_state(ctx);
     for (; *i < 2; (*i)++) {
         int r = emit_or(ctx, 0, 0, 10);
         if (r)
@@ -122,6 +161,7 @@ static int st_mid(struct urt_graph_ctx *ctx, void *arg)
 {
     struct sg *s = arg;
     struct urt_graph_unit u;
+    tstate(ctx, s); /* the stream's */
     int c = chaos(ctx, s);
     if (c)
         return c;
@@ -141,6 +181,7 @@ static int st_agg(struct urt_graph_ctx *ctx, void *arg)
 {
     struct sg *s = arg;
     struct urt_graph_unit u;
+    tstate(ctx, s); /* the shuffle partition's */
     int c = chaos(ctx, s);
     if (c)
         return c;
@@ -153,6 +194,7 @@ static int st_agg(struct urt_graph_ctx *ctx, void *arg)
 
 static int st_prepare(struct urt_graph_ctx *ctx, void *arg)
 {
+    tstate(ctx, arg); /* the side input's sub-task's */
     return chaos(ctx, arg);
 }
 
@@ -170,7 +212,7 @@ static int st_fin(struct urt_graph_ctx *ctx, void *arg)
 static int st_src1(struct urt_graph_ctx *ctx, void *arg)
 {
     struct sg *s = arg;
-    intptr_t *i = (intptr_t *)urt_graph_task_state(ctx);
+    intptr_t *i = &tstate(ctx, s)->i;
     for (; *i < 200 && !urt_graph_stopping(ctx); (*i)++) {
         int r = urt_graph_emit(ctx, 0, 0, dummy_row, 5);
         if (r == -EAGAIN)
@@ -198,6 +240,7 @@ static int pr_src_event(struct urt_graph_ctx *ctx, void *arg)
 {
     struct sg *s = arg;
     uint32_t p = urt_graph_partition(ctx);
+    tstate(ctx, s); /* the instance's */
     if (urt_graph_out_port(ctx, 0) & URT_PORT_FINISHED)
         return URT_PROC_FINISHED;
     if (s->ps[0][p].i == 20) {
@@ -305,17 +348,24 @@ static void build(urt_runtime *rt, struct sg *s, uint64_t *seed)
     cr_assert_eq(urt_graph_create(rt, &o, &s->g), 0);
     urt_graph *g = s->g;
     uint32_t scan_parts = 4 + rng_next(seed) % 29;
-    int scan = step(g, (struct urt_step_desc){.name = "scan", .fn = st_scan, .arg = s, .partitions = scan_parts,
-                                              .max_in_flight = (uint32_t)(rng_next(seed) % 6), .flags = URT_STEP_SCAN});
-    int mid = step(g, (struct urt_step_desc){.name = "mid", .fn = st_mid, .arg = s, .partitions = 3});
+    s->scan_parts = scan_parts;
+    int scan = step(g, (struct urt_step_desc){.name = "scan", .fn = st_scan, .cleanup = st_cleanup, .arg = s,
+                                              .partitions = scan_parts, .max_in_flight = (uint32_t)(rng_next(seed) % 6),
+                                              .flags = URT_STEP_SCAN});
+    s->scan = scan;
+    int mid = step(g, (struct urt_step_desc){.name = "mid", .fn = st_mid, .cleanup = st_cleanup, .arg = s,
+                                             .partitions = 3});
     int dim = step(g, (struct urt_step_desc){.name = "dim", .fn = st_dim, .arg = s, .partitions = 1});
-    int agg = step(g, (struct urt_step_desc){.name = "agg", .fn = st_agg, .prepare = st_prepare, .arg = s,
-                                             .partitions = 4, .flags = (rng_next(seed) & 1) ? URT_STEP_TAKE_COGROUP : 0});
+    int agg = step(g, (struct urt_step_desc){.name = "agg", .fn = st_agg, .prepare = st_prepare, .cleanup = st_cleanup,
+                                             .arg = s, .partitions = 4,
+                                             .flags = (rng_next(seed) & 1) ? URT_STEP_TAKE_COGROUP : 0});
     int fin = step(g, (struct urt_step_desc){.name = "fin", .fn = st_fin, .arg = s, .partitions = 1});
-    int src1 = step(g, (struct urt_step_desc){.name = "src1", .fn = st_src1, .arg = s, .partitions = 1});
+    int src1 = step(g, (struct urt_step_desc){.name = "src1", .fn = st_src1, .cleanup = st_cleanup, .arg = s,
+                                              .partitions = 1});
     int del = step(g, (struct urt_step_desc){.name = "deliver", .fn = st_deliver, .arg = s,
                                              .flags = URT_STEP_DELIVER});
-    int p0 = step(g, (struct urt_step_desc){.name = "psrc", .processor = &P_SRC, .arg = s, .partitions = 2});
+    int p0 = step(g, (struct urt_step_desc){.name = "psrc", .processor = &P_SRC, .cleanup = st_cleanup, .arg = s,
+                                            .partitions = 2});
     int p1 = step(g, (struct urt_step_desc){.name = "ppass", .processor = &P_PASS, .arg = s});
     int p2 = step(g, (struct urt_step_desc){.name = "psink", .processor = &P_SINK, .arg = s});
     s->n_steps = 10;
@@ -382,6 +432,16 @@ static void one_round(urt_runtime *rt, uint64_t *seed)
         }
         for (int k = 0; k < s->n_steps; k++)
             cr_assert_eq(urt_graph_step_state(s->g, k), URT_STEP_DEACTIVATED, "graph %d step %d", i, k);
+        cr_assert_eq(atomic_load(&s->bad_cleanups), 0, "graph %d: a cleanup got a state twice or a wrong one", i);
+        cr_assert_eq(atomic_load(&s->cleaned), atomic_load(&s->states), "graph %d (status %d): %lld states made, %lld "
+                     "given to the cleanup", i, st, (long long)atomic_load(&s->states),
+                     (long long)atomic_load(&s->cleaned));
+        struct urt_graph_step_stats ss;
+        cr_assert_eq(urt_graph_step_stats(s->g, s->scan, &ss), 0);
+        cr_assert_eq(ss.tasks_run + ss.tasks_skipped + ss.tasks_cut, s->scan_parts,
+                     "graph %d scan: run %llu + skipped %llu + cut %llu != %u partitions", i,
+                     (unsigned long long)ss.tasks_run, (unsigned long long)ss.tasks_skipped,
+                     (unsigned long long)ss.tasks_cut, s->scan_parts);
         urt_graph_release(s->g);
     }
 }
