@@ -216,6 +216,190 @@ static void flush_step(struct dconn *c)
         arm_write(c);
 }
 
+/* ---- batches (conn.h) ----------------------------------------------------- */
+
+/* The batched statements: a member's params 0..arrays-1 become the
+ * statement's arrays (quoted: the text ones), its params arrays..nparams-1
+ * are the first member's (the same for all). */
+static const struct bdef {
+    int stmt, arrays, nparams;
+    unsigned quoted;
+    const char *what;
+} bdefs[DB_N] = {
+    [DB_TAKE] = {DSQL_TAKE, 1, 4, 0, "takes"},
+    [DB_DONE] = {DSQL_DONE, 3, 3, 1u << 2, "releases"},
+    [DB_ENQ] = {DSQL_ENQUEUE_ONE, 3, 4, 0x3, "enqueues"},
+};
+
+static int batch_kind(const struct dreq *r)
+{
+    for (int k = 0; r->kind == DREQ_PREPARED && k < DB_N; k++)
+        if (r->stmt == bdefs[k].stmt)
+            return k;
+    return -1;
+}
+
+/* Appends s to text[i] (grown as needed); false without memory. */
+static bool text_add(struct dbatch *b, int i, size_t *len, const char *s, size_t n)
+{
+    if (*len + n + 2 > b->text_cap[i]) {
+        size_t cap = b->text_cap[i] ? b->text_cap[i] : 256;
+        while (cap < *len + n + 2)
+            cap *= 2;
+        char *t = realloc(b->text[i], cap);
+        if (!t)
+            return false;
+        b->text[i] = t;
+        b->text_cap[i] = cap;
+    }
+    memcpy(b->text[i] + *len, s, n);
+    *len += n;
+    b->text[i][*len] = '\0';
+    return true;
+}
+
+/* One array element: plain (uuids, numbers) or quoted (text: " and \ escaped). */
+static bool elem_add(struct dbatch *b, int i, size_t *len, const char *s, bool quote)
+{
+    if (!text_add(b, i, len, *len > 1 ? "," : "", *len > 1 ? 1 : 0))
+        return false;
+    if (!quote)
+        return text_add(b, i, len, s, strlen(s));
+    if (!text_add(b, i, len, "\"", 1))
+        return false;
+    for (const char *p = s; *p; p++) {
+        if ((*p == '"' || *p == '\\') && !text_add(b, i, len, "\\", 1))
+            return false;
+        if (!text_add(b, i, len, p, 1))
+            return false;
+    }
+    return text_add(b, i, len, "\"", 1);
+}
+
+static void batch_done(struct dreq *r, PGresult *res, int err, const char *msg);
+
+/* Takes the waiting requests of kind k (at most DBATCH_MAX; one if the
+ * first is alone) into the carrier and builds its array parameters. False
+ * when there is nothing to send or no memory (they stay waiting). */
+static bool batch_build(struct dconn *c, int k)
+{
+    struct dbatch *b = &c->batch[k];
+    struct dreq_q *q = &c->pend[k];
+    const struct bdef *def = &bdefs[k];
+    int arrays = def->arrays;
+    size_t len[3] = {0, 0, 0};
+    b->n = 0;
+    for (int i = 0; i < arrays; i++)
+        if (!text_add(b, i, &len[i], "{", 1))
+            return false;
+    for (struct dreq *m = q->head; m && b->n < DBATCH_MAX; m = m->next) {
+        if (m->alone && b->n > 0)
+            break;
+        if (b->n == b->cap) {
+            uint32_t cap = b->cap ? b->cap * 2 : 64;
+            struct dreq **a = realloc(b->members, cap * sizeof(*a));
+            if (!a)
+                return false;
+            b->members = a;
+            b->cap = cap;
+        }
+        for (int i = 0; i < arrays; i++)
+            if (!elem_add(b, i, &len[i], m->params[i], def->quoted & (1u << i)))
+                return false;
+        b->members[b->n++] = m;
+        if (m->alone)
+            break;
+    }
+    for (int i = 0; i < arrays; i++)
+        if (!text_add(b, i, &len[i], "}", 1))
+            return false;
+    for (uint32_t i = 0; i < b->n; i++)
+        q_pop(q); /* the members are the head of the queue, in order */
+    struct dreq *first = b->members[0];
+    memset(&b->req, 0, sizeof(b->req));
+    b->req.conn = c;
+    b->req.kind = DREQ_PREPARED;
+    b->req.stmt = def->stmt;
+    b->req.nparams = def->nparams;
+    b->req.params = b->params;
+    b->req.fn = batch_done;
+    b->req.arg = b;
+    b->req.resend = true; /* a session ended under it: conn_break sorts its members */
+    for (int i = 0; i < def->nparams; i++)
+        b->params[i] = i < arrays ? b->text[i] : first->params[i];
+    return true;
+}
+
+/* A break (or a close) with the carrier in flight: its resend members go
+ * back to the head of their queue, in order; the others fail. */
+static void batch_break(struct dconn *c, struct dbatch *b, int err, const char *msg)
+{
+    int k = (int)(b - c->batch);
+    b->busy = false;
+    for (uint32_t i = b->n; i-- > 0;) {
+        struct dreq *m = b->members[i];
+        if (m->resend && err == -ECONNRESET) {
+            m->resent = true;
+            q_push_front(&c->pend[k], m);
+        } else {
+            m->row = -1;
+            m->fn(m, NULL, err, msg);
+        }
+    }
+    b->n = 0;
+}
+
+/* The carrier's answer: each member's row, then each member's callback. */
+static void batch_done(struct dreq *r, PGresult *res, int err, const char *msg)
+{
+    struct dbatch *b = r->arg;
+    struct dconn *c = r->conn;
+    int k = (int)(b - c->batch);
+    b->busy = false;
+    if (err == -EIO && b->n > 1) {
+        dispatch_log(c->d, "connection %u: a batch of %u %s failed (%s): its members go one by one", c->id, b->n,
+                     bdefs[k].what, msg);
+        for (uint32_t i = b->n; i-- > 0;) {
+            b->members[i]->alone = true;
+            q_push_front(&c->pend[k], b->members[i]);
+        }
+        b->n = 0;
+        return;
+    }
+    for (uint32_t i = 0; i < b->n; i++)
+        b->members[i]->row = -1;
+    int rows = err == 0 ? PQntuples(res) : 0;
+    for (int i = 0; i < rows; i++) {
+        unsigned long ord = strtoul(PQgetvalue(res, i, 0), NULL, 10);
+        if (ord >= 1 && ord <= b->n)
+            b->members[ord - 1]->row = i;
+    }
+    uint32_t n = b->n;
+    b->n = 0;
+    for (uint32_t i = 0; i < n; i++)
+        b->members[i]->fn(b->members[i], err == 0 ? res : NULL, err, msg);
+}
+
+/* Sends one carrier per kind that has requests waiting and none in flight. */
+static void send_batches(struct dconn *c)
+{
+    for (int k = 0; k < DB_N && c->state == DC_READY && c->n_fly < c->depth; k++) {
+        struct dbatch *b = &c->batch[k];
+        if (b->busy || !c->pend[k].head || !batch_build(c, k))
+            continue;
+        if (!send_one(c, &b->req) || (c->pipelined && !PQpipelineSync(c->pg))) {
+            for (uint32_t i = b->n; i-- > 0;)
+                q_push_front(&c->pend[k], b->members[i]);
+            b->n = 0;
+            conn_break(c, PQerrorMessage(c->pg));
+            return;
+        }
+        b->busy = true;
+        fly_push(c, &b->req);
+        flush_step(c);
+    }
+}
+
 /* Sends what waits, up to depth requests in flight. In pipeline mode each
  * statement is followed by a Sync: its own implicit transaction, as without
  * a pipeline (an error aborts nothing else). */
@@ -238,6 +422,7 @@ static void send_next(struct dconn *c)
     }
     if (sent)
         flush_step(c);
+    send_batches(c);
 }
 
 /* The oldest statement in flight is complete: hand its result over. */
@@ -360,6 +545,9 @@ static void settle(struct dconn *c)
         struct dreq *r;
         while ((r = q_pop(&c->wait)))
             complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
+        for (int k = 0; k < DB_N; k++)
+            while ((r = q_pop(&c->pend[k])))
+                complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
         if (c->state != DC_CLOSED) {
             c->state = DC_CLOSED;
             atomic_store_explicit(&c->closed, true, memory_order_release); /* pairs with dconn_closed's acquire */
@@ -408,6 +596,10 @@ static void conn_break(struct dconn *c, const char *why)
     while ((r = fly_pop(c))) {
         if (r->kind == DREQ_PREPARE)
             continue;
+        if (r->fn == batch_done) {
+            batch_break(c, r->arg, c->closing ? -ESHUTDOWN : -ECONNRESET, c->msg);
+            continue;
+        }
         if (r->resend && !c->closing) {
             r->resent = true;
             q_push(&again, r);
@@ -501,7 +693,9 @@ static enum urt_task_result accept_req(struct urt_task *t, void *arg)
         complete(r, NULL, -ESHUTDOWN, "the dispatcher is stopping");
         return URT_TASK_DONE;
     }
-    q_push(&c->wait, r);
+    int k = batch_kind(r);
+    r->row = -1;
+    q_push(k >= 0 ? &c->pend[k] : &c->wait, r);
     conn_pump(c);
     return URT_TASK_DONE;
 }
@@ -552,6 +746,7 @@ int dconn_submit(struct dconn *c, struct dreq *r)
 {
     r->conn = c;
     r->resent = false;
+    r->alone = false;
     urt_task_init(&r->task, accept_req, r);
     return urt_lane_submit(c->lane, &r->task, URT_SUBMIT_BLOCK);
 }
@@ -570,4 +765,9 @@ void dconn_fini(struct dconn *c)
     if (c->pg)
         PQfinish(c->pg);
     c->pg = NULL;
+    for (int k = 0; k < DB_N; k++) {
+        free(c->batch[k].members);
+        for (int i = 0; i < 3; i++)
+            free(c->batch[k].text[i]);
+    }
 }

@@ -23,6 +23,22 @@
  * connection closed, -ECANCELED its abandon flag was set before it was
  * sent). The callback must not keep the PGresult.
  *
+ * Batches. The statements take, done and enqueue_one of dispatch.sql take
+ * arrays: every such request waiting at a connection goes out as ONE statement,
+ * with at most one such statement of each kind in flight per connection —
+ * group commit for statements: under load the next batch fills while the
+ * last one is at the server; alone, a request goes out at once, as a batch
+ * of one. Such requests wait in pend[] (not the FIFO: no order binds them to
+ * the other requests), are sent by the connection's struct dbatch carrier
+ * (a request of its own, one pipeline slot), and each member's callback gets
+ * the batch's result with r->row, the row that answers it (the statement
+ * returns each row's 1-based position in its arrays, `ord`), or -1 when no
+ * row does (a take that found the strand taken, a release that found the
+ * lease changed). A batch that fails (-EIO: a deadlock with a transaction of
+ * the user's, a trigger's error) is split: its members are sent again one
+ * by one (r->alone), so one bad member costs only itself. A break fails
+ * the members or puts the resend ones back, as for single requests.
+ *
  * States:  DOWN -> CONNECTING -> READY <-> (a request in flight)
  *            ^          |           |
  *            |          v           v
@@ -92,6 +108,25 @@ struct dreq {
                                     (-ECANCELED): a statement of a run that ended */
     bool resend; /* safe to send again after a break (else -ECONNRESET) */
     bool resent; /* was in flight on a connection that broke */
+    /* batches (take, done): the member's params are one element each
+     * (take: id, lease, backoff base, backoff max; done: id, lease, exitval) */
+    int row;     /* its row of the batch's result, -1 for none (set before fn) */
+    bool alone;  /* its batch failed: sent in a batch of one */
+};
+
+/* The batched statements (pend[] and batch[] of a connection). */
+enum dbatch_kind { DB_TAKE, DB_DONE, DB_ENQ, DB_N };
+#define DBATCH_MAX 256 /* members per statement (array_position: O(n) per row) */
+
+/* The carrier of one batch (lane only). */
+struct dbatch {
+    struct dreq req;         /* the statement sent: its params are the arrays below */
+    struct dreq **members;   /* member i answers to ord i + 1 */
+    uint32_t n, cap;
+    char *text[3];           /* the array parameters ("{...}") */
+    size_t text_cap[3];
+    const char *params[4];
+    bool busy;               /* in flight */
 };
 
 struct dconn_ops {
@@ -133,6 +168,8 @@ struct dconn {
     char msg[256];            /* the last error message (for logs) */
     struct dreq prep[DSQL_N];
     struct dreq close_req;
+    struct dreq_q pend[DB_N]; /* batchable requests waiting */
+    struct dbatch batch[DB_N];
 };
 
 /* Sets c up (lane creation: urt_lane_create). Returns 0 or -errno. Any thread. */

@@ -68,12 +68,36 @@ static void repartition(struct control *ctl)
     control_publish_partitions(d);
 }
 
+static int handler_index(struct urt_dispatch *d, const char *kind);
+
+/* "+kind": strands of kind were enqueued (dispatch.sql, enqueue and
+ * enqueue_items, at their commit). One of ours: scan now — or, when a scan
+ * is in flight (it may have read the table before that commit), again as
+ * soon as it answers, whatever it found. */
+static void enqueued_wake(struct control *ctl, const char *kind)
+{
+    struct urt_dispatch *d = ctl_d(ctl);
+    if (handler_index(d, kind) < 0)
+        return;
+    CTR_ADD(d, wakeups, 1);
+    ctl->next_scan = 0;
+    if (ctl->scanning)
+        ctl->rescan = true;
+    tick(ctl);
+}
+
 static void on_notify(struct dconn *c, const char *channel, const char *payload)
 {
     struct control *ctl = c->owner;
     struct urt_dispatch *d = ctl_d(ctl);
     if (strcmp(channel, d->channel) != 0)
         return;
+    if (payload[0] == '+') {
+        enqueued_wake(ctl, payload + 1);
+        return;
+    }
+    if (!ctl->pmap.self)
+        return; /* unpartitioned: the others' heartbeats say nothing to it */
     uint32_t p = partition_parse(payload);
     if (p == 0) {
         CTR_ADD(d, bad_notifications, 1);
@@ -231,9 +255,13 @@ static void scan_done(struct dreq *r, PGresult *res, int err, const char *msg)
         queue_rows(ctl, res, old, now);
         n = PQntuples(res);
     }
+    bool rescan = ctl->rescan;
+    ctl->rescan = false;
     if (old) {
         ctl->next_old = now + (n > 0 ? 0 : d->opt.old_scan_interval_ns);
-    } else if (n > 0) {
+        if (rescan)
+            ctl->next_scan = now;
+    } else if (n > 0 || rescan) {
         ctl->next_scan = now;
     } else {
         ctl->sleep_ns = dispatch_sleep_ns(ctl->qlen, ctl->strands_per_second, ctl->n_free, d->n_slots,
@@ -363,6 +391,8 @@ static void tick(struct control *ctl)
         return;
     uint64_t now = urt_now_ns();
     bool parted = ctl->pmap.self != 0;
+    if (d->n_handlers)
+        send_listen(ctl); /* after a LISTEN that failed (a no-op while it holds) */
     if (parted && now >= ctl->next_hb)
         heartbeat(ctl, now);
     if (d->n_handlers && !ctl->scanning && ctl->qlen < ctl->qcap) {
@@ -434,11 +464,11 @@ static void on_ready(struct dconn *c)
     struct control *ctl = c->owner;
     ctl->connected = true;
     send_scan_plan(ctl);
-    if (ctl->pmap.self) {
-        ctl->listening = false;
-        send_listen(ctl);
+    ctl->listening = false;
+    if (ctl_d(ctl)->n_handlers)
+        send_listen(ctl); /* enqueue wake-ups, and the partitions' heartbeats */
+    if (ctl->pmap.self)
         ctl->next_hb = 0; /* announce at once: the others repartition now */
-    }
     tick(ctl);
 }
 

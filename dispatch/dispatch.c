@@ -155,7 +155,7 @@ static bool name_ok(const char *s, size_t max, const char *extra)
     return true;
 }
 
-static bool kind_ok(const char *s)
+bool dispatch_kind_ok(const char *s)
 {
     return name_ok(s, DISPATCH_KIND_MAX, "ABCDEFGHIJKLMNOPQRSTUVWXYZ.:-");
 }
@@ -279,7 +279,7 @@ URT_API int urt_dispatch_handle(urt_dispatch *d, const char *kind, urt_dispatch_
 {
     if (!d || !kind || !fn)
         return urt__error(-EINVAL, "urt_dispatch_handle: %s is NULL", !d ? "d" : !kind ? "kind" : "fn");
-    if (!kind_ok(kind))
+    if (!dispatch_kind_ok(kind))
         return urt__error(-EINVAL, "urt_dispatch_handle: kind \"%.64s\" is not 1..63 of [A-Za-z0-9_.:-]", kind);
     if (atomic_load_explicit(&d->started, memory_order_acquire))
         return urt__error(-EBUSY, "urt_dispatch_handle: the dispatcher is started");
@@ -422,98 +422,6 @@ URT_API void urt_dispatch_destroy(urt_dispatch *d)
     free_dispatch(d);
 }
 
-/* ---- enqueue and wake ---------------------------------------------------------------- */
-
-struct ctl_call {
-    struct dreq req;
-    const char *params[4];
-    urt_dispatch_enqueued_fn *fn;
-    void *arg;
-    char text[]; /* the parameters' strings */
-};
-
-static void call_done(struct dreq *r, PGresult *res, int err, const char *msg)
-{
-    (void)msg;
-    struct ctl_call *c = r->arg;
-    if (c->fn) {
-        uint32_t n = err == 0 ? (uint32_t)PQntuples(res) : 0;
-        if (err == 0 && r->stmt == DSQL_WAKE)
-            n = (uint32_t)dconn_affected(res);
-        const char **ids = n && r->stmt == DSQL_ENQUEUE ? malloc(n * sizeof(*ids)) : NULL;
-        for (uint32_t i = 0; ids && i < n; i++)
-            ids[i] = PQgetvalue(res, (int)i, 0);
-        if (n && r->stmt == DSQL_ENQUEUE && !ids)
-            err = -ENOMEM;
-        c->fn(c->arg, err, err ? 0 : n, err ? NULL : ids);
-        free(ids);
-    }
-    free(c);
-}
-
-static int ctl_call(struct urt_dispatch *d, int stmt, const char *const *vals, int n, urt_dispatch_enqueued_fn *fn,
-                    void *arg, const char *who)
-{
-    if (!atomic_load_explicit(&d->started, memory_order_acquire) || atomic_load_explicit(&d->stopping, memory_order_acquire))
-        return urt__error(-ENOTCONN, "%s: the dispatcher is %s", who,
-                          atomic_load_explicit(&d->started, memory_order_relaxed) ? "stopping" : "not started");
-    size_t len = 0;
-    for (int i = 0; i < n; i++)
-        len += strlen(vals[i]) + 1;
-    struct ctl_call *c = malloc(sizeof(*c) + len);
-    if (!c)
-        return urt__error(-ENOMEM, "%s: no memory", who);
-    char *p = c->text;
-    for (int i = 0; i < n; i++) {
-        size_t k = strlen(vals[i]) + 1;
-        memcpy(p, vals[i], k);
-        c->params[i] = p;
-        p += k;
-    }
-    memset(&c->req, 0, sizeof(c->req));
-    c->req.kind = DREQ_PREPARED;
-    c->req.stmt = stmt;
-    c->req.nparams = n;
-    c->req.params = c->params;
-    c->req.fn = call_done;
-    c->req.arg = c;
-    c->req.resend = stmt == DSQL_WAKE; /* an enqueue sent twice would insert twice */
-    c->fn = fn;
-    c->arg = arg;
-    int err = dconn_submit(&d->ctl.conn, &c->req);
-    if (err < 0) {
-        free(c);
-        return urt__error(err, "%s: the control connection's lane refused it (%s)", who, strerror(-err));
-    }
-    return 0;
-}
-
-URT_API int urt_dispatch_enqueue(urt_dispatch *d, const char *kind, const char *payload, uint64_t delay_ns,
-                                 uint32_t count, urt_dispatch_enqueued_fn *fn, void *arg)
-{
-    if (!d || !kind)
-        return urt__error(-EINVAL, "urt_dispatch_enqueue: %s is NULL", !d ? "d" : "kind");
-    if (!kind_ok(kind))
-        return urt__error(-EINVAL, "urt_dispatch_enqueue: kind \"%.64s\" is not 1..63 of [A-Za-z0-9_.:-]", kind);
-    if (count < 1 || count > 1000000)
-        return urt__error(-EINVAL, "urt_dispatch_enqueue: count %u is out of range (1..1000000)", count);
-    char delay[24], cnt[16];
-    snprintf(delay, sizeof(delay), "%" PRIu64, delay_ns / 1000);
-    snprintf(cnt, sizeof(cnt), "%u", count);
-    const char *vals[4] = {kind, payload ? payload : "", delay, cnt};
-    return ctl_call(d, DSQL_ENQUEUE, vals, 4, fn, arg, "urt_dispatch_enqueue");
-}
-
-URT_API int urt_dispatch_wake(urt_dispatch *d, const char *id, urt_dispatch_enqueued_fn *fn, void *arg)
-{
-    if (!d || !id)
-        return urt__error(-EINVAL, "urt_dispatch_wake: %s is NULL", !d ? "d" : "id");
-    if (!uuid_text_valid(id))
-        return urt__error(-EINVAL, "urt_dispatch_wake: id \"%.40s\" is not a uuid", id);
-    const char *vals[1] = {id};
-    return ctl_call(d, DSQL_WAKE, vals, 1, fn, arg, "urt_dispatch_wake");
-}
-
 /* ---- what readers see ---------------------------------------------------------------- */
 
 #define LIVE(f) out->f = atomic_load_explicit(&d->ctr.f, memory_order_relaxed)
@@ -541,6 +449,8 @@ URT_API int urt_dispatch_metrics(const urt_dispatch *cd, struct urt_dispatch_met
     LIVE(notifications);
     LIVE(bad_notifications);
     LIVE(repartitions);
+    LIVE(dead);
+    LIVE(wakeups);
     LIVE(queued);
     LIVE(running);
     return 0;

@@ -106,7 +106,8 @@ struct qent {
 
 struct dctr {
     _Atomic uint64_t scans, old_scans, scanned, runs, leases_missed, done, naps, failed, budget_exceeded,
-        leases_violated, releases_uncertain, reconnects, notifications, bad_notifications, repartitions;
+        leases_violated, releases_uncertain, reconnects, notifications, bad_notifications, repartitions, dead,
+        wakeups;
     _Atomic uint32_t queued, running;
 };
 
@@ -119,6 +120,7 @@ struct control {
     uint32_t n_free;
     uint8_t *busy;                 /* per slot: taken (its id is skipped by the scans) */
     bool connected, stopping, scanning;
+    bool rescan;                   /* an enqueue wake-up came during a scan: scan again at once */
     uint64_t next_scan, next_old, next_hb;
     uint64_t sleep_ns;
     struct urt_io tio;             /* the timer */
@@ -167,6 +169,7 @@ struct urt_dispatch {
 };
 
 /* dispatch.c */
+bool dispatch_kind_ok(const char *s); /* 1..63 of [A-Za-z0-9_.:-] */
 void dispatch_log(struct urt_dispatch *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct dconn *dispatch_pick_conn(struct urt_dispatch *d);
 

@@ -203,23 +203,30 @@ static void take_done(struct dreq *r, PGresult *res, int err, const char *msg)
     struct urt_dispatch *d = run->d;
     run->sample.lease_delay_ns = urt_now_ns() - run->started_ns;
     atomic_fetch_add_explicit(&d->ctr.runs, 1, memory_order_relaxed);
-    if (err < 0 || PQntuples(res) != 1) {
+    int row = err < 0 ? -1 : r->row; /* the batch's row of this strand (dispatch/conn.h) */
+    bool spent = row >= 0 && PQgetvalue(res, row, 5)[0] == 'f';
+    if (row < 0 || spent) {
         if (err < 0 && err != -ESHUTDOWN)
             dispatch_log(d, "lease take of strand %s failed: %s", run->id, msg);
+        else if (spent)
+            atomic_fetch_add_explicit(&d->ctr.dead, 1, memory_order_relaxed);
         else if (err == 0)
             atomic_fetch_add_explicit(&d->ctr.leases_missed, 1, memory_order_relaxed);
+        if (spent)
+            dispatch_log(d, "strand %s (%s) moved to the dead letters: its attempts are used up (the lease of its "
+                            "last run expired)", run->id, d->handlers[run->handler].kind);
         run->sample.acquired = false;
         handoff(run, HO_FINISH);
         return;
     }
     run->sample.acquired = true;
-    snprintf(run->lease_us, sizeof(run->lease_us), "%s", PQgetvalue(res, 0, 0));
-    snprintf(run->schedule_us, sizeof(run->schedule_us), "%s", PQgetvalue(res, 0, 1));
-    keep_payload(run, PQgetvalue(res, 0, 3));
+    snprintf(run->lease_us, sizeof(run->lease_us), "%s", PQgetvalue(res, row, 1));
+    snprintf(run->schedule_us, sizeof(run->schedule_us), "%s", PQgetvalue(res, row, 2));
+    keep_payload(run, PQgetvalue(res, row, 4));
     run->strand.id = run->id;
     run->strand.kind = d->handlers[run->handler].kind;
     run->strand.payload = run->payload ? run->payload : "";
-    run->strand.try_count = (uint32_t)strtoul(PQgetvalue(res, 0, 2), NULL, 10);
+    run->strand.try_count = (uint32_t)strtoul(PQgetvalue(res, row, 3), NULL, 10);
     run->strand.old_strand = run->sample.old_strand;
     run->strand.lease_expired = run->sample.lease_expired;
     run_begin(run);
@@ -370,11 +377,12 @@ static void send_release(struct urt_dispatch_run *run)
         run->rel_params[3] = run->nap_us;
     } else {
         q->stmt = DSQL_RELEASE;
-        q->nparams = 2;
+        q->nparams = 3;
         const char *why = run->fail_reason ? run->fail_reason
                           : run->job_status == -ETIME ? "its run passed run_budget_ns"
                           : run->job_status == -ECANCELED ? "its run's job was cancelled"
                                                             : "the handler gave no result";
+        run->rel_params[2] = why; /* kept as the strand's last_error */
         dispatch_log(d, "strand %s (%s, try %u) failed: %s", run->id, run->strand.kind, run->strand.try_count,
                      why);
     }
@@ -385,9 +393,13 @@ static void release_done(struct dreq *r, PGresult *res, int err, const char *msg
 {
     struct urt_dispatch_run *run = r->arg;
     struct urt_dispatch *d = run->d;
+    int what = atomic_load_explicit(&run->result, memory_order_relaxed);
+    bool applied = err == 0 && (r->stmt == DSQL_DONE      ? r->row >= 0 /* a batch's row (dispatch/conn.h) */
+                                : r->stmt == DSQL_RELEASE ? PQntuples(res) == 1
+                                                          : dconn_affected(res) == 1);
     if (err < 0) {
         dispatch_log(d, "release of strand %s failed: %s; its lease will expire", run->id, msg);
-    } else if (dconn_affected(res) != 1) {
+    } else if (!applied) {
         if (r->resent) {
             atomic_fetch_add_explicit(&d->ctr.releases_uncertain, 1, memory_order_relaxed);
         } else {
@@ -396,9 +408,13 @@ static void release_done(struct dreq *r, PGresult *res, int err, const char *msg
                             "not applied", run->id, run->strand.kind, run->strand.try_count);
         }
     } else {
-        int what = atomic_load_explicit(&run->result, memory_order_relaxed);
         _Atomic uint64_t *c = what == RES_DONE ? &d->ctr.done : what == RES_NAP ? &d->ctr.naps : &d->ctr.failed;
         atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+        if (r->stmt == DSQL_RELEASE && PQgetvalue(res, 0, 0)[0] == 't') {
+            atomic_fetch_add_explicit(&d->ctr.dead, 1, memory_order_relaxed);
+            dispatch_log(d, "strand %s (%s) moved to the dead letters after try %u: %s", run->id, run->strand.kind,
+                         run->strand.try_count, run->rel_params[2]);
+        }
     }
     handoff(run, HO_FINISH);
 }

@@ -47,7 +47,29 @@
  * total delay are taken from any partition (takeover of a dead partition's
  * work), scanned every old_scan_interval_ns. A payload that is not a number
  * 1..256 is ignored with a log line. Partition 0: no partitions, no
- * LISTEN/NOTIFY, the whole id space.
+ * heartbeats, the whole id space.
+ *
+ * Wake-ups: every enqueue (urt_dispatch_enqueue, urt_dispatch_enqueue_items)
+ * sends NOTIFY channel, '+kind' at its commit, and every dispatcher LISTENs
+ * on its channel: one that handles the kind scans at once instead of
+ * finishing its idle sleep (a scan in flight is followed by another), so an
+ * idle fleet starts new work within a round trip. Strands inserted with SQL
+ * of your own wait for the next scan unless you send the same NOTIFY.
+ *
+ * Priorities, attempts, keys, cancellation (schema version 2): among due
+ * strands a lower priority runs first; a strand that fails (or whose lease
+ * expires) with try >= max_attempts (> 0) moves to the dead letters
+ * (halted = 'failed', its last_error kept) and runs again only when
+ * requeued (urt_dispatch_requeue); a key is held by at most one live strand
+ * (the enqueue's key mode says what a second one does); a strand that has
+ * not started can be cancelled (urt_dispatch_cancel). A nap resets try, so
+ * max_attempts counts the tries since the strand last napped.
+ *
+ * Batches: takes, done releases and single enqueues waiting at a
+ * connection go out as one statement each (arrays), one such statement of
+ * each kind in flight per connection: under load the next batch fills
+ * while the last is at the server; alone, a request goes at once. pool
+ * bounds the takes and releases a process can batch.
  *
  * No worker ever blocks on the database: each connection is libpq's
  * non-blocking API with its socket watched through the rings (urt_io_poll,
@@ -59,7 +81,8 @@
  * leases are held keep running, and their releases are sent again on the new
  * connection (a release whose first attempt may have committed and that then
  * finds the lease changed is counted as uncertain, not as a violation).
- * Connections: one control connection (scans, heartbeats, enqueue, wake) and
+ * Connections: one control connection (scans, heartbeats, enqueues, wake,
+ * cancel, requeue, and the LISTEN for wake-ups) and
  * `connections` run connections (takes, releases, urt_dispatch_sql).
  * libpq resolves a host name with a blocking getaddrinfo() while connecting:
  * give a Unix socket directory or hostaddr= in conninfo.
@@ -176,6 +199,8 @@ struct urt_dispatch_metrics {
     uint32_t queued, running;               /* now */
     uint32_t pool, queue_capacity;
     uint64_t sleep_ns;                      /* the idle sleep the last empty scan chose */
+    uint64_t dead;                          /* strands this process moved to the dead letters */
+    uint64_t wakeups;                       /* enqueue notifications heard for its kinds */
 };
 
 /* Called on a worker (the control lane) after each window. */
@@ -271,7 +296,10 @@ URT_API int urt_dispatch_stop(urt_dispatch *d, uint64_t timeout_ns);
 URT_API void urt_dispatch_destroy(urt_dispatch *d);
 
 /* Inserts count (1..1000000) strands of kind with payload (NULL = "") due
- * delay_ns from now, on the control connection. fn (optional) runs once on a
+ * delay_ns from now (priority 0, URT_DISPATCH_DEFAULT_ATTEMPTS, no key), in
+ * one statement on the control connection — single strands (count 1) that
+ * wait there together share one (batches, above) — and wakes the idle
+ * dispatchers of kind. fn (optional) runs once on a
  * worker with 0 and the ids (count of them, 36 characters each, valid during
  * the call), or -errno (-EIO: the statement failed; -ESHUTDOWN: stopped
  * first) and no ids. Returns 0 (fn will run), or -EINVAL (NULL d or kind, a
@@ -281,6 +309,83 @@ URT_API void urt_dispatch_destroy(urt_dispatch *d);
 typedef void urt_dispatch_enqueued_fn(void *arg, int status, uint32_t count, const char *const *ids);
 URT_API int urt_dispatch_enqueue(urt_dispatch *d, const char *kind, const char *payload, uint64_t delay_ns,
                                  uint32_t count, urt_dispatch_enqueued_fn *fn, void *arg);
+
+/* A batch of distinct strands for urt_dispatch_enqueue_items. */
+struct urt_dispatch_item {
+    const char *kind;       /* required: 1..63 bytes of [A-Za-z0-9_.:-] */
+    const char *payload;    /* NULL = "" */
+    const char *key;        /* NULL = none; else 1..512 bytes: at most one live strand per key */
+    uint64_t delay_ns;      /* due this long from now (at most 100 years) */
+    int32_t priority;       /* among due strands a lower number runs first (default 0) */
+    uint32_t max_attempts;  /* tries before the dead letters: 0 = URT_DISPATCH_DEFAULT_ATTEMPTS,
+                               1..1000000, or URT_DISPATCH_ATTEMPTS_UNLIMITED (retried forever) */
+};
+#define URT_DISPATCH_DEFAULT_ATTEMPTS 25u
+#define URT_DISPATCH_ATTEMPTS_UNLIMITED 0xffffffffu
+
+/* What a keyed item does when a live strand (unfinished, not failed or
+ * cancelled) holds its key:
+ *   REPLACE            a pending strand (its lease free) takes the item's
+ *                      kind, payload, schedule, priority and attempts, its try
+ *                      count and last error reset; a running one keeps
+ *                      running, gives its key up, and the item is inserted;
+ *   PRESERVE_SCHEDULE  as REPLACE, but a pending strand keeps its schedule;
+ *   KEEP               nothing changes: the live strand stays, pending or
+ *                      running, and the item is dropped (refused).
+ * Within one batch a key given twice: the last item wins (REPLACE,
+ * PRESERVE_SCHEDULE; the earlier ones are answered as replaced) or the
+ * first (KEEP; the later ones are answered as kept). */
+enum urt_dispatch_key_mode {
+    URT_DISPATCH_KEY_REPLACE = 0,
+    URT_DISPATCH_KEY_PRESERVE_SCHEDULE = 1,
+    URT_DISPATCH_KEY_KEEP = 2,
+};
+
+/* What became of an item. */
+enum urt_dispatch_outcome {
+    URT_DISPATCH_INSERTED = 0, /* a new strand */
+    URT_DISPATCH_REPLACED = 1, /* the live strand holding its key took it (ids[i] is that strand) */
+    URT_DISPATCH_KEPT = 2,     /* dropped: the live strand holding its key stays (ids[i] is that one,
+                                  NULL if it finished meanwhile) */
+};
+
+/* fn of urt_dispatch_enqueue_items: on a worker, once, with 0, count = n
+ * and per item i (in the order given) its strand's id (36 characters) and
+ * its outcome, valid during the call; or -errno (-EIO: the statement
+ * failed; -ESHUTDOWN: stopped first), count 0 and NULLs. */
+typedef void urt_dispatch_items_fn(void *arg, int status, uint32_t count, const char *const *ids,
+                                   const uint8_t *outcomes);
+
+/* Inserts n (1..1000000) strands, each with its own kind, payload, key,
+ * delay, priority and attempts, in ONE statement on the control connection
+ * (arrays of the items, unnested by the database; the keyed ones through
+ * the key mode, mode), and wakes the idle dispatchers of their kinds (NOTIFY
+ * at its commit). Returns 0 (fn, optional, will run), or -EINVAL (NULL d or
+ * items, n out of range, a bad mode, an item's bad field: the message names
+ * it, e.g. "items[3].kind"), -ENOTCONN (not started, or stopping), -ENOMEM,
+ * -EAGAIN (as urt_dispatch_enqueue). Any thread. */
+URT_API int urt_dispatch_enqueue_items(urt_dispatch *d, const struct urt_dispatch_item *items, uint32_t n,
+                                       enum urt_dispatch_key_mode mode, urt_dispatch_items_fn *fn, void *arg);
+
+/* fn of urt_dispatch_cancel and urt_dispatch_requeue: on a worker, once. */
+typedef void urt_dispatch_status_fn(void *arg, int status);
+
+/* Cancels strand id if it has not started: a live strand whose lease is
+ * free (due, scheduled, or waiting for a retry) becomes halted =
+ * 'cancelled' and never runs (urt_dispatch_requeue brings it back). fn
+ * (optional) gets 0 (cancelled), -EBUSY (it is running: a run holds its
+ * lease), -EALREADY (finished, failed or cancelled before), -ENOENT (no
+ * strand has that id), -EIO or -ESHUTDOWN. Returns 0 (fn will run), or
+ * -EINVAL (NULL d or id, id not a uuid), -ENOTCONN, -ENOMEM, -EAGAIN. Any
+ * thread. */
+URT_API int urt_dispatch_cancel(urt_dispatch *d, const char *id, urt_dispatch_status_fn *fn, void *arg);
+
+/* Brings strand id back from the dead letters (halted = 'failed': its tries
+ * used up) or from cancelled: due now, its try count reset, its last_error
+ * kept until its next failure; a key a live strand took meanwhile is
+ * dropped. fn (optional) gets 0, -ENOENT (no failed or cancelled strand has
+ * that id), -EIO or -ESHUTDOWN. Returns as urt_dispatch_cancel. Any thread. */
+URT_API int urt_dispatch_requeue(urt_dispatch *d, const char *id, urt_dispatch_status_fn *fn, void *arg);
 
 /* Makes strand id due now (a napping strand runs at once; a nap that was
  * being released keeps the wake). fn (optional) as for enqueue, count 1 if a

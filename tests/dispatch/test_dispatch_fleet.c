@@ -64,7 +64,7 @@ static void fleet_init(struct fleet *f, const char *name)
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", f->dir, f->dir);
     cr_assert_eq(system(cmd), 0);
-    cr_assert_eq(urt_dispatch_migrate(f->ci), 1, "migrate: %s", urt_last_error());
+    cr_assert_eq(urt_dispatch_migrate(f->ci), 2, "migrate: %s", urt_last_error());
     f->pg = pg_open(f->ci);
     pg_ok(f->pg, "%s", DEMO_RUNS_DDL);
 }

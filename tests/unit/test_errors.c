@@ -1056,6 +1056,37 @@ Test(errors, dispatch, .timeout = 60)
     CHECK(urt_dispatch_wake(g_d, "not-a-uuid", NULL, NULL), "urt_dispatch_wake", "uuid", -EINVAL, -ENOTCONN,
           -ENOMEM);
     CHECK(urt_dispatch_wake(g_d, NULL, NULL, NULL), "urt_dispatch_wake", "id", -EINVAL, -ENOTCONN, -ENOMEM);
+    struct urt_dispatch_item items[2] = {{.kind = "k"}, {.kind = "k"}};
+#define ITEMS_BAD(d_, it_, n_, mode_, needle)                                                               \
+    CHECK(urt_dispatch_enqueue_items(d_, it_, n_, mode_, NULL, NULL), "urt_dispatch_enqueue_items", needle,     \
+          -EINVAL, -ENOTCONN, -ENOMEM)
+    ITEMS_BAD(NULL, items, 1, URT_DISPATCH_KEY_REPLACE, "d is NULL");
+    ITEMS_BAD(g_d, NULL, 1, URT_DISPATCH_KEY_REPLACE, "items is NULL");
+    ITEMS_BAD(g_d, items, 0, URT_DISPATCH_KEY_REPLACE, "n 0");
+    ITEMS_BAD(g_d, items, 1, (enum urt_dispatch_key_mode)7, "mode 7");
+    items[1].kind = NULL;
+    ITEMS_BAD(g_d, items, 2, URT_DISPATCH_KEY_REPLACE, "items[1].kind is NULL");
+    items[1].kind = "a b";
+    ITEMS_BAD(g_d, items, 2, URT_DISPATCH_KEY_REPLACE, "items[1].kind");
+    items[1].kind = "k";
+    items[0].key = "";
+    ITEMS_BAD(g_d, items, 2, URT_DISPATCH_KEY_KEEP, "items[0].key is empty");
+    items[0].key = NULL;
+    items[1].max_attempts = 2000000;
+    ITEMS_BAD(g_d, items, 2, URT_DISPATCH_KEY_KEEP, "items[1].max_attempts");
+    items[1].max_attempts = 0;
+    items[0].delay_ns = UINT64_MAX;
+    ITEMS_BAD(g_d, items, 2, URT_DISPATCH_KEY_KEEP, "items[0].delay_ns");
+    items[0].delay_ns = 0;
+    ITEMS_BAD(g_d, items, 2, URT_DISPATCH_KEY_KEEP, "not started");
+#undef ITEMS_BAD
+    CHECK(urt_dispatch_cancel(NULL, "x", NULL, NULL), "urt_dispatch_cancel", "d", -EINVAL, -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_cancel(g_d, NULL, NULL, NULL), "urt_dispatch_cancel", "id", -EINVAL, -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_cancel(g_d, "x", NULL, NULL), "urt_dispatch_cancel", "uuid", -EINVAL, -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_requeue(g_d, "00000000-0000-0000-0000-00000000000", NULL, NULL), "urt_dispatch_requeue",
+          "uuid", -EINVAL, -ENOTCONN, -ENOMEM);
+    CHECK(urt_dispatch_requeue(g_d, "00000000-0000-0000-0000-000000000000", NULL, NULL), "urt_dispatch_requeue",
+          "not started", -EINVAL, -ENOTCONN, -ENOMEM);
     CHECK(urt_dispatch_stop(g_d, 0), "urt_dispatch_stop", "never started", -EINVAL, -ETIMEDOUT, -EDEADLK);
     CHECK(urt_dispatch_start(NULL), "urt_dispatch_start", "d", -EINVAL, -EALREADY, -ENOMEM, -ESHUTDOWN);
     cr_assert_eq(urt_dispatch_start(g_d), 0, "%s", urt_last_error());
