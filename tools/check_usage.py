@@ -22,7 +22,10 @@ BAD = {
     "urt-trace": [[], ["--no-such-option"], ["-p"], ["-p", "abc"], ["-p", "1", "0"], ["-p", "1", "1", "1", "x"]],
     "urt-dispatch": [[], ["--no-such-option"], ["frobnicate"], ["enqueue"], ["enqueue", "noop", "0"],
                      ["run", "--pool", "0"], ["run", "--pool", "x"], ["run", "--payload", "p"], ["migrate", "extra"],
-                     ["run", "--lease-ms", "100", "--budget-ms", "200"], ["--conninfo"]],
+                     ["run", "--lease-ms", "100", "--budget-ms", "200"], ["--conninfo"], ["cancel"],
+                     ["cancel", "not-a-uuid"], ["requeue"], ["requeue", "--kind", "k"],
+                     ["enqueue", "noop", "--key-mode", "sometimes"], ["enqueue", "noop", "--priority", "x"],
+                     ["failed", "--limit", "0"], ["status", "--kind", "k"]],
 }
 
 srcdir, tools = sys.argv[1], sys.argv[2:]

@@ -15,7 +15,11 @@
  *                    and finish every strand;
  *   apoptosis        a handler that blocks its worker: the watchdog ends that
  *                    process (SIGABRT, "apoptosis" in its log), the strand is
- *                    retried elsewhere.
+ *                    retried elsewhere;
+ *   tool_dead_letters_cancel_status  urt-dispatch enqueue --max-attempts /
+ *                    --key --key-mode keep, failed, status (kinds x states),
+ *                    cancel, requeue --failed: what each prints and what the
+ *                    database holds after it.
  *
  * What is checked is in the database, not in the processes' memory: every
  * run of the demo kind `record` writes a row to urt_dispatch_runs (start,
@@ -348,5 +352,94 @@ Test(dispatch_fleet, apoptosis, .timeout = 300)
     fleet_stop(&f);
     check_no_loss_no_overlap(&f);
     cr_assert_eq(pg_ll(f.pg, "SELECT try FROM urt_strand WHERE kind = 'hang'"), 2, "the hung strand's retry");
+    fleet_fini(&f);
+}
+
+/* ---- the tool's dead letters, cancel and status ---------------------------------------- */
+
+/* Runs urt-dispatch with argv (after --conninfo) to completion; its output
+ * in f->dir/<name>.out; returns its exit status. */
+static int tool(struct fleet *f, const char *name, const char *const *args)
+{
+    char out[200];
+    snprintf(out, sizeof(out), "%s/%s.out", f->dir, name);
+    unlink(out);
+    const char *argv[24] = {URT_DISPATCH_BIN, "--conninfo", f->ci};
+    int k = 3;
+    for (int i = 0; args[i] && k < 23; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    pid_t pid = proc_spawn((char *const *)argv, out);
+    int st = 0;
+    cr_assert(proc_wait(pid, 60000, &st), "urt-dispatch %s did not end", name);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool out_has(struct fleet *f, const char *name, const char *needle)
+{
+    char out[200];
+    snprintf(out, sizeof(out), "%s/%s.out", f->dir, name);
+    bool has = file_contains(out, needle);
+    if (!has)
+        file_dump(out);
+    return has;
+}
+
+Test(dispatch_fleet, tool_dead_letters_cancel_status, .timeout = 300)
+{
+    struct fleet f;
+    fleet_init(&f, "fleet_tool");
+    const char *enq[] = {"enqueue", "fail", "3", "--payload", "100", "--max-attempts", "2", NULL};
+    cr_assert_eq(tool(&f, "enqueue", enq), 0);
+    const char *later[] = {"enqueue", "noop", "--key", "later", "--delay-ms", "600000", "--priority", "-5", NULL};
+    cr_assert_eq(tool(&f, "later", later), 0);
+    cr_assert(out_has(&f, "later", " inserted"));
+    const char *keep[] = {"enqueue", "noop", "--key", "later", "--key-mode", "keep", NULL};
+    cr_assert_eq(tool(&f, "keep", keep), 0);
+    cr_assert(out_has(&f, "keep", " kept"), "a second strand with the key was not refused");
+    const char *extra[] = {"--kinds", "fail,noop", NULL};
+    fleet_start(&f, 0, 0, extra);
+    if (!WAIT_UNTIL(pg_ll(f.pg, "SELECT count(*) FROM urt_strand WHERE halted = 'failed'") == 3, 60000)) {
+        fleet_dump(&f);
+        cr_assert_fail("the failing strands did not reach the dead letters");
+    }
+    const char *failed[] = {"failed", "--kind", "fail", NULL};
+    cr_assert_eq(tool(&f, "failed", failed), 0);
+    cr_assert(out_has(&f, "failed", "failed strands (the dead letters"));
+    cr_assert(out_has(&f, "failed", "): 3"), "the count of failed strands");
+    cr_assert(out_has(&f, "failed", "2/2"), "tries shown as used/max");
+    cr_assert(out_has(&f, "failed", "fail: as asked by its payload"), "the last error shown");
+    const char *status[] = {"status", "--heartbeat-ms", "50", NULL};
+    cr_assert_eq(tool(&f, "status", status), 0);
+    cr_assert(out_has(&f, "status", "oldest due s"));
+    /* kind fail: 0 due, 0 scheduled, 0 running, 0 done, 3 failed, 0 cancelled */
+    char want[160];
+    snprintf(want, sizeof(want), "%-20s %10d %10d %10d %10d %10d %10d", "fail", 0, 0, 0, 0, 3, 0);
+    cr_assert(out_has(&f, "status", want), "no line \"%s\"", want);
+    snprintf(want, sizeof(want), "%-20s %10d %10d %10d %10d %10d %10d", "noop", 0, 1, 0, 0, 0, 0);
+    cr_assert(out_has(&f, "status", want), "no line \"%s\"", want);
+    /* cancel the pending one; an unknown id fails */
+    char id[40];
+    PGresult *r = PQexec(f.pg, "SELECT id::text FROM urt_strand WHERE key = 'later'");
+    cr_assert_eq(PQntuples(r), 1);
+    snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    const char *cancel[] = {"cancel", id, "00000000-0000-4000-8000-000000000000", NULL};
+    cr_assert_eq(tool(&f, "cancel", cancel), 1, "an id that was not cancelled makes it exit 1");
+    cr_assert(out_has(&f, "cancel", " cancelled"));
+    cr_assert(out_has(&f, "cancel", "no such strand"));
+    cr_assert_eq(pg_ll(f.pg, "SELECT count(*) FROM urt_strand WHERE id = '%s' AND halted = 'cancelled'", id), 1);
+    /* requeue every failed one: each runs (and fails) twice more */
+    long long t0 = pg_ll(f.pg, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
+    const char *requeue[] = {"requeue", "--failed", "--kind", "fail", NULL};
+    cr_assert_eq(tool(&f, "requeue", requeue), 0);
+    cr_assert(out_has(&f, "requeue", " requeued"));
+    if (!WAIT_UNTIL(pg_ll(f.pg, "SELECT count(*) FROM urt_strand WHERE halted = 'failed' AND "
+                                "(extract(epoch FROM halted_at) * 1000)::bigint > %lld", t0) == 3, 60000)) {
+        fleet_dump(&f);
+        cr_assert_fail("the requeued strands did not run and fail again");
+    }
+    cr_assert_eq(pg_ll(f.pg, "SELECT count(*) FROM urt_strand WHERE kind = 'fail' AND try = 2"), 3);
+    fleet_stop(&f);
     fleet_fini(&f);
 }

@@ -6,8 +6,11 @@
  *   urt-dispatch [--conninfo STR] migrate
  *   urt-dispatch [--conninfo STR] enqueue KIND [COUNT] [--payload P] [--delay-ms N]
  *   urt-dispatch [--conninfo STR] run [options]      until SIGINT/SIGTERM or --duration-s
- *   urt-dispatch [--conninfo STR] status [--heartbeat-ms N] [--channel NAME]
+ *   urt-dispatch [--conninfo STR] status [--heartbeat-ms N] [--channel NAME] [--limit N]
  *   urt-dispatch [--conninfo STR] verify
+ *   urt-dispatch [--conninfo STR] failed [--kind K] [--limit N]
+ *   urt-dispatch [--conninfo STR] cancel ID...
+ *   urt-dispatch [--conninfo STR] requeue ID... | --failed [--kind K]
  *
  * The connection string defaults to $URT_DISPATCH_CONNINFO, else libpq's PG*
  * variables. `run` prints one metrics line per window (metrics_every runs),
@@ -44,15 +47,21 @@ static void usage(FILE *f)
             "commands:\n"
             "  migrate                 apply the dispatcher's schema; print its version\n"
             "  enqueue KIND [COUNT]    insert COUNT (default 1) strands [--payload P] [--delay-ms N]\n"
+            "      --priority N (lower runs first)  --max-attempts N (0: 25)  --key K  --key-mode replace|\n"
+            "      preserve_schedule|keep (a live strand holding K: replaced, or kept and this one dropped)\n"
             "  run                     run a dispatcher with the demo handlers until SIGINT/SIGTERM\n"
             "      --partition N (1..256, 0 none; or URT_DISPATCH_PARTITION)  --kinds K,K (default %s)\n"
             "      --pool N  --connections N  --pipeline N  --queue-ratio N  --metrics-every N  --workers N\n"
             "      --lease-ms N  --budget-ms N  --watchdog-ms N  --backoff-ms N  --backoff-max-ms N\n"
             "      --sleep-min-ms N  --sleep-max-ms N  --heartbeat-ms N  --old-delay-ms N  --old-scan-ms N\n"
             "      --duration-s N  --quiet (no per-window line)\n"
-            "  status                  strands per kind and state, and the partitions heard on the channel\n"
-            "      --heartbeat-ms N (listens 4 heartbeats)  --channel NAME\n"
+            "  status                  strands per kind and state, the oldest due one's age, the partitions\n"
+            "                          heard on the channel, the latest failed strands\n"
+            "      --heartbeat-ms N (listens 4 heartbeats)  --channel NAME  --limit N (failed shown, 10)\n"
             "  verify                  check urt_dispatch_runs: overlapping runs of one strand (exit 1)\n"
+            "  failed                  the dead letters: strands whose tries are used up [--kind K] [--limit N]\n"
+            "  cancel ID...            cancel strands that have not started\n"
+            "  requeue ID...           bring failed or cancelled strands back, due now; --failed [--kind K]: all\n"
             "  --help | --version\n"
             "The connection string: --conninfo, else $URT_DISPATCH_CONNINFO, else libpq's PG* variables.\n",
             DEMO_KINDS);
@@ -260,6 +269,34 @@ static void enqueued(void *arg, int status, uint32_t count, const char *const *i
     atomic_store(&w->done, 1);
 }
 
+static void items_enqueued(void *arg, int status, uint32_t count, const char *const *ids, const uint8_t *outcomes)
+{
+    struct enq_wait *w = arg;
+    static const char *const what[] = {"inserted", "replaced", "kept"};
+    if (count == 1 && ids)
+        printf("%s %s\n", ids[0] ? ids[0] : "-", what[outcomes[0] < 3 ? outcomes[0] : 2]);
+    atomic_store(&w->status, status);
+    atomic_store(&w->count, count);
+    atomic_store(&w->done, 1);
+}
+
+/* COUNT items of --priority, --key, --max-attempts (urt_dispatch_enqueue_items). */
+static int enqueue_items(urt_dispatch *d, const struct tool_opts *o, struct enq_wait *w)
+{
+    struct urt_dispatch_item *it = calloc(o->count, sizeof(*it));
+    if (!it) {
+        fprintf(stderr, "urt-dispatch: no memory for %u items\n", o->count);
+        return -1;
+    }
+    for (uint32_t i = 0; i < o->count; i++)
+        it[i] = (struct urt_dispatch_item){.kind = o->kind, .payload = o->payload, .key = o->key,
+                                           .delay_ns = o->delay_ms * 1000000ull, .priority = o->priority,
+                                           .max_attempts = o->max_attempts};
+    int r = urt_dispatch_enqueue_items(d, it, o->count, (enum urt_dispatch_key_mode)o->key_mode, items_enqueued, w);
+    free(it);
+    return r;
+}
+
 static int cmd_enqueue(const struct tool_opts *o)
 {
     struct urt_config cfg;
@@ -278,7 +315,9 @@ static int cmd_enqueue(const struct tool_opts *o)
     } else {
         struct enq_wait w = {0};
         if (urt_dispatch_start(d) < 0 ||
-            urt_dispatch_enqueue(d, o->kind, o->payload, o->delay_ms * 1000000ull, o->count, enqueued, &w) < 0)
+            (o->itemized ? enqueue_items(d, o, &w)
+                         : urt_dispatch_enqueue(d, o->kind, o->payload, o->delay_ms * 1000000ull, o->count, enqueued,
+                                                &w)) < 0)
             r = fail("enqueue");
         while (r == 0 && !atomic_load(&w.done))
             usleep(1000);
@@ -289,6 +328,107 @@ static int cmd_enqueue(const struct tool_opts *o)
         urt_dispatch_destroy(d);
     }
     urt_runtime_destroy(rt, URT_SHUTDOWN_DRAIN);
+    return r;
+}
+
+/* ---- cancel, requeue ------------------------------------------------------------------- */
+
+struct id_wait {
+    _Atomic int done, status;
+};
+
+static void id_answered(void *arg, int status)
+{
+    struct id_wait *w = arg;
+    atomic_store(&w->status, status);
+    atomic_store(&w->done, 1);
+}
+
+static const char *id_outcome(bool cancel, int status)
+{
+    switch (status) {
+    case 0: return cancel ? "cancelled" : "requeued";
+    case -EBUSY: return "running: not cancelled";
+    case -EALREADY: return "finished, failed or cancelled already: not cancelled";
+    case -ENOENT: return cancel ? "no such strand" : "not failed or cancelled: not requeued";
+    default: return strerror(-status);
+    }
+}
+
+/* One call per id through the dispatcher's own statements (urt/dispatch.h). */
+static int for_ids(urt_dispatch *d, bool cancel, char *const *ids, int n)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        struct id_wait w = {0};
+        int r = cancel ? urt_dispatch_cancel(d, ids[i], id_answered, &w) : urt_dispatch_requeue(d, ids[i], id_answered, &w);
+        if (r < 0)
+            return fail(cancel ? "cancel" : "requeue");
+        while (!atomic_load(&w.done))
+            usleep(500);
+        printf("%s %s\n", ids[i], id_outcome(cancel, atomic_load(&w.status)));
+        bad += atomic_load(&w.status) != 0;
+    }
+    return bad ? 1 : 0;
+}
+
+/* requeue --failed [--kind K]: the ids of the dead letters, from the database. */
+static int failed_ids(const struct tool_opts *o, char ***out, int *n)
+{
+    PGconn *pg = PQconnectdb(o->dopt.conninfo);
+    const char *p[1] = {o->filter_kind};
+    PGresult *r = PQstatus(pg) == CONNECTION_OK
+                      ? PQexecParams(pg, "SELECT id::text FROM urt_strand WHERE halted = 'failed' AND ($1::text IS NULL "
+                                         "OR kind = $1) ORDER BY halted_at", 1, NULL, p, NULL, NULL, 0)
+                      : NULL;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "urt-dispatch: listing the failed strands: %s", PQerrorMessage(pg));
+        PQclear(r);
+        PQfinish(pg);
+        return 1;
+    }
+    *n = PQntuples(r);
+    *out = calloc((size_t)*n + 1, sizeof(char *));
+    for (int i = 0; *out && i < *n; i++)
+        (*out)[i] = strdup(PQgetvalue(r, i, 0));
+    PQclear(r);
+    PQfinish(pg);
+    return *out ? 0 : 1;
+}
+
+static int cmd_ids(const struct tool_opts *o)
+{
+    bool cancel = !strcmp(o->cmd, "cancel");
+    char **ids = o->ids;
+    int n = o->n_ids, r;
+    char **owned = NULL;
+    if (o->all_failed && (r = failed_ids(o, &owned, &n)) != 0)
+        return r;
+    if (owned)
+        ids = owned;
+    struct urt_config cfg;
+    urt_config_init(&cfg);
+    cfg.workers = 1;
+    cfg.task_runtime_limit_us = 10 * 1000 * 1000;
+    urt_runtime *rt;
+    urt_dispatch *d;
+    if (urt_runtime_create(&cfg, &rt) < 0)
+        return fail("runtime");
+    struct urt_dispatch_options dopt = o->dopt;
+    dopt.log = log_line;
+    if (urt_dispatch_create(rt, &dopt, &d) < 0) {
+        r = fail("dispatcher");
+    } else {
+        r = urt_dispatch_start(d) < 0 ? fail("start") : for_ids(d, cancel, ids, n);
+        urt_dispatch_destroy(d);
+    }
+    urt_runtime_destroy(rt, URT_SHUTDOWN_DRAIN);
+    if (o->all_failed)
+        fprintf(stderr, "urt-dispatch: %d failed strands%s%s\n", n, o->filter_kind ? " of kind " : "",
+                o->filter_kind ? o->filter_kind : "");
+    for (int i = 0; owned && i < n; i++)
+        free(owned[i]);
+    free(owned);
     return r;
 }
 
@@ -312,5 +452,9 @@ int main(int argc, char **argv)
         return cmd_run(&o);
     if (!strcmp(o.cmd, "status"))
         return cmd_status(&o);
+    if (!strcmp(o.cmd, "failed"))
+        return cmd_failed(&o);
+    if (!strcmp(o.cmd, "cancel") || !strcmp(o.cmd, "requeue"))
+        return cmd_ids(&o);
     return cmd_verify(&o);
 }

@@ -16,7 +16,7 @@
 #define MS 1000000ull
 
 enum unit { U32, U64, U64_MS, U64_S };
-enum cmdbit { C_RUN = 1, C_ENQ = 2, C_STATUS = 4 };
+enum cmdbit { C_RUN = 1, C_ENQ = 2, C_STATUS = 4, C_FAILED = 8, C_CANCEL = 16, C_REQUEUE = 32 };
 
 struct numopt {
     const char *name;
@@ -48,11 +48,21 @@ static const struct numopt numopts[] = {
     {"--old-scan-ms", C_RUN, 1, 86400000, U64_MS, D(old_scan_interval_ns)},
     {"--duration-s", C_RUN, 1, 86400 * 365, U64, T(duration_s)},
     {"--delay-ms", C_ENQ, 0, 86400000ull * 365, U64, T(delay_ms)},
+    {"--max-attempts", C_ENQ, 0, 1000000, U32, T(max_attempts)},
+    {"--limit", C_STATUS | C_FAILED, 1, 1000000, U32, T(limit)},
 };
 
 static unsigned cmd_bit(const char *cmd)
 {
-    return !strcmp(cmd, "run") ? C_RUN : !strcmp(cmd, "enqueue") ? C_ENQ : !strcmp(cmd, "status") ? C_STATUS : 0;
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } cmds[] = {{"run", C_RUN},       {"enqueue", C_ENQ},   {"status", C_STATUS},
+                {"failed", C_FAILED}, {"cancel", C_CANCEL}, {"requeue", C_REQUEUE}};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+        if (!strcmp(cmd, cmds[i].name))
+            return cmds[i].bit;
+    return 0;
 }
 
 static int set_num(struct tool_opts *o, const struct numopt *n, const char *v)
@@ -71,6 +81,29 @@ static int set_num(struct tool_opts *o, const struct numopt *n, const char *v)
     return -1;
 }
 
+static int set_key_mode(struct tool_opts *o, const char *v)
+{
+    static const char *const modes[] = {"replace", "preserve_schedule", "keep"};
+    for (int m = 0; m < 3; m++)
+        if (!strcmp(v, modes[m])) {
+            o->key_mode = m;
+            return -1;
+        }
+    return usage_error("--key-mode %s: expected replace, preserve_schedule or keep", v);
+}
+
+static int set_priority(struct tool_opts *o, const char *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!v[0] || *end || errno || x < INT32_MIN || x > INT32_MAX)
+        return usage_error("--priority %s: expected a number %d..%d", v, INT32_MIN, INT32_MAX);
+    o->priority = (int32_t)x;
+    o->itemized = true;
+    return -1;
+}
+
 static int option(struct tool_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -85,7 +118,9 @@ static int option(struct tool_opts *o, int argc, char **argv, int *i)
         return set_num(o, &numopts[k], argv[++*i]);
     }
     bool takes = (!strcmp(a, "--kinds") && bit == C_RUN) || (!strcmp(a, "--payload") && bit == C_ENQ) ||
-                 (!strcmp(a, "--channel") && (bit & (C_RUN | C_STATUS)));
+                 (!strcmp(a, "--channel") && (bit & (C_RUN | C_STATUS))) ||
+                 ((!strcmp(a, "--key") || !strcmp(a, "--key-mode") || !strcmp(a, "--priority")) && bit == C_ENQ) ||
+                 (!strcmp(a, "--kind") && (bit & (C_FAILED | C_REQUEUE)));
     if (takes && *i + 1 >= argc)
         return usage_error("%s: missing its value", a);
     if (!strcmp(a, "--kinds") && bit == C_RUN)
@@ -96,9 +131,32 @@ static int option(struct tool_opts *o, int argc, char **argv, int *i)
         o->dopt.channel = argv[++*i];
     else if (!strcmp(a, "--quiet") && bit == C_RUN)
         o->quiet = true;
+    else if (!strcmp(a, "--key") && bit == C_ENQ)
+        o->key = argv[++*i], o->itemized = true;
+    else if (!strcmp(a, "--key-mode") && bit == C_ENQ)
+        return set_key_mode(o, argv[++*i]);
+    else if (!strcmp(a, "--priority") && bit == C_ENQ)
+        return set_priority(o, argv[++*i]);
+    else if (!strcmp(a, "--kind") && (bit & (C_FAILED | C_REQUEUE)))
+        o->filter_kind = argv[++*i];
+    else if (!strcmp(a, "--failed") && bit == C_REQUEUE)
+        o->all_failed = true;
     else
         return usage_error("unknown option %s for %s", a, o->cmd);
     return -1;
+}
+
+static bool uuid_ok(const char *s)
+{
+    if (strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
+                                   (s[i] >= 'A' && s[i] <= 'F')))
+            return false;
+    }
+    return true;
 }
 
 static int positional(struct tool_opts *o, const char *a, int *n_pos)
@@ -116,6 +174,11 @@ static int positional(struct tool_opts *o, const char *a, int *n_pos)
         o->count = (uint32_t)c;
         return -1;
     }
+    if (!strcmp(o->cmd, "cancel") || !strcmp(o->cmd, "requeue")) {
+        if (!uuid_ok(a))
+            return usage_error("%s: '%s' is not a strand id (a uuid)", o->cmd, a);
+        return -1; /* collected by tool_parse */
+    }
     return usage_error("%s: unexpected argument '%s'", o->cmd, a);
 }
 
@@ -128,6 +191,7 @@ static void defaults(struct tool_opts *o)
     o->kinds = DEMO_KINDS;
     o->count = 1;
     o->payload = "";
+    o->limit = 10;
 }
 
 /* After parsing: what depends on other options. */
@@ -135,6 +199,14 @@ static int finish(struct tool_opts *o)
 {
     if (!strcmp(o->cmd, "enqueue") && !o->kind)
         return usage_error("enqueue: missing KIND");
+    if (o->max_attempts)
+        o->itemized = true;
+    if (!strcmp(o->cmd, "cancel") && o->n_ids == 0)
+        return usage_error("cancel: missing ID");
+    if (!strcmp(o->cmd, "requeue") && (o->n_ids == 0) == !o->all_failed)
+        return usage_error("requeue: give IDs or --failed (not both)");
+    if (o->filter_kind && !strcmp(o->cmd, "requeue") && !o->all_failed)
+        return usage_error("requeue: --kind goes with --failed");
     if (!strcmp(o->cmd, "run")) {
         if (o->dopt.partition == 0 && urt_dispatch_options_from_env(&o->dopt) < 0)
             return usage_error("%s", urt_last_error());
@@ -172,13 +244,17 @@ int tool_parse(int argc, char **argv, struct tool_opts *o)
     o->cmd = argv[i++];
     if (strcmp(o->cmd, "migrate") && strcmp(o->cmd, "verify") && !cmd_bit(o->cmd))
         return usage_error("unknown command '%s'", o->cmd);
+    o->ids = &argv[i];
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             o->help = true;
             return -1;
         }
-        if ((r = argv[i][0] == '-' ? option(o, argc, argv, &i) : positional(o, argv[i], &n_pos)) >= 0)
+        bool pos = argv[i][0] != '-';
+        if ((r = pos ? positional(o, argv[i], &n_pos) : option(o, argc, argv, &i)) >= 0)
             return r;
+        if (pos && (cmd_bit(o->cmd) & (C_CANCEL | C_REQUEUE)))
+            o->ids[o->n_ids++] = argv[i]; /* compacted in place: the options before them are passed */
     }
     return finish(o);
 }

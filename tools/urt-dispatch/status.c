@@ -1,8 +1,10 @@
 /*
  * tools/urt-dispatch/status.c — the commands that only read the database
- * over a blocking libpq connection: status (strands per kind and state, and
- * the partition map heard on the dispatchers' channel) and verify (the demo
- * run log, urt_dispatch_runs: no two runs of one strand may overlap).
+ * over a blocking libpq connection: status (strands per kind and state with
+ * the oldest due strand's age, the latest dead letters, and the partition
+ * map heard on the dispatchers' channel), failed (the dead letters) and
+ * verify (the demo run log, urt_dispatch_runs: no two runs of one strand may
+ * overlap).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,20 +40,58 @@ static PGresult *query(PGconn *pg, const char *sql)
     return r;
 }
 
+/* Strands per kind and state; the oldest due strand's age per kind. */
 static int print_states(PGconn *pg)
 {
     PGresult *r = query(pg, "SELECT kind,"
+                            " count(*) FILTER (WHERE exitval IS NULL AND halted IS NULL AND lease <= now() AND schedule <= now()),"
+                            " count(*) FILTER (WHERE exitval IS NULL AND halted IS NULL AND lease <= now() AND schedule > now()),"
+                            " count(*) FILTER (WHERE exitval IS NULL AND halted IS NULL AND lease > now()),"
                             " count(*) FILTER (WHERE exitval IS NOT NULL),"
-                            " count(*) FILTER (WHERE exitval IS NULL AND lease > now()),"
-                            " count(*) FILTER (WHERE exitval IS NULL AND lease <= now() AND schedule <= now()),"
-                            " count(*) FILTER (WHERE exitval IS NULL AND lease <= now() AND schedule > now())"
+                            " count(*) FILTER (WHERE halted = 'failed'),"
+                            " count(*) FILTER (WHERE halted = 'cancelled'),"
+                            " coalesce(to_char(extract(epoch FROM now() - min(schedule) FILTER (WHERE exitval IS NULL"
+                            "   AND halted IS NULL AND lease <= now() AND schedule <= now())), 'FM9999999990.000'), '-')"
                             " FROM urt_strand GROUP BY kind ORDER BY kind");
     if (!r)
         return 1;
-    printf("%-20s %10s %10s %10s %10s\n", "kind", "finished", "leased", "due", "scheduled");
+    printf("%-20s %10s %10s %10s %10s %10s %10s %14s\n", "kind", "due", "scheduled", "running", "done", "failed",
+           "cancelled", "oldest due s");
     for (int i = 0; i < PQntuples(r); i++)
-        printf("%-20s %10s %10s %10s %10s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-               PQgetvalue(r, i, 3), PQgetvalue(r, i, 4));
+        printf("%-20s %10s %10s %10s %10s %10s %10s %14s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+               PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+               PQgetvalue(r, i, 6), PQgetvalue(r, i, 7));
+    PQclear(r);
+    return 0;
+}
+
+/* The latest `limit` dead letters (of kind, or all): id, kind, tries, when, last error. */
+static int print_failed(PGconn *pg, const char *kind, uint32_t limit)
+{
+    char lim[16];
+    snprintf(lim, sizeof(lim), "%u", limit);
+    const char *p[2] = {kind, lim};
+    PGresult *r = PQexecParams(pg, "SELECT id::text, kind, try, max_attempts,"
+                                   " to_char(halted_at, 'YYYY-MM-DD HH24:MI:SS'), coalesce(last_error, ''),"
+                                   " count(*) OVER ()"
+                                   " FROM urt_strand WHERE halted = 'failed' AND ($1::text IS NULL OR kind = $1)"
+                                   " ORDER BY halted_at DESC LIMIT $2::integer", 2, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "urt-dispatch: %s", PQresultErrorMessage(r));
+        PQclear(r);
+        return 1;
+    }
+    int n = PQntuples(r);
+    printf("failed strands (the dead letters: tries used up; `urt-dispatch requeue ID` runs one again): %s\n",
+           n ? PQgetvalue(r, 0, 6) : "0");
+    if (n)
+        printf("  %-36s %-16s %9s %-19s %s\n", "id", "kind", "tries", "failed at", "last error");
+    for (int i = 0; i < n; i++) {
+        char tries[24];
+        snprintf(tries, sizeof(tries), "%s/%s", PQgetvalue(r, i, 2), PQgetvalue(r, i, 3));
+        printf("  %-36s %-16s %9s %-19s %.200s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), tries,
+               PQgetvalue(r, i, 4), PQgetvalue(r, i, 5));
+    }
     PQclear(r);
     return 0;
 }
@@ -97,6 +137,8 @@ int cmd_status(const struct tool_opts *o)
     uint8_t seen[257] = {0};
     int rc = print_states(pg);
     if (rc == 0)
+        rc = print_failed(pg, NULL, o->limit);
+    if (rc == 0)
         rc = listen_heartbeats(pg, o, seen);
     PQfinish(pg);
     if (rc)
@@ -116,6 +158,16 @@ int cmd_status(const struct tool_opts *o)
         printf("  %3u %s .. %s  %s\n", p, first, last, seen[p] ? "live" : "silent (its strands wait for takeover)");
     }
     return 0;
+}
+
+int cmd_failed(const struct tool_opts *o)
+{
+    PGconn *pg = connect_or_say(o->dopt.conninfo);
+    if (!pg)
+        return 1;
+    int rc = print_failed(pg, o->filter_kind, o->limit);
+    PQfinish(pg);
+    return rc;
 }
 
 int cmd_verify(const struct tool_opts *o)
