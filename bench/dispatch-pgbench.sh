@@ -151,7 +151,7 @@ ceiling() { # procs clients -> tps
   local n=$1 db=pgb_$1 clients=$2
   newdb "$db"
   "$TOOL" --conninfo "host=$DIR user=postgres dbname=$db" migrate >/dev/null
-  "${PSQL[@]}" -d "$db" -c "INSERT INTO urt_strand (id, kind) SELECT md5(g::text)::uuid, 'pgb'
+  "${PSQL[@]}" -d "$db" -c "INSERT INTO urt_strand (id, kind, max_attempts) SELECT md5(g::text)::uuid, 'pgb', 0
     FROM generate_series(0, ($clients + 1) * 1000) g"
   "${PSQL[@]}" -d "$db" -c "VACUUM ANALYZE urt_strand"
   "$BIN/pgbench" -n -M prepared -h "$DIR" -U postgres -c "$clients" -j "$clients" -T "$PGBENCH_S" \

@@ -8,8 +8,10 @@
  * slots back), so the state in struct control needs no lock (ownership:
  * dispatch/dispatch_int.h). Each connect first queues the scans' session
  * setting (dispatch.sql, statement scan_plan: no sorts, so a scan walks the
- * due index whatever the table's statistics), then LISTENs when
- * partitioned. The loop, driven by tick():
+ * due index whatever the table's statistics), then LISTENs on the channel:
+ * enqueue wake-ups ('+kind': a kind it handles makes the next scan due at
+ * once, and a scan in flight is followed by another whatever it finds) and,
+ * when partitioned, the heartbeats. The loop, driven by tick():
  *
  *   heartbeat  partitioned: every 2 x heartbeat_ns NOTIFY own number, then
  *              forget partitions silent for 4 x heartbeat_ns; a count that
