@@ -199,15 +199,18 @@ static void h_fail_until(struct urt_dispatch_run *run, const struct urt_dispatch
 
 static _Atomic int g_hold_running, g_hold_release;
 
+/* Holds its run (its lease) until g_hold_release; a cancelled job (the run's
+ * budget, or stop) ends it without a result. */
 static void hold_step(struct urt_io *io, int32_t res, void *arg)
 {
-    (void)res;
-    if (atomic_load(&g_hold_release)) {
-        urt_dispatch_done(arg, "held");
+    if (res < 0 || atomic_load(&g_hold_release)) {
+        if (res == 0)
+            urt_dispatch_done(arg, "held");
         free(io);
         return;
     }
-    urt_io_sleep(io, 5 * MS);
+    if (urt_io_sleep(io, 5 * MS) < 0)
+        free(io);
 }
 
 static void h_hold(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -438,6 +441,7 @@ Test(dispatch_features, unique_keys_running_holder, .timeout = 120)
 {
     struct env e;
     env_init(&e, "feat_keys_running");
+    e.opt.lease_ns = 30000 * MS; /* the held run stays within its budget (a quarter of the lease) */
     env_create(&e);
     urt_dispatch_handle(e.d, "hold", h_hold, NULL);
     atomic_store(&g_hold_running, 0);
@@ -516,6 +520,7 @@ Test(dispatch_features, cancel_before_start, .timeout = 120)
 {
     struct env e;
     env_init(&e, "feat_cancel");
+    e.opt.lease_ns = 30000 * MS; /* the held run stays within its budget (a quarter of the lease) */
     env_create(&e);
     urt_dispatch_handle(e.d, "hold", h_hold, NULL);
     urt_dispatch_handle(e.d, "rec", h_record, NULL);
