@@ -165,7 +165,10 @@ static int call_status(int (*fn)(urt_dispatch *, const char *, urt_dispatch_stat
 
 /* ---- handlers --------------------------------------------------------------------- */
 
-static _Atomic int g_order_n;
+/* The runs' payloads in run order: g_order_n hands out the slots, g_order_done
+ * (release, after the slot is written) says how many the main thread may
+ * read (acquire). */
+static _Atomic int g_order_n, g_order_done;
 static char g_order[MAXN][16];
 
 static void h_record(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -174,7 +177,13 @@ static void h_record(struct urt_dispatch_run *run, const struct urt_dispatch_str
     int i = atomic_fetch_add(&g_order_n, 1);
     if (i < MAXN)
         snprintf(g_order[i], sizeof(g_order[i]), "%s", s->payload);
+    atomic_fetch_add_explicit(&g_order_done, 1, memory_order_release);
     urt_dispatch_done(run, s->payload);
+}
+
+static int order_done(void)
+{
+    return atomic_load_explicit(&g_order_done, memory_order_acquire);
 }
 
 static void h_fail(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -358,6 +367,7 @@ Test(dispatch_features, priorities_run_lowest_first, .timeout = 120)
     env_create(&e);
     urt_dispatch_handle(e.d, "rec", h_record, NULL);
     atomic_store(&g_order_n, 0);
+    atomic_store(&g_order_done, 0);
     /* due in schedule order a0 (prio 5), b0 (prio -1), c0 (prio 5), d0 (prio 0), e0 (prio -1) */
     const char *names[] = {"a", "b", "c", "d", "e"};
     int prio[] = {5, -1, 5, 0, -1};
@@ -365,7 +375,7 @@ Test(dispatch_features, priorities_run_lowest_first, .timeout = 120)
         pg_ok(e.pg, "INSERT INTO urt_strand (kind, payload, priority, schedule) VALUES ('rec', '%s', %d, "
                     "now() - interval '1 minute' + %d * interval '1 second')", names[i], prio[i], i);
     cr_assert_eq(urt_dispatch_start(e.d), 0);
-    cr_assert(WAIT_UNTIL(atomic_load(&g_order_n) == 5, 10000));
+    cr_assert(WAIT_UNTIL(order_done() == 5, 10000));
     const char *want[] = {"b", "e", "d", "a", "c"};
     for (int i = 0; i < 5; i++)
         cr_assert_str_eq(g_order[i], want[i], "run %d: %s, expected %s", i, g_order[i], want[i]);
@@ -605,10 +615,11 @@ Test(dispatch_features, upgrade_from_schema_1, .timeout = 120)
     cr_assert_eq(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE priority = 0 AND max_attempts = 25 AND "
                              "halted IS NULL AND key IS NULL"), 21, "the old rows got the new columns' defaults");
     atomic_store(&g_order_n, 0);
+    atomic_store(&g_order_done, 0);
     urt_dispatch_handle(e.d, "rec", h_record, NULL);
     cr_assert_eq(urt_dispatch_start(e.d), 0);
     cr_assert(WAIT_UNTIL(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE exitval = 'old'") == 20, 20000));
     cr_assert_eq(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE exitval = 'before'"), 1);
-    cr_assert_eq(atomic_load(&g_order_n), 20, "the finished strand ran again");
+    cr_assert_eq(order_done(), 20, "the finished strand ran again");
     env_fini(&e);
 }
