@@ -36,7 +36,11 @@
  *      an unfinished write; it never lowers R.
  *   6. Plan the cuts: each channel is cut at the earlier of its damage and
  *      its first record of an epoch above R, with a reason that names the
- *      damage when damage is the cause.
+ *      damage when damage is the cause. A file whose records left after its
+ *      cut are all at or below the checkpoint (its header only: its start
+ *      epoch) is cut, then deleted: judged after the cut, as the next
+ *      recovery will judge it (judged before, a file cut down to
+ *      checkpointed records was kept, and deleted by the next recovery).
  *   7. Replay (before anything is cut, so that the mapped bytes are still
  *      there, URT_LOG_RECOVER_ALL included): the records of epochs <= R (or
  *      every valid record) of all channels, merged in epoch order (ties:
@@ -46,9 +50,11 @@
  *      directory) by one unconditional slot holding D (and, after damage, a
  *      limit slot holding R: later recoveries replay no further), then the cuts are
  *      made (truncate + fsync) and noted in dir/cuts.log, one line each:
- *      "<unix time> <file> offset <n> bytes <n> <reason> (...)". Marker
+ *      "<unix time> <file> offset <n> bytes <n> <reason> (...)", then the
+ *      files checkpointed away are deleted and the directory fsync'd. Marker
  *      first, cuts second: a crash in between leaves D and records above it,
- *      which the next recovery cuts. Records of non-durable epochs are cut
+ *      which the next recovery cuts. A file is cut before it is deleted:
+ *      should the deletion not last, what it holds is cut. Records of non-durable epochs are cut
  *      so that a later session's markers (which start above every epoch
  *      seen) can never make them replayable.
  * Idempotent: a second run (with or without runtimes started in between)
@@ -490,14 +496,21 @@ static void report_channel(const struct rchan *c, const struct urt_log_recover_o
     ops->channel(arg, &info);
 }
 
-/* Every record of c at or below the checkpoint (and nothing damaged that
- * could hide a later one): the file is no longer needed. */
+/* Every record c keeps (those before its cut) is at or below the checkpoint
+ * (none: its generation started at or below it): the file is no longer
+ * needed. Judged on what the cut leaves, not on what the file held: the
+ * next recovery finds the file cut and must decide the same (a file cut down
+ * to checkpointed records and kept would be deleted by the next one). What
+ * lies after a cut (damage, epochs above the limit) is gone either way. */
 static bool all_checkpointed(const struct recovery *r, const struct rchan *c)
 {
     uint64_t ck = r->res.checkpoint;
-    if (!ck || c->scan.end == WAL_SCAN_END_CORRUPT || !c->scan.header_ok)
+    if (!ck || !c->scan.header_ok)
         return false;
-    return c->n ? c->recs[c->n - 1].epoch <= ck : c->scan.header.start_epoch <= ck;
+    size_t kept = 0;
+    while (kept < c->n && c->recs[kept].off < c->cut_off)
+        kept++;
+    return kept ? c->recs[kept - 1].epoch <= ck : c->scan.header.start_epoch <= ck;
 }
 
 static void plan_cuts(struct recovery *r, const struct urt_log_recover_ops *ops, void *arg)
@@ -506,11 +519,8 @@ static void plan_cuts(struct recovery *r, const struct urt_log_recover_ops *ops,
         struct rchan *c = &r->ch[i];
         plan_cut(r, c);
         report_channel(c, ops, arg);
-        c->drop = all_checkpointed(r, c);
-        if (c->drop) {
-            r->res.deleted++;
-            continue;
-        }
+        c->drop = all_checkpointed(r, c); /* cut first (reported: damage stays reported), then deleted */
+        r->res.deleted += c->drop;
         if (c->cut_off >= c->size)
             continue;
         r->res.cuts++;
@@ -669,8 +679,8 @@ static int apply_cuts(struct recovery *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct rchan *c = &r->ch[i];
-        if (c->drop || c->cut_off >= c->size)
-            continue;
+        if (c->cut_off >= c->size)
+            continue; /* a file to delete is cut first: should its deletion not last, what it holds is cut */
         int fd = openat(r->dirfd, c->name, O_WRONLY | O_CLOEXEC);
         if (fd < 0 || ftruncate(fd, (off_t)c->cut_off) || fsync(fd)) {
             int e = errno;
@@ -684,16 +694,20 @@ static int apply_cuts(struct recovery *r)
     return 0;
 }
 
-/* Files wholly at or below the checkpoint go (their records are never
- * replayed again); the directory is fsync'd after. */
+/* Files wholly at or below the checkpoint (once cut) go: their records are
+ * never replayed again; the directory is fsync'd after. */
 static int delete_checkpointed(struct recovery *r)
 {
     if (!r->res.deleted)
         return 0;
-    for (size_t i = 0; i < r->n; i++)
-        if (r->ch[i].drop && unlinkat(r->dirfd, r->ch[i].name, 0) && errno != ENOENT)
-            return wal_fail(r->err, r->errlen, -errno, "log directory %s: cannot delete %s: %s", r->dir, r->ch[i].name,
-                        strerror(errno));
+    for (size_t i = 0; i < r->n; i++) {
+        struct rchan *c = &r->ch[i];
+        if (!c->drop)
+            continue;
+        if (unlinkat(r->dirfd, c->name, 0) && errno != ENOENT)
+            return wal_fail(r->err, r->errlen, -errno, "log directory %s: cannot delete %s: %s", r->dir, c->name,
+                            strerror(errno));
+    }
     if (fsync(r->dirfd))
         return wal_fail(r->err, r->errlen, -errno, "log directory %s: cannot sync it: %s", r->dir, strerror(errno));
     return 0;
