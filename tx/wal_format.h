@@ -64,7 +64,9 @@
  * ignored. Slots with end == 0 were written after the log's own fdatasync.
  * The durable marker is the largest marker of a valid slot whose condition
  * holds (0 if none); it was fdatasync'd before any commit of those epochs
- * was acknowledged `stored`.
+ * was acknowledged `stored`. A recovery leaves slot 0 holding the marker
+ * without a condition, then one WAL_SLOT_LIMIT slot per window of lost
+ * epochs (below); the next session writes its slots after them.
  *
  * Reader (wal_scan): walks records from offset 0; stops at the first of
  *   - end of data, or a zero header with no valid record after it
@@ -109,9 +111,13 @@
 /* A slot's gen field carries the channel file's segment in its top bits. */
 #define WAL_SLOT_SEG_SHIFT 40
 #define WAL_SLOT_GEN_MASK ((1ull << WAL_SLOT_SEG_SHIFT) - 1)
-/* A slot with this gen (and end 0) is not a durable marker but the replay
- * limit a recovery found under media damage (it cut every record above it):
- * later recoveries replay no further either. */
+/* A slot with this gen is not a durable marker but a window of lost epochs
+ * a recovery found under media damage: epochs marker+1 .. end are
+ * incomplete, never replayed (that recovery cut their records; later
+ * recoveries keep them out even once the damage itself is cut). end 0, as
+ * written before windows had an end: up to the largest marker of the
+ * file's other slots (that recovery's D). A later session's epochs start
+ * above every window (wal_recover.c step 5). */
 #define WAL_SLOT_LIMIT UINT64_MAX
 /* The checkpoint file "checkpoint": u64 marker, u32 magic, u32 crc32c of [0, 12). */
 #define WAL_CHECKPOINT_MAGIC 0x54504b43u /* "CKPT" */

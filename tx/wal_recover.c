@@ -21,48 +21,61 @@
  *      cannot vouch for an epoch whose records another channel lost. D is
  *      never below the checkpoint (written only at or below a durable
  *      marker, whose claim may have been deleted with its segment).
- *   5. Damage below D (damage_limit): a channel that stopped on corrupt or
+ *   5. Damage below D (damage_windows): a channel that stopped on corrupt or
  *      zeroed data FOLLOWED by a valid record of an epoch <= D (damage in
  *      the middle of durable data, not a torn write) lost records of epochs
  *      >= g, g = the epoch of its last valid record (the damaged record's
  *      own header tells nothing: its checksum failed), or the generation's
- *      start epoch if no record is valid. Epochs g..D are then incomplete
- *      on that channel, so the replay limit becomes R = min(D, g - 1): a
- *      transaction (one epoch, one channel) is replayed whole or not at all,
- *      and replay is always a prefix of the epoch order — later epochs are
- *      not replayed even from intact channels (a later transaction may
- *      depend on a lost one). Damage followed only by records of epochs
- *      above D (or by nothing) is a torn tail: what a crash leaves behind
- *      an unfinished write; it never lowers R.
+ *      start epoch if no record is valid. Epochs g..M (M:
+ *      the largest epoch on disk, or D) are then incomplete: a window of
+ *      lost epochs, never replayed from any channel, so that a transaction
+ *      (one epoch, one channel) is replayed whole or not at all and replay
+ *      is a prefix of the epoch order up to the damage (a later
+ *      transaction may depend on a lost one). Windows earlier recoveries
+ *      found are read back from the epoch file (step 8) and merged; those
+ *      entirely above D or at or below the checkpoint no longer matter.
+ *      The replay limit R reported is D, or the start of the window D lies
+ *      in. A later session starts above M: its epochs are outside every
+ *      window, and its commits are replayed up to its D (a window used to
+ *      be a plain limit "replay no further than R", which cut every commit
+ *      of the sessions after it that never rewrote the epoch file). Damage
+ *      followed only by records of epochs above D (or by nothing) is a torn
+ *      tail: what a crash leaves behind an unfinished write; it makes no
+ *      window.
  *   6. Plan the cuts: each channel is cut at the earlier of its damage and
- *      its first record of an epoch above R, with a reason that names the
- *      damage when damage is the cause. A file whose records left after its
- *      cut are all at or below the checkpoint (its header only: its start
- *      epoch) is cut, then deleted: judged after the cut, as the next
- *      recovery will judge it (judged before, a file cut down to
- *      checkpointed records was kept, and deleted by the next recovery).
+ *      its first record that is not replayable (above D, or in a window),
+ *      with a reason that names the damage when damage is the cause. A file
+ *      whose records left after its cut are all at or below the checkpoint
+ *      (its header only: its start epoch) is cut, then deleted: judged after
+ *      the cut, as the next recovery will judge it.
  *   7. Replay (before anything is cut, so that the mapped bytes are still
- *      there, URT_LOG_RECOVER_ALL included): the records of epochs <= R (or
- *      every valid record) of all channels, merged in epoch order (ties:
- *      generation, then worker; then lsn).
- *   8. Persist (not in a dry run): the kept channels are fsync'd, the epoch
- *      file is replaced (epochs.tmp, fdatasync, rename, fsync of the
- *      directory) by one unconditional slot holding D (and, after damage, a
- *      limit slot holding R: later recoveries replay no further), then the cuts are
+ *      there, URT_LOG_RECOVER_ALL included): the records above the
+ *      checkpoint, at most D and in no window (or every valid record) of all
+ *      channels, merged in epoch order (ties: generation, then worker; then
+ *      lsn).
+ *   8. Persist (not in a dry run), unless the epoch file already is what a
+ *      recovery writes and nothing is cut or deleted: the kept channels are
+ *      fsync'd, the epoch file is replaced (epochs.tmp, fdatasync, rename,
+ *      fsync of the directory) by one unconditional slot holding D and, after
+ *      damage, one limit slot per window of lost epochs, then the cuts are
  *      made (truncate + fsync) and noted in dir/cuts.log, one line each:
  *      "<unix time> <file> offset <n> bytes <n> <reason> (...)", then the
  *      files checkpointed away are deleted and the directory fsync'd. Marker
- *      first, cuts second: a crash in between leaves D and records above it,
- *      which the next recovery cuts. A file is cut before it is deleted:
- *      should the deletion not last, what it holds is cut. Records of non-durable epochs are cut
- *      so that a later session's markers (which start above every epoch
- *      seen) can never make them replayable.
+ *      and windows first, cuts second: a crash in between leaves D, the
+ *      windows and records above or in them, which the next recovery cuts
+ *      (the windows keep it from replaying what this one did not, even when
+ *      the damage itself is cut already). A file is cut before it is
+ *      deleted: should the deletion not last, what it holds is cut. Records
+ *      of non-durable epochs are cut so that a later session's markers
+ *      (which start above every epoch seen) can never make them replayable.
  * Idempotent: a second run (with or without runtimes started in between)
- * finds D unconditional, nothing to cut, and replays the same records; the
- * marker it reports never goes down. Claims that survive a recovery are at or
- * below its replay limit (a claim's epoch is never below its marker, so one
- * above the limit is cut with the records after it): they cannot raise a
- * later recovery's marker over records this one cut.
+ * finds D unconditional and the same windows, nothing to cut, and replays
+ * the same records; the marker it reports never goes down. Claims that
+ * survive a recovery are replayable (a claim's epoch is never below its
+ * marker, so one above D or in a window is cut with the records after it):
+ * they cannot raise a later recovery's marker over records this one cut.
+ * Checked by tests/unit/test_wal_property.c on generated directories
+ * (crashes at any point, damage) and its shrunk fixtures.
  *
  * Threading: plain blocking file I/O on the calling thread; no shared state.
  */
@@ -83,14 +96,6 @@
 #include "tx/wal.h"
 #include "tx/wal_dir.h"
 #include "tx/wal_format.h"
-
-static bool all_zero_bytes(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i])
-            return false;
-    return true;
-}
 
 struct rrec {
     uint64_t off, epoch, tx_id, lsn;
@@ -119,6 +124,11 @@ struct rslot {
     bool holds;
 };
 
+/* Epochs lo+1 .. hi are incomplete (damage): never replayed (step 5). */
+struct rwin {
+    uint64_t lo, hi;
+};
+
 /* One recovery's working state. */
 struct recovery {
     const char *dir;
@@ -127,9 +137,11 @@ struct recovery {
     struct rchan *ch;
     size_t n, cap;
     struct rslot *slots;     /* the epoch file's valid slots, then the channels' claims */
-    size_t n_slots, n_file_slots;
-    bool epochs_canonical;   /* the epoch file already is "one unconditional slot D" (+ the limit) */
-    uint64_t limit;          /* a replay limit an earlier recovery persisted (UINT64_MAX: none) */
+    size_t n_slots;
+    uint8_t *epochs;         /* the epoch file as read (NULL: none), epochs_len bytes */
+    size_t epochs_len;
+    struct rwin *win;        /* lost epochs (step 5): windows persisted by earlier recoveries, then found now */
+    size_t n_win, cap_win;
     struct urt_log_recovery res;
     char *err;
     size_t errlen;
@@ -291,48 +303,51 @@ static int read_checkpoint(struct recovery *r)
     return ok ? 0 : wal_fail(r->err, r->errlen, -EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
 }
 
-/* Every valid slot of the epoch file; res.epoch_slot_next follows the slot
- * with the largest marker. */
+static int add_window(struct recovery *r, uint64_t lo, uint64_t hi)
+{
+    if (r->n_win == r->cap_win) {
+        size_t cap = r->cap_win ? r->cap_win * 2 : 8;
+        struct rwin *p = realloc(r->win, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        r->win = p;
+        r->cap_win = cap;
+    }
+    r->win[r->n_win++] = (struct rwin){lo, hi};
+    return 0;
+}
+
+/* Every valid slot of the epoch file, and its limit slots: the windows of
+ * lost epochs earlier recoveries persisted (a limit slot without its upper
+ * end, as written before windows had one, ends at the file's largest marker:
+ * that recovery's D, the sessions after it write above it). The file's bytes
+ * are kept: persist() rewrites it only if it differs from what it should be. */
 static int read_slots(struct recovery *r)
 {
-    uint8_t *b;
-    size_t n;
-    int rc = wal_read_whole(r->dirfd, "epochs", &b, &n);
+    int rc = wal_read_whole(r->dirfd, "epochs", &r->epochs, &r->epochs_len);
     if (rc)
         return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot read the epoch file: %s", r->dir, strerror(-rc));
-    if (!b) {
-        r->epochs_canonical = r->n == 0; /* a new directory: nothing to make durable */
-        return 0;
-    }
+    size_t n = r->epochs_len;
     r->slots = malloc((n / EPOCH_SLOT_SIZE + 1) * sizeof(*r->slots));
-    if (!r->slots) {
-        free(b);
+    if (!r->slots)
         return -ENOMEM;
-    }
     uint64_t best = 0;
-    bool other = false;
+    size_t open_ended = r->n_win;
     for (size_t i = 0; i + EPOCH_SLOT_SIZE <= n && i / EPOCH_SLOT_SIZE < EPOCH_SLOTS; i += EPOCH_SLOT_SIZE) {
         struct wal_epoch_slot e;
-        if (!wal_epoch_slot_valid(b + i, &e)) {
-            other |= !all_zero_bytes(b + i, EPOCH_SLOT_SIZE);
+        if (!wal_epoch_slot_valid(r->epochs + i, &e))
+            continue;
+        if (e.gen == WAL_SLOT_LIMIT) {
+            if ((rc = add_window(r, e.marker, e.end ? e.end : UINT64_MAX)))
+                return rc;
             continue;
         }
-        if (e.gen == WAL_SLOT_LIMIT && e.end == 0) {
-            other |= i != EPOCH_SLOT_SIZE;
-            if (e.marker < r->limit)
-                r->limit = e.marker;
-            continue;
-        }
-        other |= i != 0 || e.end != 0;
         r->slots[r->n_slots++] = (struct rslot){e, slot_holds(r, &e)};
-        if (e.marker >= best) {
-            best = e.marker;
-            r->res.epoch_slot_next = (uint32_t)((i / EPOCH_SLOT_SIZE + 1) % EPOCH_SLOTS);
-        }
+        best = e.marker > best ? e.marker : best;
     }
-    r->epochs_canonical = !other && r->n_slots == 1 && n == (size_t)EPOCH_SLOTS * EPOCH_SLOT_SIZE;
-    r->n_file_slots = r->n_slots;
-    free(b);
+    for (size_t i = open_ended; i < r->n_win; i++)
+        if (r->win[i].hi == UINT64_MAX)
+            r->win[i].hi = best;
     return 0;
 }
 
@@ -372,8 +387,6 @@ static int add_claims(struct recovery *r)
  * marker may have been deleted with its segment). */
 static void choose_durable(struct recovery *r)
 {
-    bool canonical = r->n_file_slots == 1 && r->slots[0].holds; /* before the sort: slot 0 is the file's */
-    uint64_t file_marker = canonical ? r->slots[0].s.marker : 0;
     if (r->n_slots)
         qsort(r->slots, r->n_slots, sizeof(*r->slots), cmp_slot);
     uint64_t d = 0;
@@ -384,7 +397,6 @@ static void choose_durable(struct recovery *r)
     if (d < r->res.checkpoint)
         d = r->res.checkpoint;
     r->res.durable_marker = d;
-    r->epochs_canonical &= (canonical && file_marker == d) || (r->n_file_slots == 0 && r->n == 0 && d == 0);
 }
 
 /* ---- step 5: damage below the marker --------------------------------------------------- */
@@ -406,20 +418,68 @@ static uint64_t lost_from(const struct recovery *r, const struct rchan *c)
     return gen_start_epoch(r, c);
 }
 
-static void damage_limit(struct recovery *r)
+static int cmp_win(const void *a, const void *b)
 {
-    uint64_t limit = r->res.durable_marker < r->limit ? r->res.durable_marker : r->limit;
+    const struct rwin *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Whether epoch e lies in a window of lost epochs. */
+static bool lost_epoch(const struct recovery *r, uint64_t e)
+{
+    for (size_t i = 0; i < r->n_win; i++)
+        if (e > r->win[i].lo && e <= r->win[i].hi)
+            return true;
+    return false;
+}
+
+/* The windows that matter, sorted and merged: none entirely above D (those
+ * epochs are not durable anyway) or at or below the checkpoint. */
+static void merge_windows(struct recovery *r)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_win; i++)
+        if (r->win[i].lo < r->res.durable_marker && r->win[i].hi > r->res.checkpoint && r->win[i].lo < r->win[i].hi)
+            r->win[k++] = r->win[i];
+    r->n_win = k;
+    if (k)
+        qsort(r->win, k, sizeof(*r->win), cmp_win);
+    k = 0;
+    for (size_t i = 0; i < r->n_win; i++) {
+        if (k && r->win[i].lo <= r->win[k - 1].hi) {
+            if (r->win[i].hi > r->win[k - 1].hi)
+                r->win[k - 1].hi = r->win[i].hi;
+        } else {
+            r->win[k++] = r->win[i];
+        }
+    }
+    r->n_win = k;
+}
+
+/* Step 5: a window g-1 .. M for each channel damaged in the middle (M: the
+ * largest epoch on disk, or D; the next session's epochs start above it),
+ * merged with the persisted ones; R, the replay limit reported: D, or the
+ * start of the window D lies in. */
+static int damage_windows(struct recovery *r)
+{
+    uint64_t d = r->res.durable_marker, m = r->res.max_epoch > d ? r->res.max_epoch : d;
     for (size_t i = 0; i < r->n; i++) {
         struct rchan *c = &r->ch[i];
-        if (c->scan.end != WAL_SCAN_END_CORRUPT || !c->scan.resync_found ||
-            c->scan.resync_epoch > r->res.durable_marker)
+        if (c->scan.end != WAL_SCAN_END_CORRUPT || !c->scan.resync_found || c->scan.resync_epoch > d)
             continue; /* clean, or a torn tail (step 5) */
         c->middle = true;
         uint64_t g = lost_from(r, c);
-        if (g <= limit)
-            limit = g ? g - 1 : 0;
+        int rc = add_window(r, g ? g - 1 : 0, m);
+        if (rc)
+            return rc;
     }
+    merge_windows(r);
+    uint64_t limit = d;
+    for (size_t i = r->n_win; i-- > 0;)
+        if (limit > r->win[i].lo && limit <= r->win[i].hi)
+            limit = r->win[i].lo;
     r->res.replay_marker = limit;
+    return 0;
 }
 
 /* ---- step 6: where each channel is cut -------------------------------------------------- */
@@ -449,9 +509,47 @@ static void cut_incomplete_commit(struct rchan *c)
              c->recs[k].tx_id, c->scan.end == WAL_SCAN_END_CORRUPT ? "; then damage" : "");
 }
 
+/* The window of lost epochs holding e, or NULL. */
+static const struct rwin *window_of(const struct recovery *r, uint64_t e)
+{
+    for (size_t i = 0; i < r->n_win; i++)
+        if (e > r->win[i].lo && e <= r->win[i].hi)
+            return &r->win[i];
+    return NULL;
+}
+
+/* Replayed (when above the checkpoint): durable, in no window of lost epochs. */
+static bool replayable(const struct recovery *r, uint64_t e)
+{
+    return e <= r->res.durable_marker && !lost_epoch(r, e);
+}
+
+/* Why c is cut at its first record k that is not replayable. */
+static void cut_reason(struct recovery *r, struct rchan *c, size_t k)
+{
+    uint64_t e = c->recs[k].epoch;
+    const struct rwin *w = e <= r->res.durable_marker ? window_of(r, e) : NULL;
+    const struct rchan *m = first_middle(r);
+    uint64_t from = w ? w->lo + 1 : e;
+    if (c->middle)
+        snprintf(c->cut_reason, sizeof(c->cut_reason),
+                 "damage: %s at offset %" PRIu64 "; epochs from %" PRIu64 " are incomplete", c->scan.reason,
+                 c->scan.bad_off, from);
+    else if (w && m)
+        snprintf(c->cut_reason, sizeof(c->cut_reason),
+                 "epoch above the replay limit %" PRIu64 " (damage in %s: epochs from %" PRIu64 " are incomplete)",
+                 w->lo, m->name, from);
+    else if (w)
+        snprintf(c->cut_reason, sizeof(c->cut_reason),
+                 "epoch in %" PRIu64 "..%" PRIu64 ", incomplete: damage an earlier recovery found", from, w->hi);
+    else
+        snprintf(c->cut_reason, sizeof(c->cut_reason), "not durable (epoch above the durable marker)");
+    if (!c->middle)
+        c->cut_corrupt = false;
+}
+
 static void plan_cut(struct recovery *r, struct rchan *c)
 {
-    uint64_t limit = r->res.replay_marker, d = r->res.durable_marker;
     c->cut_off = c->size;
     if (c->scan.end == WAL_SCAN_END_CORRUPT) {
         c->cut_off = c->scan.valid_end;
@@ -460,24 +558,11 @@ static void plan_cut(struct recovery *r, struct rchan *c)
                  c->middle ? " (damage: valid records follow)" : "");
     }
     for (size_t k = 0; k < c->n; k++) {
-        if (c->recs[k].epoch <= limit)
-            continue;
+        if (replayable(r, c->recs[k].epoch))
+            continue; /* epochs never decrease along a file: all after it are cut too */
         if (c->recs[k].off < c->cut_off) {
-            const struct rchan *m = first_middle(r);
             c->cut_off = c->recs[k].off;
-            if (c->middle)
-                snprintf(c->cut_reason, sizeof(c->cut_reason),
-                         "damage: %s at offset %" PRIu64 "; epochs from %" PRIu64 " are incomplete", c->scan.reason,
-                         c->scan.bad_off, limit + 1);
-            else if (m && limit < d)
-                snprintf(c->cut_reason, sizeof(c->cut_reason),
-                         "epoch above the replay limit %" PRIu64 " (damage in %s: epochs from %" PRIu64
-                         " are incomplete)",
-                         limit, m->name, limit + 1);
-            else {
-                snprintf(c->cut_reason, sizeof(c->cut_reason), "not durable (epoch above the durable marker)");
-                c->cut_corrupt = false;
-            }
+            cut_reason(r, c, k);
         }
         break;
     }
@@ -537,7 +622,8 @@ static void plan_cuts(struct recovery *r, const struct urt_log_recover_ops *ops,
 /* ---- step 7: replay ---------------------------------------------------------------------- */
 
 /* The records of c to replay: [*from, *to) (epochs above the checkpoint,
- * at or below the replay limit, before the cut; epochs never decrease). */
+ * durable and in no window of lost epochs, before the cut; epochs never
+ * decrease). */
 static void replay_range(const struct recovery *r, const struct rchan *c, size_t *from, size_t *to)
 {
     size_t a = 0, b = c->n;
@@ -545,7 +631,7 @@ static void replay_range(const struct recovery *r, const struct rchan *c, size_t
         while (a < c->n && c->recs[a].epoch <= r->res.checkpoint)
             a++;
         b = a;
-        while (b < c->n && c->recs[b].epoch <= r->res.replay_marker && c->recs[b].off < c->cut_off)
+        while (b < c->n && replayable(r, c->recs[b].epoch) && c->recs[b].off < c->cut_off)
             b++;
     }
     *from = a;
@@ -641,29 +727,41 @@ static int write_full(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* The epoch file becomes one unconditional slot holding D (slot 0). */
-static int rewrite_epochs(struct recovery *r)
+/* What the epoch file holds after a recovery: slot 0, D without a
+ * condition; slots 1.., the windows of lost epochs (limit slots: marker lo,
+ * end hi); zeros. */
+static void epochs_image(const struct recovery *r, uint8_t *b)
 {
-    size_t size = (size_t)EPOCH_SLOTS * EPOCH_SLOT_SIZE;
-    uint8_t *b = calloc(1, size);
-    if (!b)
-        return -ENOMEM;
+    if (!r->res.durable_marker)
+        return; /* nothing durable: no window matters either (merge_windows) */
     struct wal_epoch_slot s = {.marker = r->res.durable_marker};
-    if (s.marker)
-        wal_epoch_slot_encode(b, &s);
-    if (r->res.replay_marker < r->res.durable_marker) {
-        /* Damage: every record above the replay marker is cut; later
-         * recoveries must not replay further (nor report more) either. */
-        struct wal_epoch_slot lim = {.marker = r->res.replay_marker, .gen = WAL_SLOT_LIMIT};
-        wal_epoch_slot_encode(b + EPOCH_SLOT_SIZE, &lim);
+    wal_epoch_slot_encode(b, &s);
+    for (size_t i = 0; i < r->n_win && i + 1 < EPOCH_SLOTS; i++) {
+        struct wal_epoch_slot lim = {.marker = r->win[i].lo, .gen = WAL_SLOT_LIMIT, .end = r->win[i].hi};
+        wal_epoch_slot_encode(b + (i + 1) * EPOCH_SLOT_SIZE, &lim);
     }
+}
+
+/* Whether the epoch file already holds the image (only a recovery writes
+ * exactly that, after an fdatasync: it is durable), or there is neither a
+ * file nor anything to make durable. */
+static bool epochs_current(const struct recovery *r, const uint8_t *img, size_t size)
+{
+    if (!r->epochs)
+        return r->n == 0 && !r->res.durable_marker;
+    return r->epochs_len == size && !memcmp(r->epochs, img, size);
+}
+
+/* The epoch file is replaced by img: epochs.tmp, fdatasync, rename, fsync
+ * of the directory. */
+static int rewrite_epochs(struct recovery *r, const uint8_t *img, size_t size)
+{
     int rc = 0;
     int fd = openat(r->dirfd, "epochs.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || (rc = write_full(fd, b, size)) || fdatasync(fd))
+    if (fd < 0 || (rc = write_full(fd, img, size)) || fdatasync(fd))
         rc = rc ? rc : -errno;
     if (fd >= 0)
         close(fd);
-    free(b);
     if (!rc && renameat(r->dirfd, "epochs.tmp", r->dirfd, "epochs"))
         rc = -errno;
     if (!rc && fsync(r->dirfd))
@@ -671,7 +769,6 @@ static int rewrite_epochs(struct recovery *r)
     if (rc)
         return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot rewrite the epoch file: %s", r->dir,
                     strerror(-rc));
-    r->res.epoch_slot_next = s.marker ? 1 : 0;
     return 0;
 }
 
@@ -715,17 +812,24 @@ static int delete_checkpointed(struct recovery *r)
 
 static int persist(struct recovery *r)
 {
-    bool limit_ok = r->res.replay_marker < r->res.durable_marker ? r->limit == r->res.replay_marker
-                                                                  : r->limit >= r->res.durable_marker;
-    if (r->epochs_canonical && limit_ok && !r->res.cuts && !r->res.deleted)
-        return 0; /* already what a recovery leaves */
-    int rc = sync_kept(r);
-    if (!rc)
-        rc = rewrite_epochs(r);
-    if (!rc)
-        rc = apply_cuts(r);
-    if (!rc)
-        rc = delete_checkpointed(r);
+    size_t size = (size_t)EPOCH_SLOTS * EPOCH_SLOT_SIZE;
+    uint8_t *img = calloc(1, size);
+    if (!img)
+        return -ENOMEM;
+    epochs_image(r, img);
+    /* The session that opens the log next writes its slots after the windows. */
+    r->res.epoch_slot_next = r->res.durable_marker ? (uint32_t)(1 + (r->n_win < EPOCH_SLOTS - 2 ? r->n_win : 0)) : 0;
+    int rc = 0;
+    if (!epochs_current(r, img, size) || r->res.cuts || r->res.deleted) {
+        rc = sync_kept(r);
+        if (!rc)
+            rc = rewrite_epochs(r, img, size);
+        if (!rc)
+            rc = apply_cuts(r);
+        if (!rc)
+            rc = delete_checkpointed(r);
+    }
+    free(img);
     return rc;
 }
 
@@ -738,6 +842,8 @@ static void recovery_free(struct recovery *r)
     }
     free(r->ch);
     free(r->slots);
+    free(r->epochs);
+    free(r->win);
     if (r->dirfd >= 0)
         close(r->dirfd);
 }
@@ -745,7 +851,7 @@ static void recovery_free(struct recovery *r)
 int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
                        struct urt_log_recovery *out, char *err, size_t errlen)
 {
-    struct recovery r = {.dir = dir, .flags = flags, .err = err, .errlen = errlen, .limit = UINT64_MAX};
+    struct recovery r = {.dir = dir, .flags = flags, .err = err, .errlen = errlen};
     r.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int rc = r.dirfd < 0 ? wal_fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno)) : 0;
     if (!rc)
@@ -760,9 +866,10 @@ int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_rec
         rc = add_claims(&r);
     if (!rc) {
         choose_durable(&r);
-        damage_limit(&r);
-        plan_cuts(&r, ops, arg);
+        rc = damage_windows(&r);
     }
+    if (!rc)
+        plan_cuts(&r, ops, arg);
     int rc_replay = 0;
     if (!rc && ops && ops->record)
         rc_replay = replay(&r, ops, arg);

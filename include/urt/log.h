@@ -254,13 +254,16 @@ struct urt_log_recovery {
  * the durable marker without conditions, and torn or corrupt tails and
  * records of epochs above the replay marker are cut (truncate + fsync;
  * reported through ops->cut and noted in dir/cuts.log).
- * Idempotent: any number of recoveries, with runtimes started on dir in
- * between, never lower the marker nor remove a record an earlier one
+ * A fixpoint: any number of recoveries, with runtimes started on dir in
+ * between, report the same markers and replay the same records (the second
+ * cuts nothing), never lower the marker nor remove a record an earlier one
  * replayed. Under media damage (checksum failures or zeroed blocks followed
  * by valid durable records) the replay marker drops to the epoch before the
  * last valid record ahead of the damage, on every channel: replay stays a
- * consistent prefix of epochs, later epochs are cut even on intact channels,
- * and the cut reports say so (corrupt, middle). docs/durability.md. ops and any of its members may be
+ * consistent prefix of epochs, the epochs from there to the crash are cut
+ * even on intact channels (and stay out of every later replay; a session
+ * started afterwards commits above them and is replayed), and the cut
+ * reports say so (corrupt, middle). docs/durability.md. ops and any of its members may be
  * NULL; out may be NULL. Returns 0, the record callback's non-zero value,
  * -ENOENT (no such directory), -ENOTDIR, -EMEDIUMTYPE (not a urt log
  * directory: it holds other files), -EBUSY, -EINVAL (flags), or an I/O

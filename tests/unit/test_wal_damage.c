@@ -639,3 +639,82 @@ Test(wal_damage, epoch_file_zeroed_recover_all, .timeout = 300)
     }
     leak_check();
 }
+
+/* A recovery that found damage keeps the epochs the damage made incomplete
+ * out of every later replay (a window of lost epochs in the epoch file) —
+ * but only those: a session that runs after it commits above them, and its
+ * acknowledged commits are replayed. With log_sync single_write and one
+ * channel the session never writes the epoch file (its writes carry the
+ * marker), so the window the damage recovery wrote is still there when the
+ * next recovery reads it. Before windows had an upper end, that slot was a
+ * plain replay limit: the next recovery cut every commit of the later
+ * session (found by tests/unit/test_wal_property.c, fixture property-885). */
+static void commit_ids(urt_runtime *rt, uint64_t first, uint64_t n)
+{
+    atomic_store(&commits_done, 0);
+    atomic_store(&commits_failed, 0);
+    uint8_t rec[CRASH_PAYLOAD_MAX];
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t id = crash_id(2, CRASH_KIND_TX, 0, first + i);
+        struct urt_tx_options opt;
+        urt_tx_options_init(&opt);
+        opt.id = id;
+        urt_tx *tx;
+        cr_assert_eq(urt_tx_begin(rt, &opt, &tx), 0, "urt_tx_begin: %s", urt_last_error());
+        cr_assert_eq(urt_tx_log(tx, rec, crash_payload_fill(rec, id, 0, 1)), 0, "urt_tx_log: %s", urt_last_error());
+        cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_STORED, tx_committed, NULL), 0, "%s", urt_last_error());
+        urt_tx_release(tx);
+        cr_assert(WAIT_UNTIL(atomic_load(&commits_done) == (int)i + 1, 60000), "commit %" PRIu64 " not answered", i);
+    }
+    cr_assert_eq(atomic_load(&commits_failed), 0);
+}
+
+Test(wal_damage, a_session_after_a_damage_recovery_keeps_its_commits, .timeout = 300)
+{
+    struct base b;
+    build_base(&b, 4096, "single_write");
+    /* damage in the middle: a payload byte of the first record of a channel that has more after it */
+    const struct channel *ch = NULL;
+    for (int i = 0; i < b.n_ch && !ch; i++)
+        if (b.ch[i].n > 10)
+            ch = &b.ch[i];
+    cr_assert_not_null(ch, "no channel of the base holds enough records");
+    struct damage d = {.kind = DAMAGE_FLIP_PAYLOAD, .base = &b, .ch = ch, .from = ch->recs[0].off + WAL_HDR_SIZE + 20};
+    d.to = d.from + 1;
+    apply_damage(b.dir, &d);
+    struct crash_replay first;
+    cr_assert_eq(crash_recover(b.dir, 0, &first), 0, "%s", urt_last_error());
+    cr_assert_lt(first.out.replay_marker, first.out.durable_marker, "the damage lowered no replay limit");
+    /* a later session: one worker, single_write, its commits acknowledged */
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = b.dir;
+    cfg.log_prealloc_kb = 4096;
+    cr_assert_eq(urt_config_set(&cfg, "log_sync", "single_write"), 0, "%s", urt_last_error());
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    enum { LATER = 20 };
+    commit_ids(rt, 0, LATER);
+    struct urt_log_stats st;
+    cr_assert_eq(urt_log_stats(rt, &st), 0);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    struct crash_replay again;
+    cr_assert_eq(crash_recover(b.dir, 0, &again), 0, "%s", urt_last_error());
+    crash_replay_sort(&again);
+    for (uint64_t i = 0; i < LATER; i++) {
+        uint64_t id = crash_id(2, CRASH_KIND_TX, 0, i);
+        bool found = false;
+        for (size_t k = 0; k < again.n && !found; k++)
+            found = again.v[k].id == id;
+        cr_assert(found, "commit %" PRIu64 " of the session after the damage recovery (acknowledged STORED, epoch file "
+                  "writes %" PRIu64 ", claims %" PRIu64 ") is not replayed: durable marker %" PRIu64 ", replay limit %"
+                  PRIu64 " (the damage recovery's: %" PRIu64 " / %" PRIu64 ")",
+                  i, st.epoch_writes, st.claims, again.out.durable_marker, again.out.replay_marker,
+                  first.out.durable_marker, first.out.replay_marker);
+    }
+    cr_assert_eq(again.n, first.n + LATER, "the later recovery replays %zu records: the first %zu and %d new", again.n,
+                 first.n, LATER);
+    crash_replay_free(&first);
+    crash_replay_free(&again);
+    free_base(&b);
+    leak_check();
+}
