@@ -25,8 +25,10 @@
  *      zeroed data FOLLOWED by a valid record of an epoch <= D (damage in
  *      the middle of durable data, not a torn write) lost records of epochs
  *      >= g, g = the epoch of its last valid record (the damaged record's
- *      own header tells nothing: its checksum failed), or the generation's
- *      start epoch if no record is valid. Epochs g..M (M:
+ *      own header tells nothing: its checksum failed); without one the
+ *      start epoch in its header; with its header damaged the generation's
+ *      start epoch (in a first segment's header: a later segment of another
+ *      channel starts later than this file may), else 0. Epochs g..M (M:
  *      the largest epoch on disk, or D) are then incomplete: a window of
  *      lost epochs, never replayed from any channel, so that a transaction
  *      (one epoch, one channel) is replayed whole or not at all and replay
@@ -401,20 +403,28 @@ static void choose_durable(struct recovery *r)
 
 /* ---- step 5: damage below the marker --------------------------------------------------- */
 
-/* The start epoch of c's generation, from c's header or a sibling's. */
+/* The start epoch of c's generation: the header of one of its first
+ * segments (every channel of a session starts at the session's first epoch;
+ * a later segment's header holds the epoch it rolled at), or 0. */
 static uint64_t gen_start_epoch(const struct recovery *r, const struct rchan *c)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (r->ch[i].gen == c->gen && r->ch[i].scan.header_ok)
+        if (r->ch[i].gen == c->gen && r->ch[i].seg == 0 && r->ch[i].scan.header_ok)
             return r->ch[i].scan.header.start_epoch;
     return 0;
 }
 
-/* The epoch from which a damaged channel lost records: its last valid record's. */
+/* The epoch from which a damaged channel lost records: its last valid
+ * record's; without one, its header's start epoch (no record of the file is
+ * older); with its header damaged too, its generation's start epoch. Never
+ * above the first epoch the file may have lost: a later segment of another
+ * channel starts later than this one may. */
 static uint64_t lost_from(const struct recovery *r, const struct rchan *c)
 {
     if (c->scan.n_records > 1)
         return c->scan.last_epoch;
+    if (c->scan.header_ok)
+        return c->scan.header.start_epoch;
     return gen_start_epoch(r, c);
 }
 
