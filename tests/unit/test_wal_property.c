@@ -278,10 +278,14 @@ static bool one_case(struct session_ctx *s, struct pi_replay *rp, uint64_t T, ui
     enum pd_kind dk = PD_NONE;
     if (rng_next(&rng) % 8 >= 3) {
         dk = pd_damage(&X, &grave, PD_NONE, next != NULL, &rng, damage, sizeof(damage));
-        if (dk != PD_NONE && rng_next(&rng) % 10 == 0) {
+        enum pd_kind k2 = (enum pd_kind)(1 + rng_next(&rng) % (PD_KINDS - 1));
+        /* Not a deleted segment back AND the checkpoint gone: the segment's records (all at or below the
+         * checkpoint) would be replayable again, genuine records the model (U's) does not know of. */
+        bool clash = (dk == PD_EXTRA && k2 == PD_CHECKPOINT) || (dk == PD_CHECKPOINT && k2 == PD_EXTRA);
+        if (dk != PD_NONE && !clash && rng_next(&rng) % 10 == 0) {
             size_t l = strlen(damage);
             snprintf(damage + l, sizeof(damage) - l, "; then ");
-            pd_damage(&X, &grave, PD_NONE, next != NULL, &rng, damage + strlen(damage), sizeof(damage) - strlen(damage));
+            pd_damage(&X, &grave, k2, next != NULL, &rng, damage + strlen(damage), sizeof(damage) - strlen(damage));
         }
     }
     struct acks acks = {0};
