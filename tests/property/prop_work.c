@@ -49,7 +49,7 @@ void pw_conf_random(struct pw_conf *c, uint64_t *rng)
     c->poll_us = pick(rng, 2) ? 1000 : 0;
     c->o_direct = pick(rng, 10) == 0;
     c->big = pick(rng, 3) == 0;
-    c->ops = 10 + pick(rng, 120);
+    c->ops = 10 + pick(rng, 240);
 }
 
 static const char *sync_name(enum urt_log_sync s)
