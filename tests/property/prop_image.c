@@ -498,6 +498,21 @@ static size_t torn_len(const struct pt_op *o, uint64_t *rng)
     return k > sectors ? SIZE_MAX : (size_t)(k * 512);
 }
 
+/* A write torn by a power loss on the device: O_DIRECT writes reach the
+ * device sector by sector in no promised order, so any subset of their
+ * sectors may be there; a buffered write is torn at a sector boundary. */
+static void apply_torn(const struct pt_op *o, struct bytes *x, uint64_t *rng)
+{
+    if (!o->direct || rnd(rng) % 2) {
+        apply_op(o, x, torn_len(o, rng));
+        return;
+    }
+    size_t w = o->end == PT_OPEN || o->res <= 0 ? (size_t)o->len : (size_t)o->res;
+    for (size_t at = 0; at < w; at += 512)
+        if (rnd(rng) % 2)
+            put_bytes(x, o->off + at, o->data + at, w - at < 512 ? w - at : 512);
+}
+
 static void image_inode(const struct pi_replay *r, const struct inode *n, enum pi_model m, uint64_t *rng,
                         struct bytes *x)
 {
@@ -522,12 +537,16 @@ static void image_inode(const struct pi_replay *r, const struct inode *n, enum p
             seen++;
             apply_op(o, x, SIZE_MAX);
         } else if (seen++ == keep && o->kind == PT_WRITE && m == PI_CUT) {
-            apply_op(o, x, torn_len(o, rng)); /* the first write not kept: torn */
+            apply_torn(o, x, rng); /* the first write not kept: torn */
         }
     }
-    if (m == PI_KILL || torn_next)
-        for (size_t i = 0; i < n->inflight.n; i++)
-            apply_op(&r->t->ops[n->inflight.v[i]], x, torn_len(&r->t->ops[n->inflight.v[i]], rng));
+    for (size_t i = 0; (m == PI_KILL || torn_next) && i < n->inflight.n; i++) {
+        const struct pt_op *o = &r->t->ops[n->inflight.v[i]];
+        if (m == PI_KILL)
+            apply_op(o, x, torn_len(o, rng)); /* the kernel copies a write in order */
+        else
+            apply_torn(o, x, rng);
+    }
 }
 
 void pi_replay_image(const struct pi_replay *r, enum pi_model m, uint64_t *rng, struct pi_dir *out)

@@ -20,7 +20,8 @@
  *            completed, a buffered one pushed by a sync_file_range of its
  *            range) before a device flush (any fsync/fdatasync, an
  *            RWF_DSYNC write) that completed, then a random prefix (in
- *            completion order) of the others, the next one possibly torn;
+ *            completion order) of the others, the next one possibly torn
+ *            (an O_DIRECT write: any subset of its sectors);
  *   PI_DROP  power lost at T, unsynced data dropped (the power-loss suite's
  *            plfs): only the durable writes.
  * A write is durable at T when it was an RWF_DSYNC write that completed

@@ -438,7 +438,7 @@ static void run_workload(struct prop *p, uint64_t w)
     free(next_acks.v);
 }
 
-Test(wal_property, recovery_is_a_fixpoint_under_crashes_and_damage, .timeout = 7200)
+Test(wal_property, recovery_is_a_fixpoint_under_crashes_and_damage, .timeout = 86400)
 {
     struct prop *p = calloc(1, sizeof(*p));
     cr_assert_not_null(p);
