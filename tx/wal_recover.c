@@ -38,8 +38,10 @@
  *      found are read back from the epoch file (step 8) and merged; those
  *      entirely above D or at or below the checkpoint no longer matter.
  *      The replay limit R reported is D, or the start of the window D lies
- *      in. A later session starts above M: its epochs are outside every
- *      window, and its commits are replayed up to its D (a window used to
+ *      in. The largest epoch found includes the windows' ends (the files
+ *      that held those epochs may be gone since), and a later session starts
+ *      above it: its epochs are outside every window, and its commits are
+ *      replayed up to its D (a window used to
  *      be a plain limit "replay no further than R", which cut every commit
  *      of the sessions after it that never rewrote the epoch file). Damage
  *      followed only by records of epochs above D (or by nothing) is a torn

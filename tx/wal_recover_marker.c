@@ -254,6 +254,9 @@ int rec_damage_windows(struct recovery *r)
             return rc;
     }
     merge_windows(r);
+    for (size_t i = 0; i < r->n_win; i++)
+        if (r->win[i].hi > r->res.max_epoch)
+            r->res.max_epoch = r->win[i].hi; /* never reuse an epoch a window holds (its files may be gone) */
     uint64_t limit = d;
     for (size_t i = r->n_win; i-- > 0;)
         if (limit > r->win[i].lo && limit <= r->win[i].hi)

@@ -228,7 +228,9 @@ struct urt_log_recover_ops {
 struct urt_log_recovery {
     uint64_t durable_marker;   /* from the epoch file and the claims in the channels */
     uint64_t replay_marker;    /* what was replayed up to (lower if damage was found) */
-    uint64_t max_epoch;        /* largest epoch of any valid record before cutting */
+    uint64_t max_epoch;        /* largest epoch found: of any valid record before cutting, of a
+                                  channel header, or the end of a window of epochs lost to damage
+                                  (a runtime opening the log starts above it) */
     uint64_t max_gen;
     uint64_t replayed, cut_bytes;
     uint32_t channels, cuts;
