@@ -327,27 +327,25 @@ URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring
     return 0;
 }
 
-URT_API void urt_bufring_put(struct urt_bufring *br, uint16_t bid)
+URT_API int urt_bufring_put(struct urt_bufring *br, uint16_t bid)
 {
     struct worker *w = sched_self();
-    if (!br || !w || w->s != br->w->s) {
-        urt__error(-EPERM, "urt_bufring_put: %s", !br ? "br is NULL"
-                                                      : "the calling thread is not a worker of the ring's runtime");
-        return;
-    }
+    if (!br)
+        return urt__error(-EINVAL, "urt_bufring_put: br is NULL");
+    if (!w || w->s != br->w->s)
+        return urt__error(-EPERM, "urt_bufring_put: the calling thread is not a worker of the ring's runtime");
     uint8_t one = 1;
     if (bid >= br->count ||
-        !atomic_compare_exchange_strong_explicit(&br->held[bid], &one, 0, memory_order_relaxed, memory_order_relaxed)) {
-        urt__error(-EINVAL, "urt_bufring_put: buffer %u is not one the caller holds (out of range, or put "
-                            "already)", bid);
-        return;
-    }
+        !atomic_compare_exchange_strong_explicit(&br->held[bid], &one, 0, memory_order_relaxed, memory_order_relaxed))
+        return urt__error(-EINVAL, "urt_bufring_put: buffer %u is not one the caller holds (out of range, or put "
+                                   "already)", bid);
     if (w != br->w) {
         put_remote(br, bid);
-        return;
+        return 0;
     }
     give_back(br, bid);
     resume_waiting(w, br);
+    return 0;
 }
 
 URT_API int urt_bufring_destroy(struct urt_bufring *br)

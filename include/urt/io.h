@@ -285,10 +285,11 @@ URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring
 /* Gives a buffer back for the kernel to fill again. From any worker of the
  * ring's runtime (a lane's continuation may run on another worker than the
  * ring's: the buffer is then handed to the ring's worker, which re-arms a
- * receive that waited for it). A buffer the caller does not hold (out of
- * range, or put already), or a thread that is not a worker, is refused with
- * a message for urt_last_error() and changes nothing. */
-URT_API void urt_bufring_put(struct urt_bufring *br, uint16_t bid);
+ * receive that waited for it). Returns 0 (given back), -EINVAL (NULL br, or
+ * a buffer the caller does not hold: out of range, or put already), -EPERM
+ * (the calling thread is not a worker of the ring's runtime); a refusal
+ * changes nothing and leaves a message for urt_last_error(). */
+URT_API int urt_bufring_put(struct urt_bufring *br, uint16_t bid);
 /* Frees the ring (its buffers too: put back or not): 0, -EBUSY while a
  * receive uses it, -EINVAL (NULL), -EPERM (not its worker). */
 URT_API int urt_bufring_destroy(struct urt_bufring *br);

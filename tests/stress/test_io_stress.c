@@ -93,7 +93,8 @@ static void actor_cont(struct urt_io *io, int32_t res, void *arg)
             atomic_fetch_add(&a->bad, 1);
         if (b && res > 0) {
             check_bytes(a, b, res);
-            urt_bufring_put(a->br, bid);
+            if (urt_bufring_put(a->br, bid) != 0)
+                atomic_fetch_add(&a->bad, 1);
         }
         atomic_store(&a->inside, 0);
         return;

@@ -51,7 +51,8 @@ struct conn {
 
 static void conn_put(struct conn *c, uint16_t bid)
 {
-    urt_bufring_put(c->br, bid);
+    if (urt_bufring_put(c->br, bid) != 0)
+        atomic_fetch_add(&c->sv->errors, 1);
     atomic_fetch_add(&c->sv->given_back, 1);
 }
 

@@ -246,7 +246,8 @@ static void rb_give_back(struct urt_io *io, int32_t res, void *arg)
     struct rb *r = arg;
     (void)io, (void)res;
     for (int i = 0; i < r->n_held; i++)
-        urt_bufring_put(r->br, r->held[i]);
+        if (urt_bufring_put(r->br, r->held[i]) != 0)
+            atomic_store(&r->bad_flags, -2000);
     r->n_held = 0;
 }
 
@@ -545,7 +546,7 @@ Test(io_multi, linked_timeout_fallback_timer)
 /* ---- refusals ------------------------------------------------------------------------------------ */
 
 struct mref {
-    _Atomic int r[8];
+    _Atomic int r[12];
     urt_tx *tx;
 };
 
@@ -574,8 +575,9 @@ static void bufring_refusals(void *arg)
     m->r[4] = urt_io_recv_bufring(&io, 0, NULL, 0);
     m->r[5] = urt_io_accept(&io, 0, (struct sockaddr *)&ss, &sl, URT_IO_MULTISHOT);
     m->r[6] = urt_bufring_create(4, 64, &br);
-    urt_bufring_put(br, 9);
-    urt_bufring_put(br, 0); /* not held: refused, the ring stays whole */
+    m->r[8] = urt_bufring_put(br, 9);  /* out of range */
+    m->r[9] = urt_bufring_put(br, 0);  /* not held: refused, the ring stays whole */
+    m->r[10] = urt_bufring_put(NULL, 0);
     if (urt_bufring_destroy(br))
         m->r[6] = -1000;
 }
@@ -596,6 +598,9 @@ Test(io_multi, refusals)
     cr_assert_eq(atomic_load(&m.r[4]), -EINVAL, "br NULL");
     cr_assert_eq(atomic_load(&m.r[5]), -EINVAL, "multishot accept with addr");
     cr_assert_eq(atomic_load(&m.r[6]), 0);
+    cr_assert_eq(atomic_load(&m.r[8]), -EINVAL, "put of a buffer out of range");
+    cr_assert_eq(atomic_load(&m.r[9]), -EINVAL, "put of a buffer not held");
+    cr_assert_eq(atomic_load(&m.r[10]), -EINVAL, "put with br NULL");
     struct urt_bufring *br;
     cr_assert_eq(urt_bufring_create(4, 64, &br), -EPERM, "not from a thread that is not a worker");
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
@@ -664,7 +669,8 @@ static void lanerx_cont(struct urt_io *io, int32_t res, void *arg)
         if (b[i] != x->next++)
             atomic_store(&x->bad, 2);
     atomic_fetch_add(&x->got, (uint64_t)res);
-    urt_bufring_put(x->br, bid); /* from whichever worker the lane runs on */
+    if (urt_bufring_put(x->br, bid) != 0) /* from whichever worker the lane runs on */
+        atomic_store(&x->bad, 5);
     atomic_store(&x->inside, 0);
 }
 
