@@ -50,4 +50,5 @@ const struct sched_client_ops sched_clients = {
     .io_sweep = uio_sweep_post,
     .io_stop = uio_stop,
     .io_pending = uio_pending,
+    .io_release = uio_release,
 };

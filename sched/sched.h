@@ -109,11 +109,16 @@ struct sched_client_ops {
      * cancel requests from other workers. io_stop (on w; idempotent, cheap
      * when repeated): destroy began — cancel w's operations in flight;
      * exiting: w left its loop, so their continuations run in place, and
-     * once nothing is pending the per-worker state is freed. io_pending (on
-     * w): w's operations whose last completion has not arrived. */
+     * once nothing is pending the kernel's part of its buffers is dropped
+     * (its ring's issuer must do it). io_pending (on w): w's operations whose
+     * last completion has not arrived. io_release (the stopping thread,
+     * after every worker was joined and the leftovers were cancelled): frees
+     * w's I/O state — not before, since tasks of other workers and cancelled
+     * continuations may hold w's buffers until then. */
     void (*io_sweep)(struct sched *s);
     void (*io_stop)(struct worker *w, bool exiting);
     uint32_t (*io_pending)(const struct worker *w);
+    void (*io_release)(struct worker *w);
 };
 extern const struct sched_client_ops sched_clients;
 

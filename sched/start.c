@@ -5,7 +5,9 @@
  * Start: allocate every worker, launch the threads (sched_worker_main in
  * worker.c), wait until each reported its ring, then release them all at
  * once (to run, or to stop when one failed). Stop: drain (below) or not, then
- * PHASE_STOPPING, join the workers and the watcher, cancel what is left.
+ * PHASE_STOPPING, join the workers and the watcher, cancel what is left, and
+ * only then free the workers' I/O state (sched_clients.io_release: a task on
+ * one worker may hold another's buffers until the very end).
  *
  * ---- Drain ----------------------------------------------------------------
  * destroy(DRAIN) refuses foreign submissions, then repeats: snapshot the sum
@@ -281,6 +283,11 @@ int sched_stop(struct sched *s, bool drain_first)
     int cancelled = 0;
     for (uint32_t i = 0; i < s->n_workers; i++)
         cancelled += cancel_leftovers(s, s->workers[i]);
+    /* Only now, with no worker left and nothing queued: a task on one worker
+     * may have held another's buffers until it ran, and a cancelled
+     * continuation above may have used them. */
+    for (uint32_t i = 0; i < s->n_workers; i++)
+        sched_clients.io_release(s->workers[i]);
     free_workers(s);
     ring_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
     pthread_cond_destroy(&s->start_cond);

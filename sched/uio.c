@@ -44,11 +44,24 @@
  * tasks, so the drain (which waits for io_inflight == 0) ends. Then, and
  * directly on CANCEL, the worker leaves its loop and calls uio_stop(w, true)
  * until nothing is pending: what is still in flight is cancelled, and each
- * completion's continuation runs in place (run_in_place), on the worker.
+ * completion's continuation runs in place (run_in_place), on the worker —
+ * except a lane's (or a serial job's), which is queued on its lane as usual:
+ * the lane may be running a task on a worker that has not stopped yet, and
+ * it runs there after that task, or is cancelled with the leftovers.
  * Timed submissions still armed then are cancelled (sched/uio_timed.c). A
  * continuation already queued when destroy(CANCEL) stops the workers is
  * cancelled with the queues: its cancel callback, on the destroying thread,
- * calls fn with the operation's result.
+ * calls fn with the operation's result (a buffer's data included).
+ * The per-worker state is torn down in two phases, because a worker's
+ * buffers outlive its loop: a task on another worker (a lane's continuation)
+ * or a cancelled continuation on the destroying thread may hold one and put
+ * it back. Phase 1, on the worker once nothing is in flight (uio_stop): the
+ * kernel's buffer rings are unregistered — only the ring's issuer may.
+ * Phase 2, on the destroying thread once every worker was joined and the
+ * leftovers were cancelled (uio_release, sched/start.c): the memory goes.
+ * Between the two, a put from a worker lands in the ring's returns queue and
+ * its returns task (queued on a worker that left) is cancelled with the
+ * leftovers; a put on the destroying thread only clears `held`.
  */
 #include "sched/uio.h"
 #include "sched/job.h"
@@ -313,18 +326,6 @@ static enum urt_task_result cont_run(struct urt_task *t, void *arg)
 
 static void io_ended(struct urt_job *job, struct urt_lane *lane);
 
-/* Off the workers at destroy the buffer rings are gone (each worker freed
- * its own on its way out): a completion whose data sits in a ring's buffer
- * is delivered as -ECANCELED with no buffer (urt/io.h rule 9), never as a
- * pointer into freed memory. */
-static void off_worker_result(struct uio *u)
-{
-    if (u->cflags & IORING_CQE_F_BUFFER) {
-        u->cflags &= ~(uint32_t)IORING_CQE_F_BUFFER;
-        u->res = -ECANCELED;
-    }
-}
-
 /* Multishot: the oldest queued completion becomes the one being delivered
  * (u->res, u->cflags). Returns whether it is the last (no F_MORE). */
 static bool more_pop(struct uio *u)
@@ -349,8 +350,7 @@ static void drain_off_worker(struct urt_io *io, struct urt_job *job, struct urt_
     tls_off_worker_shutdown = true;
     while (u->more && u->more->n) {
         bool last = more_pop(u);
-        off_worker_result(u);
-        cont_call(io); /* the last one frees the queue */
+        cont_call(io); /* the last one frees the queue; a buffer's data is still there (phase 2 frees it) */
         if (last) {
             io_ended(job, lane);
             if (job)
@@ -394,8 +394,7 @@ static void cont_cancel(struct urt_task *t, void *arg)
     } else {
         struct urt_job *job = t->priv.job;
         tls_off_worker_shutdown = true;
-        off_worker_result(u);
-        cont_call(arg); /* destroy: the workers are gone */
+        cont_call(arg); /* destroy: the workers are gone, their buffer rings not yet */
         tls_off_worker_shutdown = false;
         if (more)
             drain_off_worker(arg, job, lane); /* the rest of a multishot, here */
@@ -436,8 +435,13 @@ static void run_in_place(struct worker *w, struct urt_io *io, bool last)
         sched_clients.job_task_finished(w->s, w, job);
 }
 
-/* Queues io's task in its context; last: the io's final completion. */
-static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool last)
+/* Queues io's task in its context; last: the io's final completion.
+ * Returns true when the continuation ran here, in place (destroy). A lane's
+ * (or a serial job's) continuation is queued on its lane even then: the lane
+ * may be running on a worker that has not stopped yet, and its tasks run one
+ * at a time — there, or cancelled with the leftovers on the destroying
+ * thread once every worker stopped. */
+static bool deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool last)
 {
     struct urt_io *io = uio_io(u);
     struct urt_task *t = &io->task;
@@ -445,9 +449,9 @@ static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool
     struct urt_lane *lane = t->priv.lane;
     if (!last && job)
         job_io_more(job); /* each multishot delivery is a task of the job; the last uses the io's count */
-    if (uw->exiting) {
+    if (uw->exiting && !(job ? job->serial : lane != NULL)) {
         run_in_place(w, io, last);
-        return;
+        return true;
     }
     /* A plain lane may be destroyed by its owner as soon as the queued
      * continuation ran (urt_lane_destroy waits for pending tasks only): read
@@ -464,6 +468,7 @@ static void deliver(struct worker *w, struct uio_worker *uw, struct uio *u, bool
         inbox_push(&w->sticky, t); /* never stolen; we are awake */
     if (last)
         io_ended(job, lane_counts ? lane : NULL); /* after the queueing: a transaction's lane holds it now (T5) */
+    return false;
 }
 
 /* Multishot: the oldest queued completion goes out (on u's worker). */
@@ -475,8 +480,7 @@ static void deliver_next(struct worker *w, struct uio *u)
         u->flags |= UIO_F_QUEUED;
         if (last)
             atomic_fetch_or_explicit(&u->tag, UIO_T_DELIVERING, memory_order_acq_rel);
-        deliver(w, uw, u, last);
-        if (last || !uw->exiting)
+        if (!deliver(w, uw, u, last) || last)
             return;
         u->flags &= ~UIO_F_QUEUED; /* ran in place: the next one, without recursion */
     } while (u->more->n);
@@ -701,12 +705,26 @@ void uio_stop(struct worker *w, bool exiting)
     uw->stopped = true;
     if (walk)
         cancel_walk(w, uw, true);
-    if (exiting && uw->n == 0 && !uw->timed) {
-        uio_buf_exit(w, uw);
-        free(uw->ops);
-        free(uw);
-        w->uio = NULL;
+    if (exiting && uw->n == 0 && !uw->timed && !uw->detached) {
+        uio_buf_detach(w, uw); /* phase 1: the kernel's part, on the ring's issuer */
+        uw->detached = true;
     }
+}
+
+void uio_release(struct worker *w)
+{
+    struct uio_worker *uw = w->uio;
+    if (!uw)
+        return;
+    uio_buf_release(uw); /* phase 2: every worker stopped, the leftovers were cancelled */
+    free(uw->ops);
+    free(uw);
+    w->uio = NULL;
+}
+
+bool uio_off_worker_shutdown(void)
+{
+    return tls_off_worker_shutdown;
 }
 
 uint32_t uio_pending(const struct worker *w)

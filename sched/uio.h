@@ -145,6 +145,7 @@ struct uio_worker {
     struct uio_timed *timed;   /* armed timed submissions (a list) */
     bool stopped;              /* destroy began: everything in flight was asked to cancel */
     bool exiting;              /* the worker left its loop: continuations run in place */
+    bool detached;             /* nothing in flight at its exit: the kernel's rings unregistered */
     bool retry;                /* a cancel found no SQE: io_stop tries again */
     /* registered files (sched/uio_buf.c): a sparse table of `files` slots */
     bool files_ready;          /* the table is registered */
@@ -242,8 +243,14 @@ int uio_files_ready(struct worker *w, struct uio_worker *uw);
  * delivered is closed (its slot freed). */
 int32_t uio_accepted_fixed(struct worker *w, struct uio *u, int32_t res);
 void uio_drop_accepted(struct worker *w, struct uio *u, int32_t res);
-/* Frees what is left of w's buffers and files at its exit. */
-void uio_buf_exit(struct worker *w, struct uio_worker *uw);
+/* Teardown, in two phases (sched/uio.c "Shutdown"). detach: on w as it
+ * leaves (its ring's single issuer), once nothing is in flight: the kernel's
+ * buffer rings are unregistered; the memory stays, since tasks on other
+ * workers and continuations cancelled on the destroying thread may still
+ * hold w's buffers and put them back. release: after every worker stopped
+ * and the leftovers were cancelled: the rings' memory and the tables. */
+void uio_buf_detach(struct worker *w, struct uio_worker *uw);
+void uio_buf_release(struct uio_worker *uw);
 /* Re-arms the receives that waited for a buffer of br (on its worker). */
 void uio_multi_resume(struct worker *w, struct uio *u);
 /* Tags a re-armed multishot SQE (no deadline) with u (sched_io_bind). */
@@ -253,6 +260,11 @@ void uio_rebind(struct worker *w, struct io_uring_sqe *sqe, struct uio *u);
 void uio_sweep_post(struct sched *s);
 void uio_stop(struct worker *w, bool exiting);
 uint32_t uio_pending(const struct worker *w);
+void uio_release(struct worker *w);
+
+/* True on the destroying thread while it runs a continuation that destroy
+ * cancelled (every worker has stopped). */
+bool uio_off_worker_shutdown(void);
 
 /* Timed submissions on w at shutdown: cancelled (their tasks' cancel
  * callbacks run). sched/uio_timed.c. */

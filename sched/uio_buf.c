@@ -28,6 +28,13 @@
  * task, on the ring's worker, takes every consecutive filled slot (acquire),
  * gives those buffers back and re-arms who waited.
  *
+ * Teardown (sched/uio.c "Shutdown"): a ring outlives its worker's loop. The
+ * worker unregisters its kernel rings as it leaves (uio_buf_detach: the
+ * ring's single issuer); their memory is freed by the destroying thread once
+ * every worker was joined (uio_buf_release), so a late put from another
+ * worker (into rq, its returns task then cancelled) or from a continuation
+ * destroy runs on its own thread (held[] only) touches live memory.
+ *
  * File table. One sparse table of io_fixed_files slots per worker,
  * registered on first use. The lower half is urt_io_register_file's (a stack
  * of free slots); the upper half takes accepted connections with
@@ -67,6 +74,7 @@ struct urt_bufring {
     char *bufs;
     uint32_t count, size;
     uint16_t bgid;
+    bool unregistered;              /* the kernel's ring was unregistered (its worker left) */
     uint32_t users;                 /* receives using it */
     uint16_t *free;                 /* the pool's free ids */
     uint32_t n_free;
@@ -193,7 +201,23 @@ static int kernel_ring(struct worker *w, struct uio_worker *uw, struct urt_bufri
     return 0;
 }
 
-static void bufring_free(struct worker *w, struct uio_worker *uw, struct urt_bufring *br)
+/* The kernel's part of br (on its worker: the ring's single issuer): the
+ * buffer ring is unregistered and its group id can be used again. */
+static void bufring_unregister(struct worker *w, struct uio_worker *uw, struct urt_bufring *br)
+{
+    if (!br->ring || br->unregistered)
+        return;
+    io_uring_unregister_buf_ring(&w->ring.uring, br->bgid);
+    br->unregistered = true;
+    uint16_t *f = realloc(uw->free_bgid, (uw->n_free_bgid + 1) * sizeof(*f));
+    if (f) { /* no memory: the group id is not reused */
+        uw->free_bgid = f;
+        f[uw->n_free_bgid++] = br->bgid;
+    }
+}
+
+/* br's memory (any thread, once nothing uses it). */
+static void bufring_release(struct uio_worker *uw, struct urt_bufring *br)
 {
     if (br->prev)
         br->prev->next = br->next;
@@ -201,15 +225,8 @@ static void bufring_free(struct worker *w, struct uio_worker *uw, struct urt_buf
         uw->rings = br->next;
     if (br->next)
         br->next->prev = br->prev;
-    if (br->ring) {
-        io_uring_unregister_buf_ring(&w->ring.uring, br->bgid);
+    if (br->ring)
         munmap(br->ring, br->ring_bytes);
-        uint16_t *f = realloc(uw->free_bgid, (uw->n_free_bgid + 1) * sizeof(*f));
-        if (f) { /* no memory: the group id is not reused */
-            uw->free_bgid = f;
-            f[uw->n_free_bgid++] = br->bgid;
-        }
-    }
     free(br->bufs);
     free(br->free);
     free((void *)br->held);
@@ -332,13 +349,16 @@ URT_API int urt_bufring_put(struct urt_bufring *br, uint16_t bid)
     struct worker *w = sched_self();
     if (!br)
         return urt__error(-EINVAL, "urt_bufring_put: br is NULL");
-    if (!w || w->s != br->w->s)
+    bool at_destroy = !w && uio_off_worker_shutdown(); /* a continuation destroy runs on its own thread */
+    if (!at_destroy && (!w || w->s != br->w->s))
         return urt__error(-EPERM, "urt_bufring_put: the calling thread is not a worker of the ring's runtime");
     uint8_t one = 1;
     if (bid >= br->count ||
         !atomic_compare_exchange_strong_explicit(&br->held[bid], &one, 0, memory_order_relaxed, memory_order_relaxed))
         return urt__error(-EINVAL, "urt_bufring_put: buffer %u is not one the caller holds (out of range, or put "
                                    "already)", bid);
+    if (at_destroy)
+        return 0; /* every worker stopped: the ring is freed with the runtime */
     if (w != br->w) {
         put_remote(br, bid);
         return 0;
@@ -356,7 +376,8 @@ URT_API int urt_bufring_destroy(struct urt_bufring *br)
         return err;
     if (br->users)
         return urt__error(-EBUSY, "urt_bufring_destroy: %u receive(s) still use the ring", br->users);
-    bufring_free(w, w->uio, br);
+    bufring_unregister(w, w->uio, br);
+    bufring_release(w->uio, br);
     return 0;
 }
 
@@ -538,10 +559,16 @@ int uio_fixed_buf(struct worker *w, const void *buf, size_t len)
     return -1;
 }
 
-void uio_buf_exit(struct worker *w, struct uio_worker *uw)
+void uio_buf_detach(struct worker *w, struct uio_worker *uw)
+{
+    for (struct urt_bufring *br = uw->rings; br; br = br->next)
+        bufring_unregister(w, uw, br);
+}
+
+void uio_buf_release(struct uio_worker *uw)
 {
     while (uw->rings)
-        bufring_free(w, uw, uw->rings);
+        bufring_release(uw, uw->rings);
     free(uw->free_bgid);
     free(uw->bufs);
     free(uw->used);

@@ -77,14 +77,18 @@
  *     sees -ETIME (not -ECANCELED). Cleared after each submission.
  *  9. Shutdown: urt_runtime_destroy() with operations in flight cancels them;
  *     every continuation still runs exactly once (with -ECANCELED where the
- *     operation did not complete), on the worker, before destroy returns; the
- *     runtime never closes a descriptor the caller owns. A submission after
- *     destroy began fails with -ESHUTDOWN. (One exception to "on the worker":
- *     a continuation that was already queued as a task when
- *     destroy(URT_SHUTDOWN_CANCEL) stopped the workers is cancelled with the
- *     other queued tasks, and runs, with the operation's result, on the
- *     destroying thread; a receive whose data is in a buffer ring's buffer
- *     then gets -ECANCELED and no buffer: the workers freed their rings.)
+ *     operation did not complete), before destroy returns, on the worker —
+ *     a lane's (or a serial job's) in its lane's order, never beside another
+ *     of its tasks; the runtime never closes a descriptor the caller owns. A
+ *     submission after destroy began fails with -ESHUTDOWN. (The exception
+ *     to "on the worker": with URT_SHUTDOWN_CANCEL a continuation that is
+ *     still queued as a task when the workers have stopped — a lane's among
+ *     them — is cancelled with the other queued tasks and runs, with the
+ *     operation's result, on the destroying thread; a receive's data is
+ *     still in its buffer there, and urt_bufring_put from that continuation
+ *     is accepted. Buffer rings live until every worker stopped: a task on
+ *     one worker may hold another worker's buffers, and put them back, until
+ *     it returns.)
  * 10. One descriptor may have several operations in flight (a read and a
  *     write on one socket is normal); two reads of one stream socket at once
  *     complete in an order the kernel chooses — serialize them (a lane) if
@@ -285,7 +289,8 @@ URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring
 /* Gives a buffer back for the kernel to fill again. From any worker of the
  * ring's runtime (a lane's continuation may run on another worker than the
  * ring's: the buffer is then handed to the ring's worker, which re-arms a
- * receive that waited for it). Returns 0 (given back), -EINVAL (NULL br, or
+ * receive that waited for it), or from a continuation that destroy runs on
+ * its own thread (rule 9). Returns 0 (given back), -EINVAL (NULL br, or
  * a buffer the caller does not hold: out of range, or put already), -EPERM
  * (the calling thread is not a worker of the ring's runtime); a refusal
  * changes nothing and leaves a message for urt_last_error(). */

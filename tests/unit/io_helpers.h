@@ -3,7 +3,7 @@
  * operation described by a struct req, submitted from a task on a worker
  * (start_op), its continuation recorded (calls, result, worker, time) and
  * awaited from the test's thread (wait_op, run_op = both); loopback TCP
- * sockets.
+ * sockets; whether a worker's thread is still there (thread_named).
  */
 #ifndef URT_TESTS_IO_HELPERS_H
 #define URT_TESTS_IO_HELPERS_H
@@ -11,10 +11,12 @@
 #include "helpers.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 static urt_runtime *g_rt; /* the runtime of the running test (urt_current_worker in continuations) */
@@ -175,6 +177,31 @@ static inline void tcp_pair(int sv[2])
     int one = 1;
     setsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(sv[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* Whether a thread of this process has that name (a worker: "urt-w<i>"):
+ * a test waits for a worker to have left, its thread gone. */
+static inline bool thread_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    bool found = false;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[288], comm[32] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+        found = strcmp(comm, name) == 0;
+    }
+    if (d)
+        closedir(d);
+    return found;
 }
 
 #endif

@@ -13,7 +13,9 @@
  *  - destroy (DRAIN and CANCEL) with operations in flight: every
  *    continuation once, -ECANCELED, on a worker, before destroy returns; a
  *    submission from it is refused with -ESHUTDOWN; timed tasks: DRAIN runs
- *    them at their time, CANCEL calls their cancel callback.
+ *    them at their time, CANCEL calls their cancel callback; a lane's
+ *    continuation cancelled by a worker that leaves first still waits for
+ *    the lane's task running on another worker.
  */
 #include "helpers.h"
 #include "io_helpers.h"
@@ -348,6 +350,111 @@ Test(io_ctx, destroy_drain_with_io_in_flight)
 Test(io_ctx, destroy_cancel_with_io_in_flight)
 {
     shutdown_with_io(URT_SHUTDOWN_CANCEL);
+}
+
+/* destroy(CANCEL) with a lane's receive in flight on worker 0 while the
+ * lane runs a task on worker 1: worker 0 leaves first and cancels the
+ * receive, but its continuation is a task of the lane and must not run
+ * beside the lane's running task (it ran in place on worker 0 before). The
+ * running task holds the lane until worker 0's thread is gone; the
+ * continuation runs after it (on worker 1, or cancelled with the leftovers
+ * on the destroying thread), once, with -ECANCELED. */
+struct lexcl {
+    struct urt_io io;
+    urt_lane *lane;
+    int fd;
+    char buf[8];
+    _Atomic int armed, holding, destroying, inside, calls, overlap, res, bad;
+    struct urt_task arm, hold, a0, a1;
+};
+
+static void lexcl_cont(struct urt_io *io, int32_t res, void *arg)
+{
+    struct lexcl *x = arg;
+    (void)io;
+    if (atomic_load(&x->inside))
+        atomic_store(&x->overlap, 1); /* beside the lane's running task */
+    atomic_store(&x->res, res);
+    atomic_fetch_add(&x->calls, 1);
+}
+
+static enum urt_task_result lexcl_arm(struct urt_task *t, void *arg)
+{
+    struct lexcl *x = arg;
+    (void)t;
+    urt_io_init(&x->io, lexcl_cont, x);
+    int err = urt_current_worker(g_rt) == 0 ? urt_io_recv(&x->io, x->fd, x->buf, sizeof(x->buf), 0) : -1000;
+    atomic_store(&x->armed, err ? err : 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result lexcl_hold(struct urt_task *t, void *arg)
+{
+    struct lexcl *x = arg;
+    (void)t;
+    atomic_store(&x->inside, 1);
+    atomic_store(&x->holding, urt_current_worker(g_rt) == 1 ? 1 : -1);
+    while (!atomic_load(&x->destroying))
+        sleep_us(200);
+    if (!WAIT_UNTIL(!thread_named("urt-w0"), 10000))
+        atomic_store(&x->bad, 1); /* worker 0 never left */
+    sleep_us(2000);
+    atomic_store(&x->inside, 0);
+    return URT_TASK_DONE;
+}
+
+/* On a worker: queue a task on the lane (lane_balance off: the idle lane goes
+ * to the submitting worker). */
+static enum urt_task_result lexcl_submit_arm(struct urt_task *t, void *arg)
+{
+    struct lexcl *x = arg;
+    (void)t;
+    if (urt_lane_submit(x->lane, &x->arm, 0))
+        atomic_store(&x->armed, -2000);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result lexcl_submit_hold(struct urt_task *t, void *arg)
+{
+    struct lexcl *x = arg;
+    (void)t;
+    if (urt_lane_submit(x->lane, &x->hold, 0))
+        atomic_store(&x->holding, -2000);
+    return URT_TASK_DONE;
+}
+
+Test(io_ctx, destroy_cancel_keeps_a_lane_one_at_a_time)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.lane_balance = false;
+    urt_runtime *rt = g_rt = rt_create_or_skip(&cfg);
+    int sv[2];
+    tcp_pair(sv);
+    struct lexcl *x = calloc(1, sizeof(*x));
+    x->fd = sv[0];
+    cr_assert_eq(urt_lane_create(rt, &x->lane), 0);
+    urt_task_init(&x->arm, lexcl_arm, x);
+    urt_task_init(&x->hold, lexcl_hold, x);
+    urt_task_init(&x->a0, lexcl_submit_arm, x);
+    urt_task_init(&x->a1, lexcl_submit_hold, x);
+    cr_assert_eq(urt_task_submit_to(rt, &x->a0, 0, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&x->armed) != 0, 5000));
+    cr_assert_eq(atomic_load(&x->armed), 1, "the receive: %d", atomic_load(&x->armed));
+    cr_assert(WAIT_UNTIL(urt_lane_pending(x->lane) == 0, 5000));
+    cr_assert_eq(urt_task_submit_to(rt, &x->a1, 1, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&x->holding) != 0, 5000));
+    cr_assert_eq(atomic_load(&x->holding), 1, "the holder: %d", atomic_load(&x->holding));
+    atomic_store(&x->destroying, 1);
+    cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
+    cr_assert_eq(atomic_load(&x->bad), 0);
+    cr_assert_eq(atomic_load(&x->calls), 1);
+    cr_assert_eq(atomic_load(&x->res), -ECANCELED);
+    cr_assert_eq(atomic_load(&x->overlap), 0, "the lane's continuation ran beside its running task");
+    cr_assert_eq(urt_lane_destroy(x->lane), 0);
+    close(sv[0]);
+    close(sv[1]);
+    free(x);
 }
 
 struct timed {

@@ -22,6 +22,7 @@
 #include "io_helpers.h"
 
 #include <pthread.h>
+#include <sys/time.h>
 
 #define MAX_WORKERS 4
 #define RING_COUNT 16
@@ -35,8 +36,11 @@ struct server {
     struct urt_io accept_io;
     struct urt_bufring *rings[MAX_WORKERS]; /* each touched by its worker only */
     _Atomic uint32_t next;
-    _Atomic int accepted, closed, errors, accept_ended, accept_err;
+    _Atomic int accepted, closed, errors, accept_ended, accept_err, put_failed;
     _Atomic uint64_t delivered, given_back;
+    bool on_lanes;          /* each connection on a lane of its own (it may move between workers) */
+    urt_lane *lanes[512];   /* written by the accept's continuation only */
+    _Atomic int n_lanes;
 };
 
 struct conn {
@@ -51,8 +55,10 @@ struct conn {
 
 static void conn_put(struct conn *c, uint16_t bid)
 {
-    if (urt_bufring_put(c->br, bid) != 0)
+    if (urt_bufring_put(c->br, bid) != 0) {
         atomic_fetch_add(&c->sv->errors, 1);
+        atomic_fetch_add(&c->sv->put_failed, 1);
+    }
     atomic_fetch_add(&c->sv->given_back, 1);
 }
 
@@ -161,6 +167,28 @@ static enum urt_task_result conn_start(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+/* A connection whose start was cancelled by destroy: closed all the same. */
+static void conn_start_cancelled(struct urt_task *t, void *arg)
+{
+    struct conn *c = arg;
+    (void)t;
+    close(c->fd);
+    atomic_fetch_add(&c->sv->closed, 1);
+    free(c);
+}
+
+/* The connection on a lane of its own: its receive is armed wherever the
+ * lane runs first, its continuations run wherever the lane runs then, so
+ * buffers are put back from other workers than their ring's. */
+static int conn_on_lane(struct server *sv, struct conn *c)
+{
+    int i = atomic_load(&sv->n_lanes);
+    if (i == (int)(sizeof(sv->lanes) / sizeof(sv->lanes[0])) || urt_lane_create(sv->rt, &sv->lanes[i]) != 0)
+        return -1;
+    atomic_store(&sv->n_lanes, i + 1);
+    return urt_lane_spawn(sv->lanes[i], conn_start, conn_start_cancelled, c, 0);
+}
+
 static void on_accept(struct urt_io *io, int32_t res, void *arg)
 {
     struct server *sv = arg;
@@ -180,7 +208,7 @@ static void on_accept(struct urt_io *io, int32_t res, void *arg)
     c->sv = sv;
     c->fd = res;
     uint32_t w = atomic_fetch_add(&sv->next, 1) % sv->workers;
-    if (urt_spawn_to(sv->rt, w, conn_start, NULL, c, 0) != 0) {
+    if (sv->on_lanes ? conn_on_lane(sv, c) != 0 : urt_spawn_to(sv->rt, w, conn_start, conn_start_cancelled, c, 0) != 0) {
         atomic_fetch_add(&sv->errors, 1);
         close(res);
         atomic_fetch_add(&sv->closed, 1);
@@ -229,6 +257,7 @@ static enum urt_task_result ring_destroy(struct urt_task *t, void *arg)
 struct client {
     uint16_t port;
     int conns, rounds;
+    _Atomic int *stop;      /* when set: end the rounds (the server is being destroyed) */
     uint64_t seed;
     _Atomic uint64_t verified;
     _Atomic int failures, aborted;
@@ -268,8 +297,12 @@ static int client_connect(uint16_t port)
         fd = -1;
     }
     int one = 1;
-    if (fd >= 0)
+    struct timeval tv = {.tv_sec = 10}; /* a test that goes wrong fails instead of hanging */
+    if (fd >= 0) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    }
     return fd;
 }
 
@@ -306,10 +339,19 @@ static void *client_main(void *arg)
     int *fds = calloc((size_t)cl->conns, sizeof(int));
     for (int i = 0; i < cl->conns; i++)
         fds[i] = client_connect(cl->port);
-    for (int r = 0; r < cl->rounds; r++) {
+    for (int r = 0; r < cl->rounds && !(cl->stop && atomic_load(cl->stop)); r++) {
         for (int i = 0; i < cl->conns; i++) {
             if (fds[i] < 0)
                 continue;
+            if (cl->stop) { /* the server goes away mid-round: never block for long */
+                if (atomic_load(cl->stop))
+                    break;
+                if (!client_round(cl, fds[i], out, in, false)) {
+                    close(fds[i]);
+                    fds[i] = -1;
+                }
+                continue;
+            }
             bool abort_mid = rng_next(&cl->seed) % 29 == 0;
             if (!client_round(cl, fds[i], out, in, abort_mid) && !cl->why[0]) {
                 snprintf(cl->why, sizeof(cl->why), "connection %d round %d: %s", i, r, strerror(errno));
@@ -398,4 +440,70 @@ Test(io_echo, tcp_echo_on_the_fallbacks, .timeout = 120)
 {
     echo_run(URT_RING_MULTISHOT_ACCEPT | URT_RING_MULTISHOT_RECV | URT_RING_BUFRING | URT_RING_SEND_ZC |
              URT_RING_FIXED_ACCEPT | URT_RING_LINK_TIMEOUT);
+}
+
+/* destroy(CANCEL) under load, the connections on lanes (issue 27, item 7):
+ * clients keep echoing over connections whose receive is armed on one
+ * worker's buffer ring while their lane (and with it the sends and the puts
+ * of the buffers) may run on the other; the runtime is destroyed in the
+ * middle. Every accepted connection is closed by the server exactly once
+ * (by its last continuation, or by the cancel of its start), every buffer
+ * delivered is given back and no put is refused (a put on the destroying
+ * thread or from a worker whose peer already left is accepted), and ASan /
+ * LSan see no use after free and nothing left. The plain build crashed here
+ * when each worker freed its rings on its way out. */
+static void echo_destroy_under_load(int round)
+{
+    enum { THREADS = 2 };
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    urt_runtime *rt = g_rt = rt_create_or_skip(&cfg);
+    struct server *sv = calloc(1, sizeof(*sv));
+    sv->rt = rt;
+    sv->workers = 2;
+    sv->on_lanes = true;
+    uint16_t port;
+    sv->lfd = tcp_listener(&port);
+    cr_assert_eq(urt_spawn_to(rt, 0, accept_start, NULL, sv, 0), 0);
+    _Atomic int stop = 0;
+    struct client cl[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        memset(&cl[i], 0, sizeof(cl[i]));
+        cl[i].port = port;
+        cl[i].conns = SCALE(24, 12);
+        cl[i].rounds = 1 << 30;
+        cl[i].stop = &stop;
+        cl[i].seed = 0x2545f4914f6cdd1dull * (uint64_t)(i + 1) + (uint64_t)round;
+        pthread_create(&th[i], NULL, client_main, &cl[i]);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&sv->delivered) >= 200 || atomic_load(&sv->accept_ended), 20000),
+              "no load: %llu deliveries", (unsigned long long)atomic_load(&sv->delivered));
+    sleep_us(2000 + 7000 * (uint64_t)round); /* under load, a little longer each round */
+    uint64_t before = atomic_load(&sv->delivered);
+    cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
+    atomic_store(&stop, 1);
+    close(sv->lfd); /* connections still in the backlog are reset */
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(atomic_load(&cl[i].failures), 0, "client %d: %s", i, cl[i].why); /* a wrong byte */
+    }
+    int accepted = atomic_load(&sv->accepted);
+    cr_log_info("round %d: %d connections, %llu deliveries (%llu before destroy), %d lanes", round, accepted,
+                (unsigned long long)atomic_load(&sv->delivered), (unsigned long long)before,
+                atomic_load(&sv->n_lanes));
+    cr_assert_eq(atomic_load(&sv->closed), accepted, "server closed %d of %d connections", atomic_load(&sv->closed),
+                 accepted);
+    cr_assert_eq(atomic_load(&sv->put_failed), 0, "%d puts refused", atomic_load(&sv->put_failed));
+    cr_assert_eq(atomic_load(&sv->delivered), atomic_load(&sv->given_back), "buffers not given back");
+    cr_assert(atomic_load(&sv->accept_ended));
+    for (int i = 0; i < atomic_load(&sv->n_lanes); i++)
+        cr_assert_eq(urt_lane_destroy(sv->lanes[i]), 0);
+    free(sv);
+}
+
+Test(io_echo, destroy_cancel_under_load_with_connections_on_lanes, .timeout = 120)
+{
+    for (int round = 0; round < 4; round++)
+        echo_destroy_under_load(round);
 }

@@ -762,15 +762,17 @@ Test(io_multi, lane_multishot_hops_workers_and_puts_from_afar)
 /* destroy(CANCEL) with multishot completions queued behind a busy task: the
  * continuations that run after the workers stopped (on the destroying thread)
  * never get a pointer into a freed buffer ring (ASan reads every byte they
- * are handed); a completion whose data was in a ring's buffer then comes as
- * -ECANCELED without one (urt/io.h rule 9). On the probed ring and on the
- * pool fallback. */
+ * are handed): the rings live until destroy cancelled the queues, so such a
+ * completion comes with its data in its buffer, in order, and the buffer may
+ * be put back there (urt/io.h rule 9). On the probed ring and on the pool
+ * fallback. */
 struct uaf {
     struct urt_io io;
     struct urt_bufring *br;
     int fd, peer;
     _Atomic int armed, busy, go, calls, ended, bad;
-    unsigned sum;
+    _Atomic uint64_t off_worker_bytes;
+    uint64_t pos;
 };
 
 static void uaf_cont(struct urt_io *io, int32_t res, void *arg)
@@ -783,12 +785,17 @@ static void uaf_cont(struct urt_io *io, int32_t res, void *arg)
     if (b) {
         if (res <= 0 || !(f & URT_IO_F_BUFFER))
             atomic_store(&u->bad, 1);
-        for (int32_t i = 0; i < res; i++)
-            u->sum += b[i]; /* a freed buffer is a use-after-free here */
-        if (urt_current_worker(g_rt) >= 0)
-            urt_bufring_put(u->br, bid);
+        for (int32_t i = 0; i < res; i++, u->pos++) /* a freed buffer is a use-after-free here */
+            if (b[i] != (unsigned char)"0123456789abcdef"[u->pos % 16])
+                atomic_store(&u->bad, 3);
+        if (urt_current_worker(g_rt) < 0)
+            atomic_fetch_add(&u->off_worker_bytes, (uint64_t)res);
+        if (urt_bufring_put(u->br, bid) != 0)
+            atomic_store(&u->bad, 4);
     } else if (res > 0 && (f & URT_IO_F_BUFFER)) {
         atomic_store(&u->bad, 2); /* data said to be in a buffer, and no buffer */
+    } else if (f & URT_IO_F_MORE) {
+        atomic_store(&u->bad, 5); /* more to come, and no data */
     }
     if (!(f & URT_IO_F_MORE))
         atomic_store(&u->ended, 1);
@@ -854,6 +861,8 @@ static void destroy_with_queued_buffers(uint32_t disable)
         cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
         cr_assert_eq(atomic_load(&u->ended), 1, "round %d: the receive never ended", round);
         cr_assert_eq(atomic_load(&u->bad), 0, "round %d: bad completion (%d)", round, atomic_load(&u->bad));
+        cr_log_info("round %d: %llu bytes delivered on the destroying thread", round,
+                    (unsigned long long)atomic_load(&u->off_worker_bytes));
         cr_assert_eq(urt_lane_destroy(lane), 0);
         close(sv[0]);
         close(sv[1]);
@@ -869,4 +878,114 @@ Test(io_multi, destroy_cancel_hands_out_no_freed_buffer)
 Test(io_multi, destroy_cancel_hands_out_no_freed_buffer_fallback_pool)
 {
     destroy_with_queued_buffers(URT_RING_MULTISHOT_RECV | URT_RING_BUFRING);
+}
+
+/* destroy(CANCEL) while a task on another worker holds a buffer of worker
+ * 0's ring (issue 27, item 7): worker 0 receives into its ring and hands the
+ * buffer to a task on worker 1, which gives it back only once worker 0 has
+ * left (its thread, "urt-w0", is gone from /proc/self/task). The ring, its
+ * buffers and worker 0's I/O state must still be there: the holder reads
+ * the bytes (ASan checks each) and the put is accepted (0); the runtime
+ * frees them once every worker stopped (LSan: nothing left). On the probed
+ * ring and on the pool fallback. */
+struct held {
+    struct urt_io io;
+    struct urt_bufring *br;
+    urt_runtime *rt;
+    int fd;
+    _Atomic int armed, holding, destroying, ended, last_res, put_res, bad;
+    unsigned char *buf;
+    uint16_t bid;
+    int32_t len;
+    struct urt_task hold;
+};
+
+static enum urt_task_result held_hold(struct urt_task *t, void *arg)
+{
+    struct held *h = arg;
+    (void)t;
+    atomic_store(&h->holding, 1);
+    while (!atomic_load(&h->destroying))
+        sleep_us(200);
+    if (!WAIT_UNTIL(!thread_named("urt-w0"), 10000))
+        atomic_store(&h->bad, 1); /* worker 0 never left */
+    for (int32_t i = 0; i < h->len; i++)
+        if (h->buf[i] != (unsigned char)('a' + i % 26)) /* a freed buffer is a use-after-free here */
+            atomic_store(&h->bad, 2);
+    atomic_store(&h->put_res, urt_bufring_put(h->br, h->bid));
+    return URT_TASK_DONE;
+}
+
+static void held_cont(struct urt_io *io, int32_t res, void *arg)
+{
+    struct held *h = arg;
+    if (!(urt_io_flags(io) & URT_IO_F_MORE)) {
+        atomic_store(&h->last_res, res);
+        atomic_store(&h->ended, 1);
+        return;
+    }
+    uint16_t bid;
+    unsigned char *b = urt_io_buffer(io, &bid);
+    if (!b || res <= 0 || h->buf) {
+        atomic_store(&h->bad, 3);
+        if (b)
+            urt_bufring_put(h->br, bid);
+        return;
+    }
+    h->buf = b;
+    h->bid = bid;
+    h->len = res;
+    urt_task_init(&h->hold, held_hold, h);
+    if (urt_task_submit_to(h->rt, &h->hold, 1, 0) != 0) /* worker 1 holds it */
+        atomic_store(&h->bad, 4);
+}
+
+static void held_arm(void *arg)
+{
+    struct held *h = arg;
+    int err = urt_bufring_create(4, 64, &h->br);
+    if (!err) {
+        urt_io_init(&h->io, held_cont, h);
+        err = urt_io_recv_bufring(&h->io, h->fd, h->br, 0);
+    }
+    atomic_store(&h->armed, err ? err : 1);
+}
+
+static void destroy_with_a_buffer_held_elsewhere(uint32_t disable)
+{
+    urt_runtime *rt = rt_with(2, disable, 64);
+    int sv[2];
+    tcp_pair(sv);
+    struct held *h = calloc(1, sizeof(*h));
+    cr_assert_not_null(h);
+    h->rt = rt;
+    h->fd = sv[0];
+    atomic_store(&h->put_res, 1);
+    on_worker(rt, 0, held_arm, h);
+    cr_assert_eq(atomic_load(&h->armed), 1, "arming: %d (%s)", atomic_load(&h->armed), urt_last_error());
+    char msg[40];
+    for (int i = 0; i < (int)sizeof(msg); i++)
+        msg[i] = (char)('a' + i % 26);
+    cr_assert_eq(write(sv[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+    cr_assert(WAIT_UNTIL(atomic_load(&h->holding) || atomic_load(&h->bad), 10000));
+    cr_assert_eq(atomic_load(&h->bad), 0, "bad %d", atomic_load(&h->bad));
+    atomic_store(&h->destroying, 1);
+    cr_assert_geq(urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL), 0);
+    cr_assert_eq(atomic_load(&h->bad), 0, "bad %d", atomic_load(&h->bad));
+    cr_assert_eq(atomic_load(&h->ended), 1, "the receive never ended");
+    cr_assert_eq(atomic_load(&h->last_res), -ECANCELED);
+    cr_assert_eq(atomic_load(&h->put_res), 0, "the late put: %d", atomic_load(&h->put_res));
+    close(sv[0]);
+    close(sv[1]);
+    free(h);
+}
+
+Test(io_multi, destroy_cancel_with_a_buffer_held_on_another_worker)
+{
+    destroy_with_a_buffer_held_elsewhere(0);
+}
+
+Test(io_multi, destroy_cancel_with_a_buffer_held_on_another_worker_fallback_pool)
+{
+    destroy_with_a_buffer_held_elsewhere(URT_RING_MULTISHOT_RECV | URT_RING_BUFRING);
 }

@@ -457,9 +457,9 @@ static void rx_later(struct conn *c)
 static bool rx_take(struct conn *c, int32_t res)
 {
     if (urt_current_worker(c->srv->rt) < 0)
-        return true; /* destroy delivers the last completions on its own thread, after the
-                        workers freed their buffer rings: the bytes are dropped with the
-                        connection, and the buffer is not touched */
+        return true; /* destroy delivers the last completions on its own thread: the bytes
+                        are dropped with the connection (the buffer ring goes with the
+                        runtime) */
     uint16_t bid;
     void *data = (urt_io_flags(&c->rio) & URT_IO_F_BUFFER) ? urt_io_buffer(&c->rio, &bid) : NULL;
     if (!data)
