@@ -420,12 +420,16 @@ static bool in_window(const struct pm_expect *e, uint64_t epoch)
 /* ---- the model: the replay --------------------------------------------------------------------- */
 
 /* The records of U's channel u that a recovery of X replays: whole commits,
- * intact in X, epochs above the checkpoint, at most D, in no window. */
+ * intact in X, epochs above the checkpoint, before the first record of the
+ * file that is not replayable (above D or in a window: the channel is cut
+ * there, step 6). */
 static void model_replay_chan(const struct mchan *u, const struct pi_file *xf, struct pm_expect *e, size_t *cap,
                               size_t *cap_all)
 {
+    bool cut = false;
     for (size_t k = 0; k < u->n;) {
         const struct mrec *r = &u->r[k];
+        cut |= r->epoch > e->D || in_window(e, r->epoch);
         if (r->type != WAL_REC_COMMIT) {
             k++;
             continue;
@@ -438,7 +442,7 @@ static void model_replay_chan(const struct mchan *u, const struct pi_file *xf, s
             j++;
         }
         whole &= j - k == r->h.count && (u->r[j - 1].flags & WAL_REC_F_END);
-        bool replayed = whole && r->epoch > e->ck && r->epoch <= e->D && !in_window(e, r->epoch);
+        bool replayed = whole && !cut && r->epoch > e->ck;
         for (size_t q = k; q < j && whole; q++) {
             struct pc_rec x = {.id = u->r[q].tx_id, .epoch = u->r[q].epoch, .gen = u->gen, .lsn = u->r[q].lsn,
                                .worker = u->worker, .index = u->r[q].h.index, .count = u->r[q].h.count,

@@ -156,10 +156,12 @@ struct bounds {
     size_t n;
 };
 
+/* The end of every record that ends a commit (or is no commit's: a claim):
+ * cutting or dropping records there never leaves part of a commit. */
 static int add_bound(void *arg, const struct wal_rec *r)
 {
     struct bounds *b = arg;
-    if (b->n < 8192)
+    if (b->n < 8192 && (r->flags & WAL_REC_F_END))
         b->v[b->n++] = r->off + wal_rec_size(r->len);
     return 0;
 }
@@ -217,7 +219,7 @@ static bool drop_records(struct ps_case *t, size_t unused)
     return splice(u, drop_arg.from, drop_arg.to) && (!x || splice(x, drop_arg.from, drop_arg.to));
 }
 
-/* ddmin over the records of file i: drop halves, quarters, ... that keep the failure. */
+/* ddmin over the commits of file i: drop halves, quarters, ... that keep the failure. */
 static size_t shrink_records(struct ps_case *c, size_t i, const char *scratch, char *why, size_t whylen)
 {
     static struct bounds b;
@@ -230,7 +232,7 @@ static size_t shrink_records(struct ps_case *c, size_t i, const char *scratch, c
         b.n = 0;
         struct wal_scan_result s;
         wal_scan(u->b, u->len, add_bound, &b, &s);
-        size_t n = b.n; /* records after the header: b.v[k] is the end of record k+1 */
+        size_t n = b.n; /* commits after the header: b.v[k] is the end of commit k+1 */
         if (n < 2)
             break;
         if (!chunk || chunk > n / 2)
