@@ -226,7 +226,7 @@ static const struct bdef {
     unsigned quoted;
     const char *what;
 } bdefs[DB_N] = {
-    [DB_TAKE] = {DSQL_TAKE, 1, 4, 0, "takes"},
+    [DB_TAKE] = {DSQL_TAKE, 1, 2, 0, "takes"},
     [DB_DONE] = {DSQL_DONE, 3, 3, 1u << 2, "releases"},
     [DB_ENQ] = {DSQL_ENQUEUE_ONE, 3, 4, 0x3, "enqueues"},
 };

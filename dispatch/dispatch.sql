@@ -54,6 +54,7 @@ DROP INDEX urt_strand_due;
 CREATE INDEX urt_strand_due ON urt_strand (priority, schedule) WHERE exitval IS NULL AND halted IS NULL;
 CREATE UNIQUE INDEX urt_strand_key ON urt_strand (key) WHERE key IS NOT NULL AND exitval IS NULL AND halted IS NULL;
 CREATE INDEX urt_strand_halted ON urt_strand (halted, halted_at) WHERE halted IS NOT NULL;
+ALTER TABLE urt_strand SET (fillfactor = 70);
 -- One batch of strands (item i: kinds[i], payloads[i], keys[i] (NULL: no
 -- key), due delays_us[i] from now, priorities[i], max_attempts[i]) in one
 -- statement; then one NOTIFY channel, '+kind' per kind (the idle
@@ -181,7 +182,7 @@ FROM p, LATERAL (
       AND lease < now()
       AND id BETWEEN $1::uuid AND $2::uuid
       AND kind = ANY ($3::text[])
-      AND NOT (id = ANY ($4::uuid[]))
+      AND id NOT IN (SELECT unnest($4::uuid[]))
     ORDER BY schedule
     LIMIT $5::integer
     FOR NO KEY UPDATE SKIP LOCKED) s
@@ -228,7 +229,7 @@ FROM p, LATERAL (
       AND schedule < now() - $4::bigint * interval '1 microsecond'
       AND lease < now()
       AND kind = ANY ($1::text[])
-      AND NOT (id = ANY ($2::uuid[]))
+      AND id NOT IN (SELECT unnest($2::uuid[]))
     ORDER BY schedule
     LIMIT $3::integer
     FOR NO KEY UPDATE SKIP LOCKED) s
@@ -256,9 +257,6 @@ UPDATE urt_strand s
 SET lease = CASE WHEN s.max_attempts > 0 AND s.try >= s.max_attempts THEN s.lease
                  ELSE now() + $2::bigint * interval '1 microsecond' END,
     try = CASE WHEN s.max_attempts > 0 AND s.try >= s.max_attempts THEN s.try ELSE s.try + 1 END,
-    schedule = CASE WHEN s.max_attempts > 0 AND s.try >= s.max_attempts THEN s.schedule
-                    ELSE now() + least($3::float8 * power(2, least(s.try, 20)), $4::float8)
-                                 * random() * interval '1 microsecond' END,
     halted = CASE WHEN s.max_attempts > 0 AND s.try >= s.max_attempts THEN 'failed' END,
     halted_at = CASE WHEN s.max_attempts > 0 AND s.try >= s.max_attempts THEN now() END,
     last_error = CASE WHEN s.max_attempts > 0 AND s.try >= s.max_attempts
@@ -283,6 +281,8 @@ RETURNING array_position($1::uuid[], s.id) AS ord,
 UPDATE urt_strand
 SET lease = now() - interval '1000 years',
     last_error = $3::text,
+    schedule = now() + least($4::float8 * power(2, least(try - 1, 20)), $5::float8)
+                       * random() * interval '1 microsecond',
     halted = CASE WHEN max_attempts > 0 AND try >= max_attempts THEN 'failed' END,
     halted_at = CASE WHEN max_attempts > 0 AND try >= max_attempts THEN now() END
 WHERE id = $1::uuid

@@ -89,7 +89,7 @@ struct urt_dispatch_run {
     struct urt_dispatch_sql_result sql_res;
     /* requests and tasks */
     struct dreq take, release, sql;
-    const char *take_params[4], *rel_params[4];
+    const char *take_params[2], *rel_params[5];
     struct urt_task handler_task;
     struct urt_task finish_task;   /* back to the control lane */
     struct urt_io retry_io;        /* a hand-over refused at the admission limit, tried again */

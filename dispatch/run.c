@@ -164,13 +164,11 @@ void run_take(struct urt_dispatch_run *run)
     slot_reset(run);
     run->take_params[0] = run->id;
     run->take_params[1] = d->lease_text;
-    run->take_params[2] = d->backoff_base_text;
-    run->take_params[3] = d->backoff_max_text;
     struct dreq *q = &run->take;
     memset(q, 0, sizeof(*q));
     q->kind = DREQ_PREPARED;
     q->stmt = DSQL_TAKE;
-    q->nparams = 4;
+    q->nparams = 2;
     q->params = run->take_params;
     q->fn = take_done;
     q->arg = run;
@@ -377,7 +375,9 @@ static void send_release(struct urt_dispatch_run *run)
         run->rel_params[3] = run->nap_us;
     } else {
         q->stmt = DSQL_RELEASE;
-        q->nparams = 3;
+        q->nparams = 5;
+        run->rel_params[3] = d->backoff_base_text; /* the retry's backoff (dispatch.sql: release) */
+        run->rel_params[4] = d->backoff_max_text;
         const char *why = run->fail_reason ? run->fail_reason
                           : run->job_status == -ETIME ? "its run passed run_budget_ns"
                           : run->job_status == -ECANCELED ? "its run's job was cancelled"
