@@ -11,11 +11,13 @@
 --
 -- The model (docs/dispatch.md): a strand is a durable work item. It is due
 -- when its schedule has passed, nobody holds its lease (lease < now()) and it
--- has no exit value. Taking its lease sets lease = now() + the lease time and
--- moves its schedule to now() + a random exponential backoff, so a run that
--- never reports back (its process died) is retried after both passed; the
--- lease release compares the lease with the value the take returned, so a run
--- whose lease was taken from it (it ran too long) is detected, not applied.
+-- has no exit value. Taking its lease sets lease = now() + the lease time (a
+-- HOT update: nothing indexed changes), so a run that never reports back (its
+-- process died) is retried once the lease expired; a run that fails moves the
+-- schedule to now() + a random exponential backoff as it gives the lease
+-- back; the lease release compares the lease with the value the take
+-- returned, so a run whose lease was taken from it (it ran too long) is
+-- detected, not applied.
 -- Timestamps cross the wire as bigint microseconds since the Unix epoch: they
 -- round-trip exactly whatever the sessions' DateStyle and TimeZone.
 
@@ -239,14 +241,15 @@ LIMIT $3::integer
 -- Takes the leases of the strands $1 (an array: one statement for every
 -- take a run connection has waiting, dispatch/conn.h) for $2 microseconds
 -- if they are still free, unfinished and not halted (SKIP LOCKED: a
--- concurrent taker wins, this one gets no row for it), counts the try and
--- reschedules each to a random point within min($3 * 2^min(try, 20), $4)
--- microseconds (exponential backoff: if this run never reports back, the
--- strand is retried after the lease and the backoff). A strand whose tries
+-- concurrent taker wins, this one gets no row for it) and counts the try;
+-- the schedule and every other indexed column stay, so the update is HOT
+-- (fillfactor 70 keeps room in the pages): no index entry is written. If
+-- this run never reports back, the strand is retried once the lease expired.
+-- A strand whose tries
 -- are used up already (try >= max_attempts > 0: the lease of its last run
 -- expired, its process died) is not run: it moves to the dead letters.
 -- Returns per strand taken: its position in $1 (ord), the lease and the
--- new schedule (the run's compare-and-set keys), the try count, the
+-- schedule (the run's compare-and-set keys), the try count, the
 -- payload, and run = false for one moved to the dead letters.
 -- The plan: the rows are found through the primary key (id = ANY), never
 -- through urt_strand_due — "coalesce(exitval, halted) IS NULL" is the
@@ -272,9 +275,10 @@ RETURNING array_position($1::uuid[], s.id) AS ord,
           s.halted IS NULL AS run
 
 -- statement release
--- A run that failed with reason $3: gives the lease back and keeps the
--- reason as last_error (the backoff schedule the take set stays: the retry
--- waits for it); when its tries are used up (try >= max_attempts > 0) the
+-- A run that failed with reason $3: gives the lease back, keeps the reason
+-- as last_error and moves the schedule to a random point within
+-- min($4 * 2^min(try - 1, 20), $5) microseconds (exponential backoff: the
+-- retry waits for it); when its tries are used up (try >= max_attempts > 0) the
 -- strand moves to the dead letters (halted = 'failed'). One row (dead: it
 -- moved), or none when the lease is no longer the one taken (violated: the
 -- run outlived its lease).

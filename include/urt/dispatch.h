@@ -15,16 +15,18 @@
  *   queue     a bounded queue of pool x queue_ratio strands: a full queue
  *             stops the scans (back-pressure) until runs take strands out;
  *   take      a free run slot (pool of them) takes a queued strand's lease:
- *             lease = now + lease_ns, try + 1, and the schedule moved to a
- *             random point within min(backoff_base * 2^try, backoff_max), so
- *             a run that never reports back (its process died) is retried
- *             after lease and backoff passed; another process that took it
- *             first wins (the take gets no row, the run does not happen);
+ *             lease = now + lease_ns, try + 1 (the schedule is left alone:
+ *             the take is a HOT update), so a run that never reports back
+ *             (its process died) is retried once the lease expired; another
+ *             process that took it first wins (the take gets no row, the run
+ *             does not happen);
  *   run       the kind's handler runs as the first task of a urt job with a
  *             deadline of run_budget_ns (urt/job.h); its result is done
  *             (an exit value: the strand is finished), nap (run again in ns;
  *             a compare-and-set on the schedule lets a concurrent
- *             urt_dispatch_wake win) or fail (retry after the backoff); a job
+ *             urt_dispatch_wake win) or fail (the release moves the schedule
+ *             to a random point within min(backoff_base * 2^(try-1),
+ *             backoff_max): the retry waits for it); a job
  *             that ends without a result, or past its budget, is a failure;
  *   release   one statement applies the result and gives the lease back, only
  *             if the lease is still the one taken; otherwise the lease was
