@@ -29,7 +29,10 @@
  *                                      done fails its batch: the others are
  *                                      released one by one, nothing lost;
  *   upgrade_from_schema_1              a version 1 database with strands is
- *                                      migrated to 2 and they run.
+ *                                      migrated to 2 and they run;
+ *   a_failure_moves_the_schedule_...   the take leaves the schedule (a HOT
+ *                                      update), a failure's release backs it
+ *                                      off within the cap.
  *
  * Handlers record what they saw in atomics; the test's main thread asserts.
  */
@@ -621,5 +624,60 @@ Test(dispatch_features, upgrade_from_schema_1, .timeout = 120)
     cr_assert(WAIT_UNTIL(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE exitval = 'old'") == 20, 20000));
     cr_assert_eq(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE exitval = 'before'"), 1);
     cr_assert_eq(order_done(), 20, "the finished strand ran again");
+    env_fini(&e);
+}
+
+/* ---- the failure's backoff ------------------------------------------------------------------ */
+
+static _Atomic int g_failed_once;
+
+static void h_fail_once(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
+{
+    (void)s;
+    (void)ctx;
+    urt_dispatch_fail(run, "once");
+    atomic_store(&g_failed_once, 1);
+}
+
+/* The take leaves the schedule alone (a HOT update: a running strand due an
+ * hour ago still says so); the failure's release moves it to a random point
+ * within min(base x 2^(try-1), max) from now: a strand due an hour ago is,
+ * after one failed run, due within 2 s — not before the run, not later than
+ * the cap. */
+Test(dispatch_features, a_failure_moves_the_schedule_by_its_backoff, .timeout = 120)
+{
+    struct env e;
+    env_init(&e, "feat_backoff");
+    e.opt.backoff_base_ns = 2000 * MS;
+    e.opt.backoff_max_ns = 2000 * MS;
+    e.opt.lease_ns = 30000 * MS;
+    env_create(&e);
+    urt_dispatch_handle(e.d, "once", h_fail_once, NULL);
+    urt_dispatch_handle(e.d, "hold", h_hold, NULL);
+    atomic_store(&g_hold_running, 0);
+    atomic_store(&g_hold_release, 0);
+    /* a running strand's schedule is the one it had: the take did not touch it */
+    pg_ok(e.pg, "INSERT INTO urt_strand (kind, schedule) VALUES ('hold', now() - interval '1 hour')");
+    cr_assert_eq(urt_dispatch_start(e.d), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_hold_running), 10000));
+    cr_assert_eq(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE kind = 'hold' AND lease > now() AND try = 1 "
+                             "AND schedule < now() - interval '59 minutes'"), 1, "the take moved the schedule");
+    atomic_store(&g_hold_release, 1);
+    cr_assert(WAIT_UNTIL(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE exitval = 'held'") == 1, 10000));
+    pg_ok(e.pg, "INSERT INTO urt_strand (kind, schedule) VALUES ('once', now() - interval '1 hour')");
+    long long before = pg_ll(e.pg, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+    cr_assert(WAIT_UNTIL(atomic_load(&g_failed_once), 10000));
+    cr_assert_eq(urt_dispatch_stop(e.d, 30000 * MS), 0); /* the release is applied before stop returns */
+    long long sched = pg_ll(e.pg, "SELECT (extract(epoch FROM schedule) * 1000000)::bigint FROM urt_strand "
+                                  "WHERE kind = 'once'");
+    long long now = pg_ll(e.pg, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+    cr_assert_eq(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE last_error = 'once' AND lease < now()"), 1);
+    if (pg_ll(e.pg, "SELECT try FROM urt_strand WHERE kind = 'once'") == 1) { /* not retried before the stop */
+        cr_assert_geq(sched, before, "the failure did not move the schedule (%lld < %lld)", sched, before);
+        cr_assert_leq(sched, now + 2000000, "the backoff passed its cap");
+    }
+    cr_assert(WAIT_UNTIL(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE kind = 'once' AND schedule < now()") == 1,
+                         5000),
+              "the retry is not due within the 2 s cap");
     env_fini(&e);
 }
