@@ -93,7 +93,7 @@ static struct {
     bool big;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t S_aborts; /* the test's thread only */
+static uint64_t aborts; /* the test's thread only */
 
 static void failed(const char *what, int err)
 {
@@ -307,7 +307,7 @@ static void transaction(uint64_t *rng, uint32_t steps)
         if ((rc = urt_tx_abort(tx)))
             failed("urt_tx_abort", rc);
         free(p);
-        S_aborts++;
+        aborts++;
     } else {
         atomic_fetch_add(&S.outstanding, 1);
         atomic_fetch_add(&S.commits, 1);
@@ -385,7 +385,7 @@ int pw_session(const char *dir, const struct pw_conf *c, uint64_t *rng, uint64_t
     atomic_store(&S.commits, 0);
     atomic_store(&S.acks, 0);
     atomic_store(&S.failures, 0);
-    S_aborts = 0;
+    aborts = 0;
     S.first_failure[0] = 0;
     int rc = urt_runtime_create(&cfg, &S.rt);
     if (rc) {
@@ -408,7 +408,7 @@ int pw_session(const char *dir, const struct pw_conf *c, uint64_t *rng, uint64_t
     st->commits = atomic_load(&S.commits);
     st->stored_acks = atomic_load(&S.acks);
     st->failures = atomic_load(&S.failures);
-    st->aborts = S_aborts;
+    st->aborts = aborts;
     snprintf(st->first_failure, sizeof(st->first_failure), "%s", S.first_failure);
     return 0;
 }

@@ -29,7 +29,8 @@
  * TSan), URT_PROPERTY_BASE=S (the first seed; default: from the clock,
  * printed), URT_PROPERTY_SEED=S (replay the workload of case S and check
  * only case S), URT_PROPERTY_KEEP_GOING=1 (report every failing case and go
- * on; the test fails at the end), URT_PROPERTY_DIR (scratch space; default
+ * on; the test fails at the end), URT_PROPERTY_TRACE=1 (print the failing
+ * session's I/O trace up to the stop), URT_PROPERTY_DIR (scratch space; default
  * /dev/shm, else $TMPDIR or /tmp; the sessions of one workload in eight run
  * in $TMPDIR or /tmp, a real disk). The workload is a real runtime on
  * threads, so a seed fixes the configuration, the operations, the stop
@@ -258,26 +259,6 @@ static bool one_case(struct session_ctx *s, struct pi_replay *rp, uint64_t T, ui
     pi_replay_image(rp, m, &rng, &U);
     pi_replay_graveyard(rp, &grave);
     pi_dir_copy(&X, &U);
-    if (getenv("URT_PROPERTY_SELFCHECK") && s->session == 0)
-        for (size_t i = 0; i < U.n; i++) {
-            struct wal_scan_result sr;
-            if (strncmp(U.f[i].name, "ch-", 3))
-                continue;
-            wal_scan(U.f[i].b, U.f[i].len, NULL, NULL, &sr);
-            if (sr.end == WAL_SCAN_END_CORRUPT && sr.resync_found) {
-                fprintf(stderr, "selfcheck: case %" PRIu64 " model %s stop %" PRIu64 ": %s corrupt at %" PRIu64
-                        " (%s), valid record at %" PRIu64 "\n", seed, pi_model_names[m], T, U.f[i].name, sr.bad_off,
-                        sr.reason, sr.resync_off);
-                const struct pt_trace *t = s->t;
-                for (size_t k = 0; k < t->n; k++)
-                    if (!strcmp(t->ops[k].name, U.f[i].name) && t->ops[k].start < T + 50)
-                        fprintf(stderr, "  op %zu %u %llu..%lld off %llu len %llu res %d dsync %d after %lld\n", k,
-                                t->ops[k].kind, (unsigned long long)t->ops[k].start,
-                                t->ops[k].end == PT_OPEN ? -1ll : (long long)t->ops[k].end,
-                                (unsigned long long)t->ops[k].off, (unsigned long long)t->ops[k].len, t->ops[k].res,
-                                t->ops[k].dsync, t->ops[k].after == SIZE_MAX ? -1ll : (long long)t->ops[k].after);
-            }
-        }
     char damage[600] = "none";
     enum pd_kind dk = PD_NONE;
     if (rng_next(&rng) % 8 >= 3) {
