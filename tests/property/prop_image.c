@@ -513,6 +513,19 @@ static void apply_torn(const struct pt_op *o, struct bytes *x, uint64_t *rng)
             put_bytes(x, o->off + at, o->data + at, w - at < 512 ? w - at : 512);
 }
 
+/* Whether the kernel may have started write o (in flight at the current
+ * point): an SQE linked behind another starts only once that one completed
+ * (its CQE comes first). Applying a linked write whose predecessor had not
+ * completed would make, say, the epoch slot of a strict chain land while the
+ * log write and fdatasync it follows had not: a state no crash leaves. */
+static bool started(const struct pi_replay *r, const struct pt_op *o)
+{
+    if (o->after == SIZE_MAX || o->after >= r->t->n)
+        return true;
+    const struct pt_op *p = &r->t->ops[o->after];
+    return p->end != PT_OPEN && p->end < r->pos && p->res >= 0;
+}
+
 static void image_inode(const struct pi_replay *r, const struct inode *n, enum pi_model m, uint64_t *rng,
                         struct bytes *x)
 {
@@ -542,6 +555,8 @@ static void image_inode(const struct pi_replay *r, const struct inode *n, enum p
     }
     for (size_t i = 0; (m == PI_KILL || torn_next) && i < n->inflight.n; i++) {
         const struct pt_op *o = &r->t->ops[n->inflight.v[i]];
+        if (!started(r, o))
+            continue;
         if (m == PI_KILL)
             apply_op(o, x, torn_len(o, rng)); /* the kernel copies a write in order */
         else
