@@ -10,7 +10,8 @@
  *
  * Memory-ordering contract: one writer per histogram (the worker that owns
  * it) stores with relaxed load+store pairs, never a read-modify-write, like
- * the counters in sched/sched.h. Readers (urt_stats_snapshot, any thread)
+ * the counters in sched/sched.h; a histogram with several writers uses
+ * hist_record_shared() (relaxed read-modify-writes) instead. Readers (urt_stats_snapshot, any thread)
  * load every field relaxed and merge; a histogram read while the owner
  * records is a slightly torn but monotone view (each field only grows), so
  * count may differ from the sum of buckets by the samples in flight. Nothing
@@ -81,6 +82,20 @@ static inline void hist_record(struct hist *h, uint64_t v)
     HIST_BUMP(&h->sum_ns, v);
     if (v > atomic_load_explicit(&h->max_ns, memory_order_relaxed))
         atomic_store_explicit(&h->max_ns, v, memory_order_relaxed);
+}
+
+/* Records v into a histogram with several writers (the blocking pool's
+ * threads, sched/blocking.c): relaxed read-modify-writes instead of the
+ * owner's load + store, the max by a relaxed CAS. Readers as above. */
+static inline void hist_record_shared(struct hist *h, uint64_t v)
+{
+    atomic_fetch_add_explicit(&h->bucket[hist_bucket(v)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, v, memory_order_relaxed);
+    uint64_t m = atomic_load_explicit(&h->max_ns, memory_order_relaxed);
+    while (v > m && !atomic_compare_exchange_weak_explicit(&h->max_ns, &m, v, memory_order_relaxed,
+                                                           memory_order_relaxed))
+        ;
 }
 
 /* Adds h's current contents to out (relaxed loads). Any thread. */

@@ -1,6 +1,7 @@
 /*
  * sched/admission.c — pending-task limit with FIFO hand-off to blocked
- * submitters (design, invariants and lifecycle in sched/admission.h).
+ * submitters (design, invariants and lifecycle in sched/admission.h). The
+ * same object bounds the blocking pool's queue (sched/blocking.c).
  *
  * Only threads that are neither workers nor the watcher ever block (on a
  * condition variable of their own, under the limiter's mutex); workers and
@@ -56,16 +57,13 @@ struct admission {
     _Atomic uint32_t blockers; /* submitters in the blocking path (until their call returns) */
 };
 
-int admission_create(struct sched *s)
+struct admission *admission_new(uint64_t limit)
 {
-    s->adm = NULL;
-    if (s->cfg->max_pending_tasks == 0)
-        return 0;
     struct admission *a = aligned_alloc(64, (sizeof(*a) + 63) & ~(size_t)63);
     if (!a)
-        return -ENOMEM;
+        return NULL;
     memset(a, 0, sizeof(*a));
-    a->limit = s->cfg->max_pending_tasks;
+    a->limit = limit;
     atomic_init(&a->pending, 0);
     atomic_init(&a->n_waiters, 0);
     atomic_init(&a->closed, 0);
@@ -74,17 +72,29 @@ int admission_create(struct sched *s)
     atomic_init(&a->blocked, 0);
     atomic_init(&a->blockers, 0);
     pthread_mutex_init(&a->lock, NULL);
-    s->adm = a;
-    return 0;
+    return a;
 }
 
-void admission_destroy(struct sched *s)
+void admission_free(struct admission *a)
 {
-    struct admission *a = s->adm;
     if (!a)
         return;
     pthread_mutex_destroy(&a->lock);
     free(a);
+}
+
+int admission_create(struct sched *s)
+{
+    s->adm = NULL;
+    if (s->cfg->max_pending_tasks == 0)
+        return 0;
+    s->adm = admission_new(s->cfg->max_pending_tasks);
+    return s->adm ? 0 : -ENOMEM;
+}
+
+void admission_destroy(struct sched *s)
+{
+    admission_free(s->adm);
     s->adm = NULL;
 }
 
@@ -164,9 +174,7 @@ static __attribute__((cold)) int take_blocking(struct admission *a)
     return me.result;
 }
 
-/* 0 with a slot taken, -EAGAIN or -ESHUTDOWN; *blocking tells whether the
- * caller entered the blocking path (and must leave it, see admission_submit). */
-static int take(struct sched *s, struct admission *a, unsigned flags, bool *blocking)
+int admission_take(struct sched *s, struct admission *a, unsigned flags, bool *blocking)
 {
     /* Fast path only when nobody waits: a newcomer never overtakes a waiter. */
     if (atomic_load_explicit(&a->n_waiters, memory_order_relaxed) == 0 && take_slot(a))
@@ -175,18 +183,23 @@ static int take(struct sched *s, struct admission *a, unsigned flags, bool *bloc
         atomic_fetch_add_explicit(&a->rejected, 1, memory_order_relaxed);
         return -EAGAIN;
     }
-    /* Shutdown fence: admission_shutdown() waits until blockers is 0 again, so
+    /* Shutdown fence: admission_close() waits until blockers is 0 again, so
      * the runtime outlives every submitter it woke. Pairs with its seq_cst load. */
     atomic_fetch_add_explicit(&a->blockers, 1, memory_order_seq_cst);
     *blocking = true;
     return take_blocking(a);
 }
 
+void admission_left(struct admission *a)
+{
+    atomic_fetch_sub_explicit(&a->blockers, 1, memory_order_release); /* last touch of the runtime */
+}
+
 int admission_submit_via(struct sched *s, struct urt_task *t, unsigned flags, admission_place_fn *place, void *ctx)
 {
     struct admission *a = s->adm;
     bool blocking = false;
-    int err = take(s, a, flags, &blocking);
+    int err = admission_take(s, a, flags, &blocking);
     if (!err) {
         t->priv.flags |= TASK_ADMITTED;
         err = place(ctx, t, flags);
@@ -197,8 +210,8 @@ int admission_submit_via(struct sched *s, struct urt_task *t, unsigned flags, ad
     }
     if (err && (t->priv.flags & TASK_POOLED))
         sched_task_free(s, t); /* urt_spawn's task goes back to the pool */
-    if (blocking) /* last touch of the runtime by this submitter */
-        atomic_fetch_sub_explicit(&a->blockers, 1, memory_order_release);
+    if (blocking)
+        admission_left(a);
     return err;
 }
 
@@ -219,11 +232,8 @@ int admission_submit(struct sched *s, struct urt_task *t, unsigned flags, struct
     return admission_submit_via(s, t, flags, place_sched, &p);
 }
 
-void admission_shutdown(struct sched *s)
+void admission_close(struct admission *a)
 {
-    struct admission *a = s->adm;
-    if (!a)
-        return;
     pthread_mutex_lock(&a->lock);
     atomic_store_explicit(&a->closed, 1, memory_order_relaxed);
     while (a->head) {
@@ -241,18 +251,34 @@ void admission_shutdown(struct sched *s)
         sched_yield();
 }
 
-void admission_read_stats(const struct sched *s, struct urt_admission_stats *o)
+void admission_shutdown(struct sched *s)
 {
+    if (s->adm)
+        admission_close(s->adm);
+}
+
+uint64_t admission_pending(const struct admission *a)
+{
+    return atomic_load_explicit(&((struct admission *)a)->pending, memory_order_seq_cst);
+}
+
+void admission_read(const struct admission *a0, struct urt_admission_stats *o)
+{
+    struct admission *a = (struct admission *)a0; /* atomic loads of a const object */
     memset(o, 0, sizeof(*o));
-    struct admission *a = s->adm;
-    if (!a)
-        return;
     o->limit = a->limit;
     o->pending = atomic_load_explicit(&a->pending, memory_order_relaxed);
     o->max_pending = atomic_load_explicit(&a->max_pending, memory_order_relaxed);
     o->rejected = atomic_load_explicit(&a->rejected, memory_order_relaxed);
     o->blocked = atomic_load_explicit(&a->blocked, memory_order_relaxed);
     o->waiting = atomic_load_explicit(&a->n_waiters, memory_order_relaxed);
+}
+
+void admission_read_stats(const struct sched *s, struct urt_admission_stats *o)
+{
+    memset(o, 0, sizeof(*o));
+    if (s->adm)
+        admission_read(s->adm, o);
 }
 
 URT_API int urt_admission_stats(const urt_runtime *rt, struct urt_admission_stats *out)

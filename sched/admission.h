@@ -4,7 +4,8 @@
  * Object: one struct admission per runtime, created only when
  * max_pending_tasks > 0 (struct sched's adm pointer is NULL otherwise, and
  * then no code here runs: the submit path tests the pointer, the worker
- * tests a task flag it already loaded).
+ * tests a task flag it already loaded). The blocking pool bounds its queue
+ * with one more (admission_new: blocking_queue_max, sched/blocking.c).
  *
  * Invariants:
  *  - pending <= limit at every instant: a slot is taken only by a CAS from a
@@ -39,6 +40,25 @@
 struct sched;
 struct admission;
 struct worker;
+
+/* A limiter of `limit` slots, for another bound than max_pending_tasks (the
+ * blocking pool's queue, sched/blocking.c): NULL on ENOMEM. Freed with
+ * admission_free() once nobody uses it. */
+struct admission *admission_new(uint64_t limit);
+void admission_free(struct admission *a);
+/* Takes one slot of a: 0, -EAGAIN (full; URT_SUBMIT_BLOCK honoured only off
+ * the workers and the runtime's own threads) or -ESHUTDOWN (closed while
+ * waiting). *blocking set: the caller entered the blocking path and must call
+ * admission_left(a) after its last touch of the runtime (the shutdown fence).
+ * Any thread. */
+int admission_take(struct sched *s, struct admission *a, unsigned flags, bool *blocking);
+void admission_left(struct admission *a);
+/* admission_shutdown for any limiter: waiters return -ESHUTDOWN, none waits
+ * from now on; returns when every woken waiter left. */
+void admission_close(struct admission *a);
+/* Slots taken now (seq_cst load). */
+uint64_t admission_pending(const struct admission *a);
+void admission_read(const struct admission *a, struct urt_admission_stats *out);
 
 /* Allocates the limiter if cfg->max_pending_tasks > 0 (s->adm stays NULL
  * otherwise). 0 or -ENOMEM. Creator thread. */
