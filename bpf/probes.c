@@ -27,6 +27,9 @@ URT__SEMAPHORE(urt_suspend_semaphore, 14)
 URT__SEMAPHORE(urt_flush_semaphore, 16)
 URT__SEMAPHORE(urt_durable_semaphore, 18)
 URT__SEMAPHORE(urt_commit_done_semaphore, 20)
+URT__SEMAPHORE(urt_blocking_submit_semaphore, 24)
+URT__SEMAPHORE(urt_blocking_start_semaphore, 26)
+URT__SEMAPHORE(urt_blocking_done_semaphore, 28)
 #endif
 
 void probe_stats_users_add(int delta)

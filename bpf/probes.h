@@ -18,6 +18,9 @@
  *   flush          worker, lsn, bytes                                the log (issue 5)
  *   durable        worker, lsn, flush_start_ns, durable_ns           the log
  *   commit_done    worker, kind (enum urt_latency_kind), submit_ns, done_ns
+ *   blocking_submit   worker|-1, offload_id, enqueue_ns                 the submitter
+ *   blocking_start    pool thread, offload_id, enqueue_ns, start_ns     the pool thread
+ *   blocking_done     pool thread, offload_id, enqueue_ns, start_ns, end_ns
  *
  * Stamps are CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns()). A stamp is
  * 0 when it was not taken (the consumer appeared after the event).
@@ -76,9 +79,10 @@
 #define PROBE_W_TASK 0 /* lanes: stats users, submit, start, done */
 #define PROBE_W_WAKE 1 /* lanes: wake_sent, wake_received, steal, suspend */
 #define PROBE_W_LOG 2  /* lanes: flush, durable, commit_done, (unused) */
+#define PROBE_W_BLOCKING 3 /* lanes: blocking_submit, blocking_start, blocking_done, (unused) */
 
 struct probe_gate {
-    _Atomic uint64_t word[3];
+    _Atomic uint64_t word[4];
 };
 extern struct probe_gate urt__probe_gate URT__HIDDEN;
 extern _Atomic uint64_t urt__probes_fired URT__HIDDEN;
@@ -108,6 +112,12 @@ static inline bool probe_log_timing_on(void)
     return (probe_word(PROBE_W_TASK) & 0xffffu) != 0 || probe_word(PROBE_W_LOG) != 0;
 }
 
+/* Blocking pool timestamps wanted (stats, or a blocking_* probe attached). */
+static inline bool probe_blocking_timing_on(void)
+{
+    return (probe_word(PROBE_W_TASK) & 0xffffu) != 0 || probe_word(PROBE_W_BLOCKING) != 0;
+}
+
 static inline uint64_t probe_now_ns(void)
 {
     return urt_clock_ns(); /* the one clock (base/clock.h) */
@@ -134,7 +144,9 @@ static inline void probe_fired(void)
 extern volatile unsigned short urt_submit_semaphore URT__HIDDEN, urt_start_semaphore URT__HIDDEN,
     urt_done_semaphore URT__HIDDEN, urt_steal_semaphore URT__HIDDEN, urt_suspend_semaphore URT__HIDDEN,
     urt_wake_sent_semaphore URT__HIDDEN, urt_wake_received_semaphore URT__HIDDEN,
-    urt_flush_semaphore URT__HIDDEN, urt_durable_semaphore URT__HIDDEN, urt_commit_done_semaphore URT__HIDDEN;
+    urt_flush_semaphore URT__HIDDEN, urt_durable_semaphore URT__HIDDEN, urt_commit_done_semaphore URT__HIDDEN,
+    urt_blocking_submit_semaphore URT__HIDDEN, urt_blocking_start_semaphore URT__HIDDEN,
+    urt_blocking_done_semaphore URT__HIDDEN;
 
 #define URT__PROBE(word, lane, name, ...)                                                                  \
     do {                                                                                                   \
@@ -184,6 +196,15 @@ extern volatile unsigned short urt_submit_semaphore URT__HIDDEN, urt_start_semap
 #define URT_PROBE_COMMIT_DONE(worker_, kind_, submit_, done_)                                                  \
     URT__PROBE(PROBE_W_LOG, 2, commit_done, (int64_t)(worker_), (int64_t)(kind_), (uint64_t)(submit_),        \
                (uint64_t)(done_))
+
+#define URT_PROBE_BLOCKING_SUBMIT(worker_, id_, enq_)                                                      \
+    URT__PROBE(PROBE_W_BLOCKING, 0, blocking_submit, (int64_t)(worker_), (uint64_t)(id_), (uint64_t)(enq_))
+#define URT_PROBE_BLOCKING_START(thread_, id_, enq_, start_)                                                \
+    URT__PROBE(PROBE_W_BLOCKING, 1, blocking_start, (int64_t)(thread_), (uint64_t)(id_), (uint64_t)(enq_),    \
+               (uint64_t)(start_))
+#define URT_PROBE_BLOCKING_DONE(thread_, id_, enq_, start_, end_)                                           \
+    URT__PROBE(PROBE_W_BLOCKING, 2, blocking_done, (int64_t)(thread_), (uint64_t)(id_), (uint64_t)(enq_),     \
+               (uint64_t)(start_), (uint64_t)(end_))
 
 /* ---- events that also feed the in-process histograms ----------------------------------- */
 

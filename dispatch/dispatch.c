@@ -300,10 +300,16 @@ URT_API int urt_dispatch_handle(urt_dispatch *d, const char *kind, urt_dispatch_
 static void on_watchdog(void *ctx, const struct urt_watchdog_report *r)
 {
     struct urt_dispatch *d = ctx;
-    struct urt_dispatch_run *run = run_of_job(d, r->job);
+    /* A blocking pool thread's function (urt/blocking.h) blocks no worker:
+     * never a reason for apoptosis. */
+    struct urt_dispatch_run *run = r->pool_thread >= 0 ? NULL : run_of_job(d, r->job);
     if (!run) {
         if (d->opt.watchdog)
             d->opt.watchdog(d->opt.watchdog_arg, r);
+        else if (r->pool_thread >= 0)
+            fprintf(stderr, "urt watchdog: offload %p (job %p) on blocking pool thread urt-blk-%d has run for at "
+                            "least %.3f ms (limit %.3f ms)\n",
+                    (void *)r->blocking, (void *)r->job, r->pool_thread, r->elapsed_ns / 1e6, r->limit_ns / 1e6);
         else
             fprintf(stderr, "urt watchdog: task %p (job %p) on worker %u has run for at least %.3f ms (limit %.3f ms)\n",
                     (void *)r->task, (void *)r->job, r->worker, r->elapsed_ns / 1e6, r->limit_ns / 1e6);

@@ -106,6 +106,13 @@ static const struct field FIELDS[] = {
     U32(log_channels, 0, 1024, "0",
         "log channels: the first n workers own one each, the others' commits hop to one (0 = one per "
         "worker)"),
+    /* C22 blocking work */
+    U32(blocking_threads_max, 1, 32768, "512", "blocking pool threads at most (created on demand)"),
+    U32(blocking_threads_min, 0, 32768, "0",
+        "blocking pool threads kept (started with the runtime, never retired); at most blocking_threads_max"),
+    U32(blocking_keepalive_ms, 1, 86400000, "10000", "an idle blocking pool thread exits after this long (ms)"),
+    U64(blocking_queue_max, 1, 1ull << 32, "65536",
+        "offloads waiting for a blocking pool thread at most (beyond: -EAGAIN, or a wait with URT_SUBMIT_BLOCK)"),
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -234,6 +241,9 @@ URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t le
                     c->ring_entries);
     if (!is_pow2(c->deque_capacity))
         return fail(err, len, "deque_capacity: %u is not a power of two", c->deque_capacity);
+    if (c->blocking_threads_min > c->blocking_threads_max)
+        return fail(err, len, "blocking_threads_min: %u exceeds blocking_threads_max (%u)", c->blocking_threads_min,
+                    c->blocking_threads_max);
     if (c->watchdog_abort && c->task_runtime_limit_us == 0)
         return fail(err, len, "watchdog_abort: true needs task_runtime_limit_us > 0 (the watchdog is off)");
     if (c->topology && check_topology(c->topology, err, len))

@@ -3,7 +3,8 @@
  *
  * create = validate the configuration -> probe io_uring -> build the topology
  * and place the workers -> start the scheduler (each worker creates its ring
- * in its own thread). Each phase either succeeds or undoes the earlier ones.
+ * in its own thread) -> the admission limit, the blocking pool, the watcher.
+ * Each phase either succeeds or undoes the earlier ones.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include "bpf/probes.h"
 #include "runtime/runtime.h"
 #include "sched/admission.h"
+#include "sched/blocking.h"
 #include "sched/watcher.h"
 
 _Static_assert(offsetof(struct urt_runtime, sched) == 0, "sched/ casts urt_runtime * to struct sched *");
@@ -78,17 +80,43 @@ static int start_workers(struct urt_runtime *rt)
     return 0;
 }
 
-/* Pending-task limit and watcher thread (sched/admission.c, sched/watcher.c);
- * on failure the workers are stopped again. */
+/* The blocking pool (sched/blocking.c): one sub-pool per NUMA node of the
+ * topology when the workers are bound to nodes or CPUs. */
+static int start_blocking(struct urt_runtime *rt)
+{
+    uint32_t n = rt->topo.n_nodes ? rt->topo.n_nodes : 1;
+    struct blocking_node_spec *nodes = calloc(n, sizeof(*nodes));
+    if (!nodes)
+        return urt__error(-ENOMEM, "runtime: out of memory");
+    for (uint32_t i = 0; i < rt->topo.n_nodes; i++) {
+        nodes[i].id = rt->topo.nodes[i].id;
+        nodes[i].cpus = rt->topo.nodes[i].cpus;
+    }
+    int err = blocking_create(&rt->sched, rt->topo.n_nodes, nodes, rt->cfg.placement != URT_PLACEMENT_NONE);
+    free(nodes);
+    if (err == -ENOMEM)
+        return urt__error(err, "runtime: out of memory for the blocking pool");
+    if (err)
+        return urt__error(err, "blocking pool: starting blocking_threads_min (%u) threads failed",
+                          rt->cfg.blocking_threads_min);
+    return 0;
+}
+
+/* Pending-task limit, blocking pool and watcher thread (sched/admission.c,
+ * sched/blocking.c, sched/watcher.c); on failure the workers are stopped
+ * again. */
 static int start_limits_and_watcher(struct urt_runtime *rt)
 {
     int err = admission_create(&rt->sched);
     if (err)
         urt__error(err, "runtime: out of memory");
+    else if ((err = start_blocking(rt)))
+        ; /* message recorded */
     else if ((err = watcher_start(&rt->sched)))
         urt__error(err, "watcher: starting its thread and ring failed: %s", strerror(-err));
     if (err) {
         sched_stop(&rt->sched, false);
+        blocking_free(&rt->sched);
         admission_destroy(&rt->sched);
     }
     return err;
@@ -143,10 +171,14 @@ URT_API int urt_runtime_destroy(urt_runtime *rt, enum urt_shutdown mode)
         return urt__error(-EDEADLK, "urt_runtime_destroy: called from one of the runtime's own workers");
     if (sched_service_thread(&rt->sched))
         return urt__error(-EDEADLK, "urt_runtime_destroy: called from the runtime's watcher thread");
+    if (blocking_on_pool_thread(&rt->sched))
+        return urt__error(-EDEADLK, "urt_runtime_destroy: called from one of the runtime's blocking pool threads");
     admission_shutdown(&rt->sched); /* blocked submitters return -ESHUTDOWN */
+    blocking_close(&rt->sched);     /* so do those waiting for room in the blocking pool's queue */
     watcher_close(&rt->sched);      /* watched tasks get their cancel callback (joined in sched_stop) */
     int cancelled = sched_stop(&rt->sched, mode == URT_SHUTDOWN_DRAIN);
     watcher_free(&rt->sched);
+    blocking_free(&rt->sched);
     admission_destroy(&rt->sched);
     if (rt->cfg.stats_timing)
         probe_stats_users_add(-1);

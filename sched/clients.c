@@ -1,13 +1,15 @@
 /*
  * sched/clients.c — the table through which the scheduler's core calls its
  * clients (struct sched_client_ops, sched/sched.h): the admission limit,
- * jobs, lanes, the watcher and the tasks' I/O (sched/uio.c). This file is the one place that knows both
- * sides; the core includes none of the clients' headers.
+ * jobs, lanes, the watcher, the tasks' I/O (sched/uio.c) and the blocking
+ * pool (sched/blocking.c). This file is the one place that knows both sides;
+ * the core includes none of the clients' headers.
  *
  * No memory ordering of its own: each entry carries its function's contract.
  */
 #include "sched/sched.h"
 #include "sched/admission.h"
+#include "sched/blocking.h"
 #include "sched/job.h"
 #include "sched/lane.h"
 #include "sched/uio.h"
@@ -33,6 +35,14 @@ static void release_slot(struct sched *s)
     admission_release(s->adm);
 }
 
+/* A job was cancelled or a transaction aborts (sched/job.c J8, tx/tx.c T5):
+ * its I/O in flight and its queued offloads go, the one sweep for both. */
+static void sweep_io_and_offloads(struct sched *s)
+{
+    uio_sweep_post(s);
+    blocking_sweep(s);
+}
+
 static bool job_cancelled(const struct urt_job *job)
 {
     return job_is_cancelled(job);
@@ -47,8 +57,11 @@ const struct sched_client_ops sched_clients = {
     .cancel_lane_runner = lane_cancel_runner,
     .stop_watcher = watcher_stop,
     .dump_state = dump_state,
-    .io_sweep = uio_sweep_post,
+    .io_sweep = sweep_io_and_offloads,
     .io_stop = uio_stop,
     .io_pending = uio_pending,
     .io_release = uio_release,
+    .blocking_busy = blocking_busy,
+    .blocking_quiesce = blocking_quiesce,
+    .blocking_stop = blocking_stop,
 };

@@ -90,11 +90,43 @@
  *  (M4) Shutdown: a submitter that is not a worker brackets its push with
  *       foreign_inflight (seq_cst), exactly as sched/submit.c does, so
  *       sched_stop either sees its push or the submitter sees the phase.
+ *  (M6) Holds (below): the park CAS and the deliveries' CASes on `conts`
+ *       are acq_rel (the stack's contents published, the runner's acquire
+ *       exchange takes them); the park CAS releases park_w and budget to
+ *       the delivery that clears LANE_PARKED, whose sticky push (release)
+ *       hands them, and the lane, to the runner's next run (acquire pop),
+ *       as M2.
  *  (M5) destroying (urt_lane_create's lanes only): relaxed store by
  *       urt_lane_destroy before it waits, relaxed load by urt_lane_submit /
  *       urt_lane_spawn. It only detects misuse (a submission while destroy
  *       waits: -EINVAL); rule 3 of urt/lane.h (no submission races with
  *       destroy) is what makes destroy safe.
+ *
+ * ---- Holds: blocking work on a lane (urt/blocking.h) ----------------------------
+ * A task of the lane that offloads a function (sched/blocking_off.c) is not
+ * finished until the offload's continuation ran: the lane's next task waits.
+ *  (H1) lane_hold, by the task inside the runner: holding + 1 (the runner's),
+ *       pending + 1 (the continuation is a task of the lane: never an
+ *       activation, the running task is counted).
+ *  (H2) The runner, while holding > 0, runs only delivered continuations
+ *       (oldest first; a yielded task waits in `current`); with none, it
+ *       settles (L4: pending stays >= holding > 0), stores park_w and CASes
+ *       `conts` from empty to LANE_PARKED: parked, it is queued nowhere and
+ *       returns.
+ *  (H3) lane_resume (any thread: the pool thread whose function returned)
+ *       pushes the continuation on `conts` (a Treiber stack of
+ *       continuations whose head word also carries LANE_PARKED) with one
+ *       CAS that clears the bit. Push and unpark are one step: a park CAS
+ *       succeeds only on an empty stack, so either the runner sees the
+ *       continuation or the delivery sees LANE_PARKED and pushes the
+ *       runner on park_w's sticky queue (waking it): exactly one requeue,
+ *       no lost continuation. Without the bit the CAS is the delivery's
+ *       last touch of the lane (the continuation may run and the lane end
+ *       right after it); with it, the lane waits for the requeue.
+ *  (H4) A continuation that finished: holding - 1 (it cannot yield). At 0
+ *       the lane goes on: `current`, then the FIFO. V1 holds (the runner is
+ *       requeued only by the delivery that unparked it), V4 holds (pending
+ *       only grew), the lane is never idle while it holds.
  *
  * Load: one exchange + one fetch_add per submission, no lock, no allocation; the
  * runner does one fetch_sub and one sticky push per batch.
@@ -238,6 +270,106 @@ static void lane_requeue(struct urt_lane *l, struct worker *w)
     sched_push_sticky(w->s, to, &l->runner);
 }
 
+/* ---- holds (H1-H4) ------------------------------------------------------------- */
+
+#define LANE_PARKED ((uintptr_t)1) /* in `conts`: the runner is parked (tasks are 8-byte aligned) */
+
+/* The runner: the oldest delivered continuation, or NULL. */
+static struct urt_task *cont_next(struct urt_lane *l)
+{
+    struct urt_task *t = l->conts_head;
+    if (!t) {
+        uintptr_t top = atomic_exchange_explicit(&l->conts, 0, memory_order_acquire);
+        struct urt_task *stack = (struct urt_task *)top; /* never LANE_PARKED: we run */
+        while (stack) { /* newest first: reverse into arrival order */
+            struct urt_task *next = atomic_load_explicit(&stack->priv.next, memory_order_relaxed);
+            atomic_store_explicit(&stack->priv.next, t, memory_order_relaxed);
+            t = stack;
+            stack = next;
+        }
+        if (!t)
+            return NULL;
+    }
+    l->conts_head = atomic_load_explicit(&t->priv.next, memory_order_relaxed);
+    return t;
+}
+
+/* (H2) true: parked (the next delivery requeues the runner); false: a
+ * continuation was delivered meanwhile. */
+static bool lane_park(struct urt_lane *l, struct worker *w)
+{
+    l->park_w = w;
+    uintptr_t none = 0;
+    return atomic_compare_exchange_strong_explicit(&l->conts, &none, LANE_PARKED, memory_order_acq_rel,
+                                                   memory_order_acquire); /* (M6) */
+}
+
+void lane_hold(struct urt_lane *l)
+{
+    l->holding++; /* (H1) the runner's own thread */
+    atomic_fetch_add_explicit(&l->pending, 1, memory_order_acq_rel);
+}
+
+void lane_unhold(struct urt_lane *l)
+{
+    l->holding--;
+    atomic_fetch_sub_explicit(&l->pending, 1, memory_order_acq_rel); /* > 0: the running task counts */
+}
+
+void lane_resume(struct urt_lane *l, struct urt_task *t)
+{
+    struct sched *s = l->s;
+    struct worker *self = sched_current(s);
+    t->priv.lane = l;
+    probe_task_submit(t, self ? (int)self->index : -1);
+    uintptr_t top = atomic_load_explicit(&l->conts, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&t->priv.next, (struct urt_task *)(top & ~LANE_PARKED), memory_order_relaxed);
+    } while (!atomic_compare_exchange_weak_explicit(&l->conts, &top, (uintptr_t)t, memory_order_acq_rel,
+                                                    memory_order_relaxed)); /* (H3) */
+    /* Not parked: that CAS was the last touch (the runner may run t and the
+     * lane end at once). Parked: the lane waits for this push. */
+    if (top & LANE_PARKED) /* our CAS read the park CAS: park_w, budget (M6) */
+        sched_push_sticky(s, l->park_w, &l->runner);
+}
+
+enum lane_pick { PICK_TASK, PICK_NONE, PICK_PARKED };
+
+/* The runner's next task: a delivered continuation while the lane holds
+ * (H2: none yet, it settles and parks), else the yielded head, else the
+ * FIFO's (PICK_NONE: empty, or in transit, V2). *cont: a continuation. */
+static enum lane_pick lane_next(struct urt_lane *l, struct worker *w, uint32_t *finished, uint32_t *budget,
+                                struct urt_task **t, bool *cont)
+{
+    *cont = __builtin_expect(l->holding != 0, 0);
+    if (*cont) {
+        while (!(*t = cont_next(l))) {
+            if (*finished) {
+                *budget = lane_settle(l, *finished); /* > 0: the lane holds */
+                *finished = 0;
+            }
+            l->budget = *budget;
+            if (lane_park(l, w))
+                return PICK_PARKED;
+        } /* a continuation arrived meanwhile */
+        return PICK_TASK;
+    }
+    if ((*t = l->current)) {
+        l->current = NULL;
+        return PICK_TASK;
+    }
+    return (*t = inbox_pop(&l->q)) ? PICK_TASK : PICK_NONE;
+}
+
+/* The runner counts as one task run; the tasks it ran beyond it. */
+static inline void runner_stats(struct worker *w, unsigned ran)
+{
+    if (ran > 1) {
+        STAT_ADD(w, tasks_run, ran - 1);
+        STAT_ADD(w, sticky_runs, ran - 1);
+    }
+}
+
 static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
 {
     struct urt_lane *l = arg;
@@ -261,13 +393,20 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
         }
         if (__builtin_expect(atomic_load_explicit(&l->s->phase, memory_order_relaxed) == PHASE_STOPPING, 0))
             break; /* destroy(CANCEL): the queued tasks are cancelled, not run */
-        struct urt_task *t = l->current;
-        if (t)
-            l->current = NULL;
-        else if (!(t = inbox_pop(&l->q)))
-            break; /* (V2) in transit */
+        struct urt_task *t;
+        bool cont;
+        enum lane_pick p = lane_next(l, w, &finished, &budget, &t, &cont);
+        if (p == PICK_PARKED) {
+            runner_stats(w, ran); /* (H2) the delivery of a continuation queues the runner again */
+            return URT_TASK_DONE;
+        }
+        if (p == PICK_NONE)
+            break;
         ran++;
-        if (run_one(w, l, t) == URT_TASK_YIELD) {
+        enum urt_task_result r = run_one(w, l, t);
+        if (cont)
+            l->holding--; /* (H4) */
+        if (r == URT_TASK_YIELD) {
             l->current = t; /* keeps its place at the head of the lane */
             break;
         }
@@ -280,20 +419,14 @@ static enum urt_task_result lane_runner(struct urt_task *runner, void *arg)
         budget = left;
     }
     l->budget = budget; /* still ours: pending > 0 */
-    if (ran > 1) {
-        STAT_ADD(w, tasks_run, ran - 1);
-        STAT_ADD(w, sticky_runs, ran - 1);
-    }
+    runner_stats(w, ran);
     lane_requeue(l, w);
     return URT_TASK_DONE;
 
 idle:
     /* The lane may be re-activated (even freed) from here on: touch nothing
      * of it. */
-    if (ran > 1) {
-        STAT_ADD(w, tasks_run, ran - 1);
-        STAT_ADD(w, sticky_runs, ran - 1);
-    }
+    runner_stats(w, ran);
     atomic_fetch_sub_explicit(&w->lanes_active, 1, memory_order_relaxed);
     if (idle)
         idle(ctx);
@@ -310,6 +443,10 @@ void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const s
     l->runner.priv.flags = TASK_LANE_RUNNER;
     l->current = NULL;
     l->budget = 0;
+    l->holding = 0;
+    l->conts_head = NULL;
+    l->park_w = NULL;
+    atomic_init(&l->conts, 0);
     l->s = s;
     l->ops = ops;
     l->ctx = ctx;
@@ -383,6 +520,13 @@ int lane_cancel_runner(struct sched *s, struct urt_task *runner)
     struct urt_task *t;
     void (*idle)(void *) = l->ops ? l->ops->idle : NULL;
     void *ctx = l->ctx;
+    /* Continuations first (H2): every offload delivered before the workers
+     * were joined (sched/blocking.c blocking_quiesce). */
+    while ((t = cont_next(l))) {
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
+    l->holding = 0;
     if ((t = l->current)) {
         l->current = NULL;
         sched_cancel_task(s, NULL, t);

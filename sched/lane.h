@@ -71,6 +71,13 @@ struct urt_lane {
     alignas(64) struct urt_task runner;
     struct urt_task *current;          /* a task that yielded: it resumes first */
     uint32_t budget;                   /* tasks known counted and not yet run (lane.c V4) */
+    /* holds for blocking work (lane.c H1-H4): the runner's */
+    uint32_t holding;                  /* continuations to run before the lane's other tasks */
+    struct urt_task *conts_head;       /* delivered continuations taken from `conts`, oldest first */
+    struct worker *park_w;             /* the worker the runner parked on */
+    /* the deliverers' (one CAS each per continuation) */
+    _Atomic uintptr_t conts;           /* delivered continuations, newest first (a Treiber stack),
+                                          | LANE_PARKED while the runner is parked (lane.c H2) */
 };
 
 
@@ -87,6 +94,21 @@ int lane_submit_counted(struct urt_lane *l, struct urt_task *t, unsigned flags, 
 /* Records the message of a refused submission (-EAGAIN or -ESHUTDOWN) for
  * public function fn and returns err. */
 int lane_submit_error(const char *fn, int err);
+
+/* Blocking work (sched/blocking_off.c, urt/blocking.h): a task of l that
+ * offloads a function makes the lane hold until the offload's continuation
+ * ran (lane.c H1-H4).
+ *   lane_hold(l)      — by the task, while it runs on l's runner (its fn or
+ *                       cancel callback): the continuation counts as a task
+ *                       of the lane from now on, and the lane's other tasks
+ *                       wait for it;
+ *   lane_unhold(l)    — the same task, when its offload was refused;
+ *   lane_resume(l, t) — any thread: t, the continuation, runs on the lane
+ *                       next (before any task that is not a continuation).
+ * Continuations cannot yield. */
+void lane_hold(struct urt_lane *l);
+void lane_unhold(struct urt_lane *l);
+void lane_resume(struct urt_lane *l, struct urt_task *t);
 
 /* After the workers stopped: cancels the runner's lane (every queued task's
  * cancel callback runs). Returns the number of tasks cancelled. */

@@ -119,6 +119,15 @@ struct sched_client_ops {
     void (*io_stop)(struct worker *w, bool exiting);
     uint32_t (*io_pending)(const struct worker *w);
     void (*io_release)(struct worker *w);
+    /* Blocking work (sched/blocking.c, urt/blocking.h). busy (any thread):
+     * offloads accepted whose continuation was not delivered yet (the drain
+     * waits for none at the start of a quiet round). quiesce (destroying
+     * thread, phase STOPPING, workers not yet joined): no more offloads, the
+     * queued ones out unrun, the running ones waited for. stop (after the
+     * workers are gone): the pool threads exit. */
+    bool (*blocking_busy)(struct sched *s);
+    void (*blocking_quiesce)(struct sched *s);
+    void (*blocking_stop)(struct sched *s);
 };
 extern const struct sched_client_ops sched_clients;
 
@@ -198,6 +207,7 @@ struct sched {
     struct admission *adm;   /* pending-task limit, NULL when off (sched/admission.c) */
     struct watcher *watcher; /* conditional tasks (sched/watcher.c) */
     struct watchdog *watchdog; /* its passes run on the watcher thread (sched/watchdog.c) */
+    struct blocking_pool *blocking; /* the blocking pool (sched/blocking.c), NULL until created */
     /* Called (any thread) when a job with watched conditions is cancelled, so
      * that the watcher cancels them now (set by sched/watcher.c; NULL: none). */
     void (*job_conds_cancelled)(struct sched *s);

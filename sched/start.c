@@ -10,11 +10,21 @@
  * one worker may hold another's buffers until the very end).
  *
  * ---- Drain ----------------------------------------------------------------
- * destroy(DRAIN) refuses foreign submissions, then repeats: snapshot the sum
- * of tasks_run, wait until every worker has reported two idle polls
- * (idle_sweeps), snapshot again; equal sums mean no task ran in between, so
- * no task could have been submitted (only running tasks submit now) and every
- * queue that each worker found empty is still empty.
+ * destroy(DRAIN) refuses foreign submissions, then repeats: note whether the
+ * blocking pool holds an offload whose continuation is not delivered yet,
+ * snapshot the sum of tasks_run, wait until every worker has reported two
+ * idle polls (idle_sweeps), snapshot again; equal sums and no offload at the
+ * start mean no task ran in between, so no task or offload could have been
+ * submitted (only running tasks submit now, and a pool thread's delivery is
+ * a submission of an offload that was there at the start) and every queue
+ * that each worker found empty is still empty.
+ *
+ * ---- Stop -------------------------------------------------------------------
+ * PHASE_STOPPING; the blocking pool is quiesced (its queued offloads go out
+ * unrun, the running ones are waited for: every continuation is in a queue
+ * before the workers are joined); the workers and the watcher are joined;
+ * what is left in the queues is cancelled (the continuations' callbacks run
+ * here); the pool's threads exit.
  *
  * ---- Memory ordering --------------------------------------------------------
  * start_lock/start_cond order the workers' start reports (start_err, ring)
@@ -214,6 +224,9 @@ static void drain(struct sched *s)
         seen = calloc(s->n_workers, sizeof(*seen));
     }
     for (;;) {
+        bool offloads = sched_clients.blocking_busy(s); /* at the start of the round */
+        if (offloads)
+            sleep_us(100); /* a function still runs on the pool: do not spin on the drain */
         wake_all(s);
         uint64_t before = sum_tasks_run(s);
         for (uint32_t i = 0; i < s->n_workers; i++)
@@ -224,7 +237,7 @@ static void drain(struct sched *s)
                 sleep_us(50);
             }
         }
-        if (sum_tasks_run(s) == before)
+        if (sum_tasks_run(s) == before && !offloads)
             break;
     }
     if (seen != seen_small)
@@ -270,6 +283,7 @@ int sched_stop(struct sched *s, bool drain_first)
     }
     atomic_store_explicit(&s->phase, PHASE_STOPPING, memory_order_seq_cst);
     wait_foreign_submitters(s);
+    sched_clients.blocking_quiesce(s); /* every offload's continuation is queued from here on */
     wake_all(s);
     for (uint32_t i = 0; i < s->n_workers; i++) {
         /* A worker may be suspended with a wake already pending; keep poking. */
@@ -288,6 +302,7 @@ int sched_stop(struct sched *s, bool drain_first)
      * continuation above may have used them. */
     for (uint32_t i = 0; i < s->n_workers; i++)
         sched_clients.io_release(s->workers[i]);
+    sched_clients.blocking_stop(s); /* the pool's threads exit */
     free_workers(s);
     ring_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
     pthread_cond_destroy(&s->start_cond);

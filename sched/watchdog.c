@@ -2,7 +2,8 @@
  * sched/watchdog.c — the watchdog's passes and the state dump (SPEC C10).
  *
  * Workers publish their running task and a run sequence (seqlock contract in
- * sched/watchdog.h). A pass, on the watcher thread every quarter of the
+ * sched/watchdog.h), and so do the blocking pool's threads around each
+ * function (sched/blocking.c). A pass, on the watcher thread every quarter of the
  * limit (at least 100 µs), stamps a run the first time it sees it and
  * reports it once when now - first seen > task_runtime_limit_us: the
  * callback (urt_watchdog_set_callback; default: one line on stderr), and
@@ -27,6 +28,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "sched/blocking.h"
 #include "sched/sched.h"
 
 #define WATCHDOG_MIN_PERIOD_NS 100000ull
@@ -42,6 +44,8 @@ struct watchdog {
     struct sched *s;
     uint64_t limit_ns, period_ns, next_ns;
     struct wd_seen *seen;      /* per worker */
+    struct wd_seen *pool_seen; /* per blocking pool thread slot (n_pool of them) */
+    uint32_t n_pool;
     _Atomic uint64_t reports;
     pthread_mutex_t cb_lock;
     urt_watchdog_fn *cb;
@@ -54,6 +58,14 @@ struct watchdog *watchdog_create(struct sched *s)
     if (!wd || !(wd->seen = calloc(s->n_workers, sizeof(*wd->seen)))) {
         free(wd);
         return NULL;
+    }
+    if (s->cfg->task_runtime_limit_us) {
+        wd->n_pool = 2 * s->cfg->blocking_threads_max; /* the pool's slots at most (sched/blocking.c) */
+        if (!(wd->pool_seen = calloc(wd->n_pool, sizeof(*wd->pool_seen)))) {
+            free(wd->seen);
+            free(wd);
+            return NULL;
+        }
     }
     wd->s = s;
     wd->limit_ns = s->cfg->task_runtime_limit_us * 1000ull;
@@ -73,6 +85,7 @@ void watchdog_free(struct watchdog *wd)
         return;
     wd->s->watchdog = NULL;
     pthread_mutex_destroy(&wd->cb_lock);
+    free(wd->pool_seen);
     free(wd->seen);
     free(wd);
 }
@@ -90,6 +103,12 @@ uint64_t watchdog_reports(const struct watchdog *wd)
 static void default_watchdog(void *ctx, const struct urt_watchdog_report *r)
 {
     (void)ctx;
+    if (r->pool_thread >= 0) {
+        fprintf(stderr, "urt watchdog: offload %p (job %p) on blocking pool thread urt-blk-%d has run for at least "
+                        "%.3f ms (limit %.3f ms)\n",
+                (void *)r->blocking, (void *)r->job, r->pool_thread, r->elapsed_ns / 1e6, r->limit_ns / 1e6);
+        return;
+    }
     fprintf(stderr, "urt watchdog: task %p (job %p) on worker %u has run for at least %.3f ms (limit %.3f ms)\n",
             (void *)r->task, (void *)r->job, r->worker, r->elapsed_ns / 1e6, r->limit_ns / 1e6);
 }
@@ -138,7 +157,7 @@ static void watchdog_report(struct watchdog *wd, const struct urt_watchdog_repor
     void *ctx = wd->cb_ctx;
     pthread_mutex_unlock(&wd->cb_lock);
     cb(ctx, r);
-    if (wd->s->cfg->watchdog_abort) {
+    if (wd->s->cfg->watchdog_abort && r->pool_thread < 0) {
         /* The documented policy (urt/limits.h): the user asked for it. */
         dprintf(STDERR_FILENO, "urt watchdog: task_runtime_limit_us exceeded, watchdog_abort set: aborting\n");
         dump_state(wd->s, STDERR_FILENO);
@@ -146,8 +165,30 @@ static void watchdog_report(struct watchdog *wd, const struct urt_watchdog_repor
     }
 }
 
-/* Every worker's running task: a run seen for the first time is stamped
- * now; a run seen longer than the limit is reported, once. */
+/* One run as a pass sees it (valid: something runs, with run sequence seq):
+ * a run seen for the first time is stamped now; true once it has been seen
+ * longer than the limit (and only once per run). */
+static bool seen_overdue(struct watchdog *wd, struct wd_seen *seen, bool valid, uint64_t seq, uint64_t now)
+{
+    if (!valid) {
+        atomic_store_explicit(&seen->seq, 0, memory_order_relaxed);
+        return false;
+    }
+    if (atomic_load_explicit(&seen->seq, memory_order_relaxed) != seq) {
+        atomic_store_explicit(&seen->first_ns, now, memory_order_relaxed);
+        atomic_store_explicit(&seen->seq, seq, memory_order_relaxed);
+        seen->reported = false;
+        return false;
+    }
+    uint64_t first = atomic_load_explicit(&seen->first_ns, memory_order_relaxed);
+    if (seen->reported || now - first <= wd->limit_ns)
+        return false;
+    seen->reported = true; /* once per run */
+    return true;
+}
+
+/* Every worker's running task and every blocking pool thread's function:
+ * a run seen longer than the limit is reported, once. */
 void watchdog_pass(struct watchdog *wd, uint64_t now)
 {
     if (wd->limit_ns == 0 || now < wd->next_ns)
@@ -155,26 +196,29 @@ void watchdog_pass(struct watchdog *wd, uint64_t now)
     wd->next_ns = now + wd->period_ns;
     struct sched *s = wd->s;
     for (uint32_t i = 0; i < s->n_workers; i++) {
-        struct wd_seen *seen = &wd->seen[i];
-        uint64_t seq;
-        struct urt_task *t;
-        struct urt_job *j;
-        if (!watchdog_read(&s->workers[i]->wd, &seq, &t, &j)) {
-            atomic_store_explicit(&seen->seq, 0, memory_order_relaxed);
+        uint64_t seq = 0;
+        struct urt_task *t = NULL;
+        struct urt_job *j = NULL;
+        bool valid = watchdog_read(&s->workers[i]->wd, &seq, &t, &j);
+        if (!seen_overdue(wd, &wd->seen[i], valid, seq, now))
             continue;
-        }
-        if (atomic_load_explicit(&seen->seq, memory_order_relaxed) != seq) {
-            atomic_store_explicit(&seen->first_ns, now, memory_order_relaxed);
-            atomic_store_explicit(&seen->seq, seq, memory_order_relaxed);
-            seen->reported = false;
+        uint64_t first = atomic_load_explicit(&wd->seen[i].first_ns, memory_order_relaxed);
+        struct urt_watchdog_report r = {.worker = i, .task = t, .job = j, .elapsed_ns = now - first,
+                                        .limit_ns = wd->limit_ns, .pool_thread = -1, .blocking = NULL};
+        watchdog_report(wd, &r);
+    }
+    uint32_t n = blocking_watch_count(s);
+    for (uint32_t i = 0; i < n && i < wd->n_pool; i++) {
+        uint64_t seq = 0;
+        struct urt_task *t = NULL;
+        struct urt_job *j = NULL;
+        bool valid = blocking_watch_read(s, i, &seq, &t, &j);
+        if (!seen_overdue(wd, &wd->pool_seen[i], valid, seq, now))
             continue;
-        }
-        uint64_t first = atomic_load_explicit(&seen->first_ns, memory_order_relaxed);
-        if (seen->reported || now - first <= wd->limit_ns)
-            continue;
-        seen->reported = true; /* once per run */
-        struct urt_watchdog_report r = {
-            .worker = i, .task = t, .job = j, .elapsed_ns = now - first, .limit_ns = wd->limit_ns};
+        uint64_t first = atomic_load_explicit(&wd->pool_seen[i].first_ns, memory_order_relaxed);
+        struct urt_watchdog_report r = {.worker = UINT32_MAX, .task = t, .job = j, .elapsed_ns = now - first,
+                                        .limit_ns = wd->limit_ns, .pool_thread = (int32_t)i,
+                                        .blocking = blocking_of_task(t)};
         watchdog_report(wd, &r);
     }
 }

@@ -153,6 +153,8 @@ SCHED_CLIENTS = {
     "watchdog": ["sched/watchdog.c", "sched/watchdog_pass.h"],
     "uio": ["sched/uio.c", "sched/uio.h", "sched/uio_ops.c", "sched/uio_timed.c", "sched/uio_buf.c",
             "sched/uio_multi.c"],
+    "blocking": ["sched/blocking.c", "sched/blocking.h", "sched/blocking_int.h", "sched/blocking_life.c",
+                 "sched/blocking_off.c"],
 }
 SCHED_ROOT = "sched/clients.c"  # the one file that knows both sides
 

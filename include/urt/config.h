@@ -150,6 +150,15 @@ struct urt_config {
                                        Fewer channels: a stored commit waits for fewer writes
                                        (docs/durability.md) */
 
+    /* --- C22 blocking work (urt/blocking.h) ---------------------------- */
+    uint32_t blocking_threads_max;  /* pool threads at most, 1..32768 (default 512, as Tokio) */
+    uint32_t blocking_threads_min;  /* pool threads kept (started with the runtime, never
+                                       retired), 0..blocking_threads_max (default 0) */
+    uint32_t blocking_keepalive_ms; /* an idle pool thread exits after this long, ms (default
+                                       10000, as Tokio) */
+    uint64_t blocking_queue_max;    /* offloads waiting for a pool thread at most; beyond it
+                                       -EAGAIN or, with URT_SUBMIT_BLOCK, a wait (default 65536) */
+
     uint32_t reserved[8];           /* must be zero */
 };
 

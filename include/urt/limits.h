@@ -36,7 +36,10 @@
  * time by less than P. The default callback writes one line to stderr. With
  * watchdog_abort = true, every worker's state is then written to stderr and
  * the process aborts (SIGABRT). Workers publish their running task (three
- * plain stores per task) only when L > 0.
+ * plain stores per task) only when L > 0. The blocking pool's threads
+ * (urt/blocking.h) are watched the same way: a function running longer than
+ * L is reported once (pool_thread >= 0, blocking = the offload); it does not
+ * abort the process, since it blocks no worker.
  */
 #ifndef URT_LIMITS_H
 #define URT_LIMITS_H
@@ -61,12 +64,21 @@ struct urt_admission_stats {
  * thread. */
 URT_API int urt_admission_stats(const urt_runtime *rt, struct urt_admission_stats *out);
 
+struct urt_blocking;
+
 struct urt_watchdog_report {
-    uint32_t worker;        /* index of the worker running the task */
+    uint32_t worker;        /* index of the worker running the task (UINT32_MAX: a pool thread's) */
     struct urt_task *task;  /* the task (for identification only: it may be gone) */
     struct urt_job *job;    /* its job, or NULL */
     uint64_t elapsed_ns;    /* how long it had run when reported (a lower bound, see above) */
     uint64_t limit_ns;      /* task_runtime_limit_us in ns */
+    /* A blocking pool thread's function (urt/blocking.h rule 10) instead of a
+     * task: pool_thread is its thread's number (urt-blk-<n>), blocking the
+     * offload (identification only), task its internal task; -1 and NULL
+     * for a worker's task. Such a report never aborts (watchdog_abort is for
+     * workers: a pool thread blocks none). */
+    int32_t pool_thread;
+    struct urt_blocking *blocking;
 };
 
 /* Called on the watcher thread; must not block for long (it delays checks). */

@@ -18,6 +18,7 @@
 #include <urt/watcher.h>
 #include <urt/graph.h>
 #include <urt/io.h>
+#include <urt/blocking.h>
 #include <urt/batch.h>
 #include <urt/dispatch.h> /* functions present when built with dispatch (libpq) */
 

@@ -54,6 +54,10 @@ static const char *const ALL_FIELDS[] = {
     "log_segment_kb",
     "log_poll_us",
     "log_channels",
+    "blocking_threads_max",
+    "blocking_threads_min",
+    "blocking_keepalive_ms",
+    "blocking_queue_max",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -122,6 +126,10 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.log_prealloc_kb, 4096);
     cr_assert_eq(c.log_poll_us, 1000);
     cr_assert_eq(c.log_channels, 0);
+    cr_assert_eq(c.blocking_threads_max, 512);
+    cr_assert_eq(c.blocking_threads_min, 0);
+    cr_assert_eq(c.blocking_keepalive_ms, 10000);
+    cr_assert_eq(c.blocking_queue_max, 65536);
     for (size_t i = 0; i < sizeof(c.reserved) / sizeof(c.reserved[0]); i++)
         cr_assert_eq(c.reserved[i], 0, "reserved[%zu] must be zeroed", i);
     char err[256] = "x";
@@ -164,6 +172,16 @@ Test(config, validate_accepts_edges, .timeout = 10)
     c.io_fixed_files = 65536;
     c.log_poll_us = 1000000;
     c.log_channels = 1024; /* more than workers: one per worker (wal_open) */
+    cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
+    c.blocking_threads_max = 1;
+    c.blocking_threads_min = 1;
+    c.blocking_keepalive_ms = 1;
+    c.blocking_queue_max = 1;
+    cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
+    c.blocking_threads_max = 32768;
+    c.blocking_threads_min = 32768;
+    c.blocking_keepalive_ms = 86400000;
+    c.blocking_queue_max = 1ull << 32;
     cr_assert_eq(urt_config_validate(&c, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(urt_config_validate(&c, NULL, 0), 0, "err may be NULL");
 }
@@ -216,6 +234,14 @@ static const struct bad BAD[] = {
     {"log_sync", K_LOG_SYNC, URT_LOG_SYNC_SINGLE_WRITE | 0x100, NULL, 0}, /* single_write, prealloc 0 */
     U32BAD(log_poll_us, 1000001),
     U32BAD(log_channels, 1025),
+    U32BAD(blocking_threads_max, 0),
+    U32BAD(blocking_threads_max, 32769),
+    U32BAD(blocking_threads_min, 32769),
+    U32BAD(blocking_threads_min, 513), /* above blocking_threads_max (default 512) */
+    U32BAD(blocking_keepalive_ms, 0),
+    U32BAD(blocking_keepalive_ms, 86400001),
+    U64BAD(blocking_queue_max, 0),
+    U64BAD(blocking_queue_max, (1ull << 32) + 1),
     U64BAD(worker_suspend_timeout_us, 0),
     U64BAD(worker_suspend_timeout_us, 3600000001ull),
     U64BAD(worker_suspend_timeout_us, UINT64_MAX),
@@ -285,6 +311,9 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET32(log_segment_kb);
         SET32(log_poll_us);
         SET32(log_channels);
+        SET32(blocking_threads_max);
+        SET32(blocking_threads_min);
+        SET32(blocking_keepalive_ms);
 #undef SET32
         cr_assert_fail("no u32 field %s", f);
         return;
@@ -300,6 +329,7 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         SET64(max_pending_tasks);
         SET64(task_runtime_limit_us);
         SET64(epoch_duration_us);
+        SET64(blocking_queue_max);
 #undef SET64
         cr_assert_fail("no u64 field %s", f);
         return;

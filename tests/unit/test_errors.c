@@ -877,6 +877,61 @@ Test(errors, io, .timeout = 30)
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* ---- urt/blocking.h ------------------------------------------------------------------------------- */
+
+#define BLOCKING_CODES -EINVAL, -EBUSY, -EAGAIN, -ECANCELED, -ESHUTDOWN
+
+static int64_t blk_wait_gate(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&g_gate))
+        sched_yield();
+    return 0;
+}
+
+static void blk_done_nop(struct urt_blocking *b, int64_t res, void *arg)
+{
+    (void)b, (void)res, (void)arg;
+}
+
+Test(errors, blocking, .timeout = 30)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.blocking_threads_max = 1;
+    cfg.blocking_queue_max = 1;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    struct urt_blocking b, c, d;
+    urt_blocking_init(&b, blk_wait_gate, blk_done_nop, NULL);
+    CHECK(urt_blocking_submit(NULL, &b, 0), "urt_blocking_submit", "rt", BLOCKING_CODES);
+    CHECK(urt_blocking_submit(rt, NULL, 0), "urt_blocking_submit", "b", BLOCKING_CODES);
+    CHECK(urt_blocking_submit(rt, &b, 0x2), "urt_blocking_submit", "flags", BLOCKING_CODES);
+    b.fn = NULL;
+    CHECK(urt_blocking_submit(rt, &b, 0), "urt_blocking_submit", "b->fn", BLOCKING_CODES);
+    urt_blocking_init(&b, blk_wait_gate, NULL, NULL);
+    CHECK(urt_blocking_submit(rt, &b, 0), "urt_blocking_submit", "b->done", BLOCKING_CODES);
+    CHECK(urt_blocking_spawn(rt, NULL, blk_done_nop, NULL, 0), "urt_blocking_spawn", "fn", BLOCKING_CODES,
+          -ENOMEM);
+    CHECK(urt_blocking_spawn(rt, blk_wait_gate, NULL, NULL, 0), "urt_blocking_spawn", "done", BLOCKING_CODES,
+          -ENOMEM);
+    CHECK(urt_blocking_spawn(NULL, blk_wait_gate, blk_done_nop, NULL, 0), "urt_blocking_spawn", "rt",
+          BLOCKING_CODES, -ENOMEM);
+    CHECK(urt_blocking_stats(rt, NULL), "urt_blocking_stats", "out", -EINVAL);
+    /* in flight, and the queue full (one thread busy, one offload waiting) */
+    atomic_store(&g_gate, false);
+    urt_blocking_init(&b, blk_wait_gate, blk_done_nop, NULL);
+    urt_blocking_init(&c, blk_wait_gate, blk_done_nop, NULL);
+    urt_blocking_init(&d, blk_wait_gate, blk_done_nop, NULL);
+    cr_assert_eq(urt_blocking_submit(rt, &b, 0), 0);
+    struct urt_blocking_stats st;
+    cr_assert(WAIT_UNTIL(urt_blocking_stats(rt, &st) == 0 && st.running == 1, 5000));
+    cr_assert_eq(urt_blocking_submit(rt, &c, 0), 0);
+    CHECK(urt_blocking_submit(rt, &b, 0), "urt_blocking_submit", "in flight", BLOCKING_CODES);
+    CHECK(urt_blocking_submit(rt, &d, 0), "urt_blocking_submit", "blocking_queue_max", BLOCKING_CODES);
+    atomic_store(&g_gate, true);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
 /* ---- urt/batch.h --------------------------------------------------------------------------------- */
 
 #define BATCH_START_CODES -EINVAL, -EOPNOTSUPP, -ENOMEM, -ESHUTDOWN
