@@ -60,7 +60,8 @@ extern const struct workload WL_IO[]; /* wl_io.c: docs/benchmarks.md 3.13 */
  * names (N from CLIENTS, default 16); NULL for anything else. */
 const struct workload *commit_workload_for(const char *name);
 extern const struct workload WL_BATCH[]; /* wl_batch.c: docs/benchmarks.md 3.12 */
+extern const struct workload WL_BLOCKING[]; /* wl_blocking.c: docs/benchmarks.md 3.14 */
 
-#define WORKLOAD_FAMILIES WL_CORE, WL_STICKY, WL_COMMIT, WL_GRAPH, WL_IO, WL_BATCH
+#define WORKLOAD_FAMILIES WL_CORE, WL_STICKY, WL_COMMIT, WL_GRAPH, WL_IO, WL_BATCH, WL_BLOCKING
 
 #endif
