@@ -5,9 +5,9 @@
  *
  * Every function below except dconn_init/start/submit/close/fini runs as a
  * task of the connection's lane: the lane tasks that accept a request, close
- * the connection, and the continuations of the three urt_io operations
- * (read poll, write poll, backoff sleep). Each of them ends in conn_pump(),
- * which moves the state machine as far as it can go without waiting.
+ * the connection, and the continuations of the urt_io operations (read and
+ * write polls, backoff sleep) and of host-name resolution. Each ends in
+ * conn_pump(), which moves the state machine as far as it can go without waiting.
  */
 #include "dispatch/conn.h"
 
@@ -137,10 +137,10 @@ static void arm_write(struct dconn *c)
 
 /* ---- connecting -------------------------------------------------------- */
 
-static void connect_begin(struct dconn *c)
+static void connect_libpq(struct dconn *c, bool resolved)
 {
-    const char *keys[] = {"dbname", "fallback_application_name", NULL};
-    const char *vals[] = {c->d->conninfo, "urt-dispatch", NULL};
+    const char *keys[6], *vals[6];
+    dresolve_params(&c->names, resolved, c->d->conninfo, keys, vals);
     c->pg = PQconnectStartParams(keys, vals, 1);
     if (!c->pg || PQstatus(c->pg) == CONNECTION_BAD) {
         conn_break(c, c->pg ? PQerrorMessage(c->pg) : "out of memory");
@@ -150,6 +150,31 @@ static void connect_begin(struct dconn *c)
     c->state = DC_CONNECTING;
     c->fd = PQsocket(c->pg);
     arm_write(c); /* libpq: start as if PQconnectPoll had returned PGRES_POLLING_WRITING */
+}
+
+/* The continuation, on the lane (it held: nothing of the connection ran meanwhile). */
+static void hosts_resolved(struct urt_blocking *b, int64_t res, void *arg)
+{
+    struct dconn *c = (struct dconn *)(void *)((char *)b - offsetof(struct dconn, resolve));
+    (void)arg;
+    if (res < 0) {
+        conn_break(c, res == -ECANCELED ? "the runtime is being destroyed" : c->names.err);
+        return;
+    }
+    if (c->names.err[0]) /* a name left out; the others are tried */
+        dispatch_log(c->d, "connection %u: %s", c->id, c->names.err);
+    connect_libpq(c, true);
+    conn_pump(c);
+}
+
+static void connect_begin(struct dconn *c)
+{
+    if (!c->names.hosts)
+        connect_libpq(c, false);
+    else if (dresolve_submit(&c->names, c->d->rt, &c->resolve, hosts_resolved))
+        conn_break(c, urt_last_error());
+    else
+        c->state = DC_RESOLVING; /* getaddrinfo on the blocking pool (the lane holds until hosts_resolved) */
 }
 
 static void prepare_all(struct dconn *c)
@@ -732,6 +757,7 @@ int dconn_init(struct dconn *c, struct urt_dispatch *d, uint32_t id, const struc
     c->fd = -1;
     c->depth = d->opt.pipeline;
     c->rng = 0x9e3779b9u ^ (id * 2654435761u) ^ (uint32_t)urt_now_ns();
+    dresolve_init(&c->names, d->conninfo);
     return urt_lane_create(d->rt, &c->lane);
 }
 
@@ -770,4 +796,5 @@ void dconn_fini(struct dconn *c)
         for (int i = 0; i < 3; i++)
             free(c->batch[k].text[i]);
     }
+    dresolve_fini(&c->names);
 }

@@ -39,10 +39,18 @@
  * by one (r->alone), so one bad member costs only itself. A break fails
  * the members or puts the resend ones back, as for single requests.
  *
- * States:  DOWN -> CONNECTING -> READY <-> (a request in flight)
- *            ^          |           |
- *            |          v           v
- *          BACKOFF <- BROKEN <------+            CLOSED (dconn_close)
+ * States:  DOWN -> [RESOLVING ->] CONNECTING -> READY <-> (a request in flight)
+ *            ^          |               |           |
+ *            |          v               v           v
+ *          BACKOFF <- BROKEN <----------+-----------+     CLOSED (dconn_close)
+ * RESOLVING: libpq resolves a host name with a blocking getaddrinfo(), so a
+ * conninfo that names hosts (not a socket directory, and no hostaddr) has
+ * them resolved on the runtime's blocking pool first (urt/blocking.h); the
+ * lane holds meanwhile (nothing else of the connection runs), and the
+ * continuation connects to the addresses found (hostaddr=, with host= kept
+ * for TLS and messages). A name that does not resolve is left out (logged),
+ * as libpq would go on to the next host; none left breaks the attempt
+ * (backoff, then again).
  * After each connect the statements of dispatch/dispatch.sql are prepared
  * (internal requests at the head of the FIFO), then ops->ready runs. A break
  * fails the requests in flight with -ECONNRESET, or puts them back at the
@@ -72,10 +80,12 @@
 
 #include <libpq-fe.h>
 
+#include <urt/blocking.h>
 #include <urt/io.h>
 #include <urt/lane.h>
 
 #include "dispatch/dispatch_sql.h"
+#include "dispatch/resolve.h"
 
 struct dconn;
 struct dreq;
@@ -139,7 +149,7 @@ struct dreq_q {
     struct dreq *head, *tail;
 };
 
-enum dconn_state { DC_DOWN, DC_CONNECTING, DC_READY, DC_BROKEN, DC_BACKOFF, DC_CLOSED };
+enum dconn_state { DC_DOWN, DC_RESOLVING, DC_CONNECTING, DC_READY, DC_BROKEN, DC_BACKOFF, DC_CLOSED };
 
 struct dconn {
     struct urt_dispatch *d;
@@ -170,6 +180,10 @@ struct dconn {
     struct dreq close_req;
     struct dreq_q pend[DB_N]; /* batchable requests waiting */
     struct dbatch batch[DB_N];
+    /* host names resolved on the blocking pool (RESOLVING): written by the
+     * pool thread while the lane holds, read by the continuation */
+    struct urt_blocking resolve;
+    struct dresolve names;
 };
 
 /* Sets c up (lane creation: urt_lane_create). Returns 0 or -errno. Any thread. */

@@ -7,7 +7,8 @@
  * the release back), a violated lease detected and not applied, enqueue
  * and wake, metrics windows, heartbeats with garbage payloads and
  * repartitioning, connections killed under running strands, stop with runs
- * in flight. The multi-process scenarios are in test_dispatch_fleet.c.
+ * in flight, host names resolved on the blocking pool. The multi-process
+ * scenarios are in test_dispatch_fleet.c.
  *
  * Handlers record what they saw in atomics; the test's main thread asserts
  * (criterion's assertions belong to the main thread) and checks the rows.
@@ -36,13 +37,15 @@ struct env {
     struct urt_dispatch_options opt;
 };
 
-static _Atomic int g_log_lines, g_garbage_logged, g_windows;
+static _Atomic int g_log_lines, g_garbage_logged, g_windows, g_unresolved_logged;
 static void quiet_log(const char *line, void *arg)
 {
     (void)arg;
     atomic_fetch_add(&g_log_lines, 1);
     if (strstr(line, "ignored a notification"))
         atomic_fetch_add(&g_garbage_logged, 1);
+    if (strstr(line, "could not resolve host \"no-such-host.invalid\""))
+        atomic_fetch_add(&g_unresolved_logged, 1);
     fprintf(stderr, "[dispatch] %s\n", line);
 }
 
@@ -559,4 +562,46 @@ Test(dispatch, scans_walk_the_due_index_on_a_never_analyzed_table, .timeout = 12
     cr_assert_lt(read, 50 * n, "the scans read %lld index entries for %lld strands: a sort of the backlog per scan?",
                  read, n);
     PQfinish(pg);
+}
+
+/* ---- host names (urt/blocking.h) ---------------------------------------------------- */
+
+static _Atomic int g_resolved_runs;
+static void h_resolved(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
+{
+    (void)s;
+    (void)ctx;
+    atomic_fetch_add(&g_resolved_runs, 1);
+    urt_dispatch_done(run, "resolved:ok");
+}
+
+/* A conninfo that names hosts (after the cluster's socket directory, which
+ * libpq tries first): every connection resolves the names on the blocking
+ * pool, never with getaddrinfo on a worker, while its lane holds, leaves out
+ * the one that does not resolve (logged), then connects (to the socket
+ * directory) and runs strands. */
+Test(dispatch, host_names_resolved_on_the_blocking_pool, .timeout = 120)
+{
+    struct env e;
+    env_init(&e, "dispatch_resolve");
+    char ci[320];
+    const char *h = strstr(e.ci, "host=");
+    cr_assert_not_null(h);
+    size_t hlen = strcspn(h, " ");
+    snprintf(ci, sizeof(ci), "%.*s,no-such-host.invalid,localhost%s", (int)(h - e.ci + hlen), e.ci, h + hlen);
+    e.opt.conninfo = ci;
+    env_create(&e);
+    urt_dispatch_handle(e.d, "resolved", h_resolved, NULL);
+    for (int i = 0; i < 5; i++)
+        pg_ok(e.pg, "INSERT INTO urt_strand (kind) VALUES ('resolved')");
+    cr_assert_eq(urt_dispatch_start(e.d), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(unfinished(&e) == 0, 30000), "%lld unfinished", unfinished(&e));
+    cr_assert_eq(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE exitval = 'resolved:ok'"), 5);
+    struct urt_blocking_stats st;
+    cr_assert_eq(urt_blocking_stats(e.rt, &st), 0);
+    cr_assert_geq(st.done, 1 + e.opt.connections, "%llu resolutions on the pool for %u connections",
+                  (unsigned long long)st.done, 1 + e.opt.connections);
+    cr_assert_geq((uint32_t)atomic_load(&g_unresolved_logged), 1 + e.opt.connections,
+                  "the unresolvable name was not logged");
+    env_fini(&e);
 }

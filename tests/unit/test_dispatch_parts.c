@@ -4,8 +4,9 @@
  * (every sampled uuid prefix lies in exactly one range, ranges tile the
  * space in order), heartbeat payload parsing, the partition map's grow /
  * shrink rules (seed 003's repartition_check), the metrics window's order
- * statistics and percentages, the idle sleep and the takeover delay. The
- * scenarios with PostgreSQL are in tests/dispatch/.
+ * statistics and percentages, the idle sleep and the takeover delay, the
+ * host names a connection string makes resolve off the workers
+ * (dispatch/resolve.h). The scenarios with PostgreSQL are in tests/dispatch/.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include "dispatch/metrics.h"
 #include "dispatch/partition.h"
+#include "dispatch/resolve.h"
 
 static uint32_t prefix(const char *uuid)
 {
@@ -154,4 +156,41 @@ Test(dispatch_parts, idle_sleep_and_takeover_delay)
     cr_assert_eq(dispatch_sleep_ns(3, 0, 0, 8, 1 * MS, 10 * S), 2250 * MS, "no rate yet: 1 strand/s");
     cr_assert_eq(dispatch_old_delay_ns(5 * S, 0), 5 * S);
     cr_assert_eq(dispatch_old_delay_ns(5 * S, 10 * S), 17 * S, "5 s + 1.2 x 10 s");
+}
+
+/* Which connection strings need a resolution, and what it gives: names to
+ * addresses, socket directories kept with an empty address, a name that does
+ * not resolve left out with its port. */
+Test(dispatch_parts, host_names_to_resolve)
+{
+    struct dresolve r;
+    const char *none[] = {"dbname=x", "host=/var/run/postgresql dbname=x", "host=localhost hostaddr=127.0.0.1",
+                          "host=/tmp,@abstract port=5432", "postgresql:///x?host=/tmp"};
+    for (unsigned i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        dresolve_init(&r, none[i]);
+        cr_assert_null(r.hosts, "\"%s\" needs no resolution", none[i]);
+        dresolve_fini(&r);
+    }
+    dresolve_init(&r, "host=/tmp,no-such-host.invalid,localhost port=5432,5433,5434 dbname=x");
+    cr_assert_str_eq(r.hosts, "/tmp,no-such-host.invalid,localhost");
+    cr_assert_str_eq(r.ports, "5432,5433,5434");
+    cr_assert_eq(dresolve_run(&r), 0);
+    cr_assert_str_eq(r.hostlist, "/tmp,localhost", "the name that does not resolve is left out");
+    cr_assert_str_eq(r.portlist, "5432,5434", "and its port");
+    cr_assert(!strcmp(r.hostaddr, ",127.0.0.1") || !strcmp(r.hostaddr, ",::1"), "addresses \"%s\"", r.hostaddr);
+    cr_assert(strstr(r.err, "no-such-host.invalid"), "%s", r.err);
+    const char *keys[6], *vals[6];
+    dresolve_params(&r, true, "dbname=x", keys, vals);
+    cr_assert_str_eq(keys[2], "host");
+    cr_assert_str_eq(vals[3], r.hostaddr);
+    cr_assert_str_eq(keys[4], "port");
+    cr_assert_null(keys[5]);
+    dresolve_params(&r, false, "dbname=x", keys, vals);
+    cr_assert_null(keys[2], "unresolved: the conninfo alone");
+    dresolve_fini(&r);
+    dresolve_init(&r, "host=no-such-host.invalid port=5432");
+    cr_assert_null(r.ports, "one port for every host: not filtered");
+    cr_assert_eq(dresolve_run(&r), -1, "no host left");
+    cr_assert(strstr(r.err, "could not resolve host \"no-such-host.invalid\""), "%s", r.err);
+    dresolve_fini(&r);
 }
