@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: check-installed.sh BUILDDIR [EXAMPLE...]}
 shift
 names=("$@")
-((${#names[@]})) || names=(hello lanes_tx job_deadline conditional durable echo batch graph graph_io)
+((${#names[@]})) || names=(hello lanes_tx job_deadline conditional durable echo batch graph graph_io blocking)
 CC=${CC:-cc}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/urt-examples.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
