@@ -8,7 +8,7 @@
  * while the tree lives (so that statement completions on any worker can submit
  * the tree's next steps to it) and is closed by batch_tree_done once the last
  * node is released; its completion callback (batch_job_done) calls the user's
- * callback once, sets `ended` and drops the job's reference. Seed 001's
+ * callback once, sets `ended` and drops the job's reference. jogasaki's batch executor's
  * bootstrap and teardown tasks are the bootstrap task and the job's teardown.
  *
  * References: the caller's handle and the job's; the last one frees the root

@@ -11,7 +11,7 @@
  *   struct bblock     one block in flight: its window (buffer), parse cursor,
  *                     the statement in flight, its transaction; owned by its file
  *   struct bload      the transactional load (batch/load.c)
- * Node life (seed 001): created -> activated -> deactivated -> disposed, the
+ * Node life (jogasaki's batch executor): created -> activated -> deactivated -> disposed, the
  * steps of tree.c (no field records it: each step is one place in the code).
  *
  * Locking: b->mu protects the tree's shape and counters (lists, counts,

@@ -1,5 +1,5 @@
 /*
- * batch/load.c — the transactional load (URT_BATCH_TRANSACTIONAL; seed 000,
+ * batch/load.c — the transactional load (URT_BATCH_TRANSACTIONAL; after jogasaki's,
  * "トランザクショナルロード"): every record of every file in ONE transaction,
  * at most max_statements statements in flight, driven by one loader task.
  *
@@ -14,7 +14,7 @@
  *   - when the slots are full, or the input is done and statements are still
  *     in flight, it returns URT_TASK_YIELD: it is queued again behind the
  *     worker's other work (the statements among it) and looks again — the
- *     seed's "busy loop": no worker ever blocks;
+ *     jogasaki's "busy loop": no worker ever blocks;
  *   - when every statement completed it commits the transaction with the
  *     batch's response (or aborts it after an error) and the commit's
  *     callback ends the batch's tree.

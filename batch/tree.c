@@ -1,5 +1,5 @@
 /*
- * batch/tree.c — the batch executor's tree (SPEC C15, seed 001): which files
+ * batch/tree.c — the batch executor's tree (SPEC C15, after jogasaki's batch executor): which files
  * and blocks are in flight, and the hand-off of block boundaries.
  *
  * Shape. batch -> active files (at most max_concurrent_files) -> each file's

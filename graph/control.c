@@ -1,6 +1,6 @@
 /*
  * graph/control.c — the controller of a task graph (SPEC C16): jogasaki's
- * DAG controller (seed 002) on urt's public API.
+ * DAG controller (after jogasaki's, Tsurugi's SQL engine) on urt's public API.
  *
  * Events ("news", graph_int.h N_*) are posted by tasks and by the API:
  * upstream providing, task completed (a step's live count reached 0), side
@@ -256,7 +256,7 @@ static void exchange_complete(struct urt_graph *g, struct gx *x)
 static void step_stop(struct urt_graph *g, struct gstep *s);
 
 /* Early completion goes upstream through incremental exchanges whose
- * consumers are all stopped or completed (seed 002), never through a
+ * consumers are all stopped or completed (jogasaki's rule), never through a
  * shuffle, never into a step with side effects. */
 static void propagate_up(struct urt_graph *g, struct gstep *s)
 {

@@ -1,5 +1,5 @@
 /*
- * graph/proc.c — processors (seed 004, Databend's pipeline executor) in a
+ * graph/proc.c — processors (after Databend's pipeline executor) in a
  * task graph (SPEC C16, urt/graph.h).
  *
  * A processor step's partitions are processor instances (CTX_PROC). Two

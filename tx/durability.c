@@ -1,5 +1,5 @@
 /*
- * tx/durability.c — an engine's own durability source (SPEC C13, seed 000's
+ * tx/durability.c — an engine's own durability source (SPEC C13, jogasaki's
  * durability callback): the engine, not urt's log, makes records durable.
  *
  * The engine registers a source (urt_durability_source) instead of giving

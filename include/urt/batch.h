@@ -67,7 +67,7 @@
  * of its records (so a block never commits records read from a start that a
  * malformed record earlier in the file made wrong); a block without records
  * begins none. With
- * URT_BATCH_TRANSACTIONAL the whole load is ONE transaction (seed 000's
+ * URT_BATCH_TRANSACTIONAL the whole load is ONE transaction (jogasaki's
  * transactional load): files are read in order, one block at a time, by one
  * loader task that keeps at most max_statements statements in flight (all on
  * the transaction's lane) and yields itself (URT_TASK_YIELD: no worker ever

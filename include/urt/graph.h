@@ -99,11 +99,11 @@
  * exchanges cannot wait for their consumers (which start after the
  * producers): over `capacity` units urt_graph_emit() returns -ENOBUFS.
  *
- * Lanes (seed 002's any/some attribute). A step with `lane` set runs all its
+ * Lanes (jogasaki's any/some attribute). A step with `lane` set runs all its
  * tasks one at a time on that lane (urt/lane.h), e.g. a transaction's lane;
  * other steps' tasks run anywhere (stealing).
  *
- * Processors (seed 004). A step may instead be a processor: each partition is
+ * Processors (after Databend's). A step may instead be a processor: each partition is
  * a state machine with ports. A forward exchange between two processor steps
  * is a port per partition: one atomic word (URT_PORT_*) holding at most one
  * unit, so it bounds its memory by itself. The graph calls event() whenever
@@ -202,7 +202,7 @@ typedef void urt_graph_release_fn(void *data, uint32_t rows, void *arg);
 struct urt_graph_options {
     urt_graph_done_fn *done;  /* optional */
     void *arg;
-    uint64_t deadline_ns;     /* from urt_graph_start(); 0 = none (seed 004's query time limit) */
+    uint64_t deadline_ns;     /* from urt_graph_start(); 0 = none (a query time limit, as Databend's) */
     uint32_t partitions;      /* default partition count (P1); 0: the runtime's worker count */
     uint32_t flags;           /* none defined: must be zero */
     uint32_t reserved[4];     /* must be zero */
@@ -215,7 +215,7 @@ struct urt_graph_options {
 #define URT_STEP_DELIVER 0x4u      /* side effects: never cut short from downstream */
 #define URT_STEP_FLAGS_ALL 0x7u
 
-/* Processors (seed 004). event() returns one of these or a -errno. */
+/* Processors (after Databend's). event() returns one of these or a -errno. */
 enum urt_proc_next {
     URT_PROC_NEED_DATA = 0,    /* wait until an input port has data or finished */
     URT_PROC_NEED_CONSUME = 1, /* wait until an output port was consumed */
@@ -431,7 +431,7 @@ URT_API int urt_graph_complete(struct urt_graph_ctx *ctx);
  * the graph was aborted (error, cancel, deadline). */
 URT_API bool urt_graph_stopping(const struct urt_graph_ctx *ctx);
 
-/* ---- processors (seed 004) ------------------------------------------------------------- */
+/* ---- processors (after Databend's) ------------------------------------------------------------- */
 
 #define URT_PORT_HAS_DATA 0x1u  /* a unit waits in the port */
 #define URT_PORT_NEED_DATA 0x2u /* the consumer asked for data */

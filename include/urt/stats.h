@@ -88,6 +88,8 @@ struct urt_stats {
  * NULL (-EINVAL) or on -ENOMEM, with a message in urt_last_error(). Any
  * thread. */
 URT_API struct urt_stats *urt_stats_snapshot(const urt_runtime *rt);
+/* Frees a snapshot of urt_stats_snapshot(); NULL is a no-op. The snapshot
+ * is the caller's memory: it outlives the runtime. Any thread. */
 URT_API void urt_stats_free(struct urt_stats *stats);
 
 /* "queue", "run", "wake", "commit_accepted", "commit_available",

@@ -175,6 +175,13 @@ enum urt_tx_state {
     URT_TX_COMMITTING = 3,/* commit requested, response not reached yet */
     URT_TX_COMMITTED = 4, /* the commit's response was reached */
 };
+/* The transaction's state now (it may change as soon as this returns,
+ * unless it is ABORTED or COMMITTED, which are final): ACTIVE until a
+ * commit or abort is requested, COMMITTING or ABORTING while the request
+ * waits for the tasks in flight or for the log, then COMMITTED (the
+ * callback's status was 0) or ABORTED (aborted, or the commit failed: the
+ * callback got its error). URT_TX_ABORTED for a NULL tx. Any thread, while
+ * the handle is held. */
 URT_API enum urt_tx_state urt_tx_state(const urt_tx *tx);
 
 /* The transaction id (for log records). Any thread. */
