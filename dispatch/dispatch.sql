@@ -272,7 +272,10 @@ RETURNING array_position($1::uuid[], s.id) AS ord,
           (extract(epoch FROM s.schedule) * 1000000)::bigint AS schedule_us,
           s.try,
           s.payload,
-          s.halted IS NULL AS run
+          s.halted IS NULL AS run,
+          s.max_attempts,
+          s.priority,
+          s.last_error
 
 -- statement release
 -- A run that failed with reason $3: gives the lease back, keeps the reason

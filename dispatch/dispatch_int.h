@@ -64,8 +64,8 @@ struct urt_dispatch_run {
     struct dsample sample;
     /* filled by the take's callback */
     char lease_us[24], schedule_us[24], nap_us[24];
-    char *payload;
-    size_t payload_cap;
+    char *payload, *last_error;
+    size_t payload_cap, last_error_cap;
     struct urt_dispatch_strand strand;
     urt_job *job;
     _Atomic(urt_job *) watch_job;  /* for the watchdog callback (apoptosis) */

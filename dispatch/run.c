@@ -118,6 +118,7 @@ void run_slots_fini(struct urt_dispatch *d)
         if (r->efd >= 0)
             close(r->efd);
         free(r->payload);
+        free(r->last_error);
         free(r->exitval);
         free(r->fail_reason);
         free(r->sql_buf);
@@ -176,21 +177,20 @@ void run_take(struct urt_dispatch_run *run)
     handoff(run, HO_TAKE);
 }
 
-static void keep_payload(struct urt_dispatch_run *run, const char *p)
+/* Copies p into the slot's growing buffer *buf (the strand's strings live
+ * as long as the slot); "" when there is no memory. */
+static const char *keep_text(char **buf, size_t *cap, const char *p)
 {
     size_t n = strlen(p) + 1;
-    if (n > run->payload_cap) {
-        char *b = realloc(run->payload, n);
-        if (!b) {
-            p = "";
-            n = 1;
-        } else {
-            run->payload = b;
-            run->payload_cap = n;
-        }
+    if (n > *cap) {
+        char *b = realloc(*buf, n);
+        if (!b)
+            return "";
+        *buf = b;
+        *cap = n;
     }
-    if (run->payload)
-        memcpy(run->payload, p, n);
+    memcpy(*buf, p, n);
+    return *buf;
 }
 
 static void run_begin(struct urt_dispatch_run *run);
@@ -220,10 +220,13 @@ static void take_done(struct dreq *r, PGresult *res, int err, const char *msg)
     run->sample.acquired = true;
     snprintf(run->lease_us, sizeof(run->lease_us), "%s", PQgetvalue(res, row, 1));
     snprintf(run->schedule_us, sizeof(run->schedule_us), "%s", PQgetvalue(res, row, 2));
-    keep_payload(run, PQgetvalue(res, row, 4));
     run->strand.id = run->id;
     run->strand.kind = d->handlers[run->handler].kind;
-    run->strand.payload = run->payload ? run->payload : "";
+    run->strand.payload = keep_text(&run->payload, &run->payload_cap, PQgetvalue(res, row, 4));
+    run->strand.max_attempts = (uint32_t)strtoul(PQgetvalue(res, row, 6), NULL, 10);
+    run->strand.priority = (int32_t)strtol(PQgetvalue(res, row, 7), NULL, 10);
+    run->strand.last_error = PQgetisnull(res, row, 8) ? NULL
+                             : keep_text(&run->last_error, &run->last_error_cap, PQgetvalue(res, row, 8));
     run->strand.try_count = (uint32_t)strtoul(PQgetvalue(res, row, 3), NULL, 10);
     run->strand.old_strand = run->sample.old_strand;
     run->strand.lease_expired = run->sample.lease_expired;

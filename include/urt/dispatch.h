@@ -157,6 +157,10 @@ struct urt_dispatch_strand {
     uint32_t try_count;    /* 1 on the first run; every take counts, a nap resets it to 0 */
     bool old_strand;       /* taken by the takeover scan (outside this partition, or late) */
     bool lease_expired;    /* an earlier run's lease expired on it (its process died) */
+    uint32_t max_attempts; /* tries before the dead letters (0: unlimited); try_count ==
+                              max_attempts: a failure of this run makes it a dead letter */
+    int32_t priority;      /* its priority (lower runs first) */
+    const char *last_error; /* the reason of its last failure, NULL if none */
 };
 
 /* A handler: runs on a worker as the first task of the run's job (rule 1 of

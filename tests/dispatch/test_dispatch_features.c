@@ -32,7 +32,9 @@
  *                                      migrated to 2 and they run;
  *   a_failure_moves_the_schedule_...   the take leaves the schedule (a HOT
  *                                      update), a failure's release backs it
- *                                      off within the cap.
+ *                                      off within the cap;
+ *   a_run_sees_its_attempts_...        struct urt_dispatch_strand's
+ *                                      max_attempts, priority, last_error.
  *
  * Handlers record what they saw in atomics; the test's main thread asserts.
  */
@@ -679,5 +681,47 @@ Test(dispatch_features, a_failure_moves_the_schedule_by_its_backoff, .timeout = 
     cr_assert(WAIT_UNTIL(pg_ll(e.pg, "SELECT count(*) FROM urt_strand WHERE kind = 'once' AND schedule < now()") == 1,
                          5000),
               "the retry is not due within the 2 s cap");
+    env_fini(&e);
+}
+
+/* ---- what a run sees of its strand ------------------------------------------------------------ */
+
+static _Atomic int g_fields_seen;
+static uint32_t g_seen_max, g_seen_try;
+static int32_t g_seen_prio;
+static char g_seen_error[64];
+
+static void h_fields(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
+{
+    (void)ctx;
+    if (s->try_count == 1) {
+        if (s->last_error)
+            snprintf(g_seen_error, sizeof(g_seen_error), "unexpected: %s", s->last_error);
+        urt_dispatch_fail(run, "the first reason");
+        return;
+    }
+    g_seen_max = s->max_attempts;
+    g_seen_try = s->try_count;
+    g_seen_prio = s->priority;
+    snprintf(g_seen_error, sizeof(g_seen_error), "%s", s->last_error ? s->last_error : "(null)");
+    atomic_store_explicit(&g_fields_seen, 1, memory_order_release); /* after the fields */
+    urt_dispatch_done(run, "seen");
+}
+
+Test(dispatch_features, a_run_sees_its_attempts_priority_and_last_error, .timeout = 120)
+{
+    struct env e;
+    env_init(&e, "feat_fields");
+    env_create(&e);
+    urt_dispatch_handle(e.d, "fields", h_fields, NULL);
+    cr_assert_eq(urt_dispatch_start(e.d), 0);
+    struct items_wait w;
+    struct urt_dispatch_item it = {.kind = "fields", .priority = -7, .max_attempts = 5};
+    enqueue_items(&e, &it, 1, URT_DISPATCH_KEY_REPLACE, &w);
+    cr_assert(WAIT_UNTIL(atomic_load_explicit(&g_fields_seen, memory_order_acquire), 10000));
+    cr_assert_eq(g_seen_try, 2);
+    cr_assert_eq(g_seen_max, 5);
+    cr_assert_eq(g_seen_prio, -7);
+    cr_assert_str_eq(g_seen_error, "the first reason", "the second run sees the first one's failure");
     env_fini(&e);
 }
