@@ -1,7 +1,7 @@
 /*
  * dispatch/control.c — the control lane: scans, the bounded queue, run
  * slots, heartbeats and the partition map, the metrics window (SPEC C21;
- * seed 003's scan thread, repartition thread and metrics thread in one lane).
+ * Ubicloud's dispatcher's scan thread, repartition thread and metrics thread in one lane).
  *
  * Everything here runs as a task of the control connection's lane (its
  * requests' callbacks, its timer's continuation, the tasks that bring run
@@ -518,7 +518,7 @@ int control_start(struct urt_dispatch *d)
     ctl->win_start = now;
     ctl->next_scan = now;
     /* the first takeover scan at a random point of its period, so a fleet
-     * started at once does not run them together (seed 003) */
+     * started at once does not run them together (as Ubicloud's dispatcher) */
     ctl->next_old = now + (d->opt.old_scan_interval_ns / 1024) * (uint64_t)(now % 1024);
     return dconn_start(&ctl->conn);
 }

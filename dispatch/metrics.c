@@ -92,7 +92,7 @@ void dmetrics_window(const struct dsample *s, uint32_t n, uint64_t elapsed_ns, u
 uint64_t dispatch_sleep_ns(uint32_t queued, double strands_per_second, uint32_t free_slots, uint32_t pool,
                            uint64_t min_ns, uint64_t max_ns)
 {
-    double sps = strands_per_second > 0 ? strands_per_second : 1; /* the seed's default: 1 per second */
+    double sps = strands_per_second > 0 ? strands_per_second : 1; /* Ubicloud's default: 1 per second */
     double s = queued * 0.75 / sps;
     double idle = pool ? (double)free_slots / pool : 1;
     if (s < idle)

@@ -1,6 +1,6 @@
 /*
  * dispatch/metrics.h — the dispatcher's delay metrics and its idle sleep
- * (SPEC C21; seed 003's metrics_hash and sleep_duration).
+ * (SPEC C21; Ubicloud's dispatcher's metrics_hash and sleep_duration).
  *
  * Each run (a lease take that answered, acquired or not) leaves one sample:
  * scan delay (how late the strand was when a scan picked it: the database's
@@ -11,7 +11,7 @@
  * the sorted window's values at floor(n * q) for q = .5 .75 .85 .95 .99, the
  * max; three percentages; strands per second (samples / the window's wall
  * time); and the current strand delay, the p95 of the total delay of the
- * window's own (not old) strands. (Seed 003 indexes its unsorted array for
+ * window's own (not old) strands. (Ubicloud's dispatcher indexes its unsorted array for
  * that last one; here it is the real p95.)
  *
  * The idle sleep after a scan that found nothing: queue x 0.75 / strands

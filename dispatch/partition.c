@@ -45,7 +45,7 @@ void partition_map_init(struct partition_map *m, uint32_t self)
 {
     memset(m, 0, sizeof(*m));
     m->self = self;
-    m->n = self; /* assume the highest until told otherwise (seed 003) */
+    m->n = self; /* assume the highest until told otherwise (as Ubicloud's dispatcher) */
 }
 
 bool partition_heard(struct partition_map *m, uint32_t p, uint64_t now)

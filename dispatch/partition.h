@@ -1,6 +1,6 @@
 /*
  * dispatch/partition.h — the partition arithmetic and map of the dispatcher
- * (SPEC C21, seed 003's strand_id_range and repartition_check).
+ * (SPEC C21, Ubicloud's dispatcher's strand_id_range and repartition_check).
  *
  * The uuid space is cut by its first 32 bits: with n partitions, partition p
  * (1..n) starts at floor((p - 1) * 2^32 / n) and ends before floor(p * 2^32 /

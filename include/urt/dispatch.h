@@ -94,7 +94,7 @@
  * hand-over is tried again 1 ms later, a thread that is not a worker waits
  * (URT_SUBMIT_BLOCK); nothing is lost to the limit.
  *
- * Metrics (seed 003's respirate metrics): every metrics_every runs the
+ * Metrics (the respirate metrics of Ubicloud's dispatcher): every metrics_every runs the
  * scan, queue, lease and total delays (average, p50, p75, p85, p95, p99,
  * max), queue size and free slots seen by each run, the lease-acquire,
  * old-strand and lease-expired percentages and strands per second of that

@@ -3,7 +3,7 @@
  * database (SPEC C21): the partition arithmetic against a brute-force model
  * (every sampled uuid prefix lies in exactly one range, ranges tile the
  * space in order), heartbeat payload parsing, the partition map's grow /
- * shrink rules (seed 003's repartition_check), the metrics window's order
+ * shrink rules (Ubicloud's repartition_check), the metrics window's order
  * statistics and percentages, the idle sleep and the takeover delay, the
  * host names a connection string makes resolve off the workers
  * (dispatch/resolve.h). The scenarios with PostgreSQL are in tests/dispatch/.
