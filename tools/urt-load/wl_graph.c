@@ -1,7 +1,7 @@
 /*
  * tools/urt-load/wl_graph.c — the task-graph family: docs/benchmarks.md
- * sections 3.10 (graph_aggregate) and 3.11 (graph_limit) on urt's task
- * graphs (urt/graph.h, SPEC C16).
+ * sections 3.10 (graph_aggregate), 3.11 (graph_limit) and 3.15
+ * (graph_pipeline) on urt's task graphs (urt/graph.h, SPEC C16).
  *
  * graph_aggregate: scan (1,024 partitions, one task per morsel of 16,384
  * rows: keep value % 10 != 0, append (key, value) to the morsel's buffer of
@@ -19,6 +19,13 @@
  * the arrays are zeroed before each iteration (not timed). The graph object
  * is built and prepared (urt_graph_prepare) before t0, as the TBB peer
  * builds its flow graph once: t0 is taken right before urt_graph_start().
+ *
+ * graph_pipeline (3.15): source (one partition, the values 1..200,000
+ * one unit each, the value in the data pointer) -> forward -> 8 transform
+ * steps (4 xorshift64 steps per unit, P6 gives each one partition) ->
+ * forward -> sink (a per-worker sum). It measures what the graph costs per
+ * unit and step. t0 before urt_graph_start(), t1 in the completion
+ * callback; the check: 200,000 units at the sink, their sum the serial one.
  *
  * graph_limit: scan (4,096 partitions, URT_STEP_SCAN, max_in_flight = 4 x
  * WORKERS: a finished scan task admits the next morsel) keeps the rows with
@@ -38,13 +45,17 @@
  *
  * Checks: graph_aggregate's checksum against a single-threaded reference
  * computed once per process; graph_limit: exactly 100 rows, each satisfying
- * the filter and equal to its row recomputed from its index. A failed check
- * prints `# ERROR ...` and the workload returns 1.
+ * the filter and equal to its row recomputed from its index; graph_pipeline:
+ * the units counted at the sink and their sum against the serial sum. A
+ * failed check prints `# ERROR ...` and the workload returns 1.
  *
  * Memory ordering: the futex event (measure.h) publishes the final task's
  * writes (checksum, t1) to the external thread; the graph's job end
  * (urt_graph_wait) orders every task's writes before the external thread's
- * reads of the limit's rows and counters.
+ * reads of the limit's rows, the sink's sums and the counters. The source's
+ * cursor and the sink's per-worker sums are plain: one partition runs one
+ * task at a time, and the graph's hand-offs order its tasks; the external
+ * thread resets them before urt_graph_start (which publishes them).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -470,6 +481,193 @@ static int run_graph_limit(urt_runtime *rt, const char *name)
     return 0;
 }
 
+/* ==== 3.15 graph_pipeline ===================================================== */
+
+#define GP_UNITS 200000u
+#define GP_STAGES 8
+#define GP_MIX 4 /* xorshift64 steps per transform */
+#define GP_SLOTS 256
+
+/* One transform: GP_MIX xorshift64 steps. It maps 0 to 0 only (each step is
+ * a bijection), so a unit's value (1..GP_UNITS, transformed) is never 0. */
+static inline uint64_t gp_mix(uint64_t x)
+{
+    for (int k = 0; k < GP_MIX; k++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    return x;
+}
+
+struct gp_slot {
+    _Alignas(64) uint64_t sum, n; /* one worker's share of the sink */
+};
+
+static struct {
+    urt_runtime *rt;
+    uint64_t want;            /* the serial sum of the 8-fold transform */
+    uint64_t next;            /* the source's cursor (one partition: one task at a time) */
+    struct gp_slot slot[GP_SLOTS];
+    _Atomic int status;
+    _Atomic uint64_t t1;
+    struct measure_event ended;
+} GP;
+
+/* The source: one partition emitting 1..GP_UNITS, one unit each, the value in
+ * the data pointer (a unit's data is the producer's; the graph never reads
+ * it). A full exchange: yield and emit the same value when called again. */
+static int gp_source(struct urt_graph_ctx *ctx, void *arg)
+{
+    (void)arg;
+    while (GP.next < GP_UNITS) {
+        int err = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)(GP.next + 1), 1);
+        if (err == -EAGAIN)
+            return URT_STEP_YIELD;
+        if (err)
+            return err == -EPIPE ? URT_STEP_DONE : err;
+        GP.next++;
+    }
+    return URT_STEP_DONE;
+}
+
+/* A transform: called once per arriving unit of its partition. A unit held
+ * back by a full exchange waits in the task state (its value, never 0) for
+ * the call after the yield, as urt_graph_next gives a unit to one call only. */
+static int gp_stage(struct urt_graph_ctx *ctx, void *arg)
+{
+    (void)arg;
+    void **held = urt_graph_task_state(ctx);
+    uint64_t x;
+    struct urt_graph_unit u;
+    if (*held) {
+        x = (uint64_t)(uintptr_t)*held;
+        *held = NULL;
+    } else if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) == 1) {
+        x = gp_mix((uint64_t)(uintptr_t)u.data);
+    } else {
+        return URT_STEP_DONE;
+    }
+    int err = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)x, 1);
+    if (err == -EAGAIN) {
+        *held = (void *)(uintptr_t)x;
+        return URT_STEP_YIELD;
+    }
+    return err == -EPIPE ? URT_STEP_DONE : err;
+}
+
+static int gp_sink(struct urt_graph_ctx *ctx, void *arg)
+{
+    (void)arg;
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1)
+        return URT_STEP_DONE;
+    struct gp_slot *s = &GP.slot[(unsigned)urt_current_worker(GP.rt) % GP_SLOTS];
+    s->sum += (uint64_t)(uintptr_t)u.data;
+    s->n++;
+    return URT_STEP_DONE;
+}
+
+static void gp_done(urt_graph *g, int status, void *arg)
+{
+    (void)g;
+    (void)arg;
+    atomic_store_explicit(&GP.t1, measure_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&GP.status, status, memory_order_relaxed);
+    measure_event_set(&GP.ended);
+}
+
+/* source -> forward -> stage 1 -> forward -> ... -> stage 8 -> forward -> sink,
+ * every count by the rules (P6: one partition each, the source's). */
+static urt_graph *gp_build(int *ids)
+{
+    struct urt_graph_options o;
+    urt_graph_options_init(&o);
+    o.done = gp_done;
+    urt_graph *g = NULL;
+    if (urt_graph_create(GP.rt, &o, &g))
+        return NULL;
+    static const char *names[GP_STAGES] = {"stage1", "stage2", "stage3", "stage4",
+                                           "stage5", "stage6", "stage7", "stage8"};
+    struct urt_step_desc src = {.name = "source", .fn = gp_source, .partitions = 1};
+    struct urt_step_desc sink = {.name = "sink", .fn = gp_sink};
+    struct urt_exchange_desc fwd = {.kind = URT_EXCHANGE_FORWARD};
+    int prev = ids[0] = urt_graph_add_step(g, &src), ok = prev >= 0;
+    for (int k = 1; k <= GP_STAGES + 1 && ok; k++) {
+        struct urt_step_desc st = {.name = names[(k - 1) % GP_STAGES], .fn = gp_stage};
+        int s = ids[k] = urt_graph_add_step(g, k <= GP_STAGES ? &st : &sink), x = urt_graph_add_exchange(g, &fwd);
+        ok = s >= 0 && x >= 0 && urt_graph_output(g, prev, x) >= 0 && urt_graph_input(g, x, s) >= 0;
+        prev = s;
+    }
+    if (!ok || urt_graph_prepare(g)) {
+        fprintf(stderr, "# ERROR %s graph_pipeline: building the graph: %s\n", MEASURE_PEER, urt_last_error());
+        urt_graph_release(g);
+        return NULL;
+    }
+    return g;
+}
+
+static uint64_t gp_iteration(void *arg)
+{
+    struct urt_graph_step_stats *st = arg; /* the steps' counters of the last iteration */
+    int ids[GP_STAGES + 2];
+    memset(GP.slot, 0, sizeof(GP.slot));
+    GP.next = 0;
+    atomic_store(&GP.ended.word, 0);
+    urt_graph *g = gp_build(ids);
+    if (!g)
+        return 0;
+    const uint64_t t0 = measure_now_ns();
+    int err = urt_graph_start(g);
+    if (!err)
+        measure_event_wait(&GP.ended);
+    int status = err ? err : urt_graph_wait(g, URT_WAIT_FOREVER);
+    for (int k = 0; k < GP_STAGES + 2 && !err; k++)
+        urt_graph_step_stats(g, ids[k], &st[k]);
+    urt_graph_release(g);
+    if (status) {
+        fprintf(stderr, "# ERROR %s graph_pipeline: the graph ended with %d (%s)\n", MEASURE_PEER, status,
+                strerror(-status));
+        return 0;
+    }
+    uint64_t sum = 0, n = 0;
+    for (int w = 0; w < GP_SLOTS; w++) {
+        sum += GP.slot[w].sum;
+        n += GP.slot[w].n;
+    }
+    if (n != GP_UNITS || sum != GP.want) {
+        fprintf(stderr, "# ERROR %s graph_pipeline: %llu units reached the sink (want %u), sum %016llx (want %016llx)\n",
+                MEASURE_PEER, (unsigned long long)n, GP_UNITS, (unsigned long long)sum, (unsigned long long)GP.want);
+        return 0;
+    }
+    const uint64_t t1 = atomic_load_explicit(&GP.t1, memory_order_relaxed);
+    return t1 > t0 ? t1 - t0 : 1;
+}
+
+static int run_graph_pipeline(urt_runtime *rt, const char *name)
+{
+    GP.rt = rt;
+    GP.want = 0;
+    for (uint64_t i = 1; i <= GP_UNITS; i++) {
+        uint64_t x = i;
+        for (int s = 0; s < GP_STAGES; s++)
+            x = gp_mix(x);
+        GP.want += x;
+    }
+    measure_note(name, "urt graph: source (1 partition) -> %d transform steps -> sink, forward exchanges (P6: one "
+                       "partition each), %u units, %d xorshift64 steps per transform; built and prepared before t0, "
+                       "t1 in the graph's completion callback",
+                 GP_STAGES, GP_UNITS, GP_MIX);
+    struct urt_graph_step_stats st[GP_STAGES + 2];
+    memset(st, 0, sizeof(st));
+    int rc = measure_throughput(name, "units_per_s", "units/s", (double)GP_UNITS, gp_iteration, st);
+    if (!rc)
+        measure_note(name, "last iteration: source yields %llu; stage1 yields %llu; sink units_in %llu",
+                     (unsigned long long)st[0].yields, (unsigned long long)st[1].yields,
+                     (unsigned long long)st[GP_STAGES + 1].units_in);
+    return rc;
+}
+
 const struct workload WL_GRAPH[] = {
     {.name = "graph_aggregate",
      .summary = "scan -> shuffle -> aggregate -> final on a urt task graph, 2^24 rows (3.10)",
@@ -479,5 +677,9 @@ const struct workload WL_GRAPH[] = {
      .summary = "scan -> LIMIT 100 with early completion on a urt task graph (3.11)",
      .metrics = {"latency_us", "rows_scanned", NULL},
      .run = run_graph_limit},
+    {.name = "graph_pipeline",
+     .summary = "source -> 8 cheap transform steps -> sink, 200,000 units on a urt task graph (3.15)",
+     .metrics = {"units_per_s", NULL},
+     .run = run_graph_pipeline},
     {0},
 };

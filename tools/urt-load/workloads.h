@@ -54,7 +54,7 @@ struct workload {
 extern const struct workload WL_CORE[]; /* wl_core.c: docs/benchmarks.md 3.1-3.7 */
 extern const struct workload WL_STICKY[]; /* wl_sticky.c: docs/benchmarks.md 3.8 */
 extern const struct workload WL_COMMIT[]; /* wl_commit.c: docs/benchmarks.md 3.9 */
-extern const struct workload WL_GRAPH[]; /* wl_graph.c: docs/benchmarks.md 3.10, 3.11 */
+extern const struct workload WL_GRAPH[]; /* wl_graph.c: docs/benchmarks.md 3.10, 3.11, 3.15 */
 extern const struct workload WL_IO[]; /* wl_io.c: docs/benchmarks.md 3.13 */
 /* commit_stored_c<N> / commit_available_c<N> for any N (1..4096) and the bare
  * names (N from CLIENTS, default 16); NULL for anything else. */
