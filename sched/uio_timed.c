@@ -13,7 +13,7 @@
  * sticky queue with URT_SUBMIT_LOCAL). A due time already passed submits at
  * once. With max_pending_tasks the task takes its slot at the call (it is
  * pending while it waits; URT_SUBMIT_BLOCK blocks there), released when it
- * ran or was cancelled.
+ * ran or was cancelled; a call refused there frees its holder at once.
  *
  * Shutdown: DRAIN waits for armed timers (their SQE counts in the worker's
  * io_inflight, and the drain waits for that to reach 0), so the tasks run at
@@ -104,11 +104,14 @@ static void arm_task_cancel(struct urt_task *t, void *arg)
     free(h);
 }
 
-/* Places the holder's task (admission_place_fn): owns h whatever it returns. */
+/* Places the holder's task (admission_place_fn; ctx: the caller's holder
+ * pointer): takes h whatever it returns (*ctx := NULL), so the caller frees
+ * h only when the admission refused the task before placing it. */
 static int timed_place(void *ctx, struct urt_task *t, unsigned flags)
 {
-    struct uio_timed *h = ctx;
+    struct uio_timed **hp = ctx, *h = *hp;
     struct sched *s = h->s;
+    *hp = NULL;
     if (h->due <= urt_clock_ns()) {
         free(h);
         return sched_submit(s, t, flags);
@@ -157,9 +160,10 @@ static int timed_submit(const char *fn, struct sched *s, struct urt_task *t, uin
     h->flags = flags;
     int err;
     if (__builtin_expect(s->adm != NULL, 0)) {
-        err = admission_submit_via(s, t, flags, timed_place, h); /* frees a pooled t on failure */
+        err = admission_submit_via(s, t, flags, timed_place, &h); /* frees a pooled t on failure */
+        free(h); /* refused before it was placed (-EAGAIN, -ESHUTDOWN): still ours */
     } else {
-        err = timed_place(h, t, flags);
+        err = timed_place(&h, t, flags);
         if (err && (t->priv.flags & TASK_POOLED))
             sched_task_free(s, t);
     }

@@ -22,6 +22,7 @@
 #include "io_helpers.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/stat.h>
 
@@ -483,6 +484,40 @@ Test(io, timed_submission_from_a_thread_and_a_worker)
     cr_assert(strstr(urt_last_error(), "urt_spawn_at"), "%s", urt_last_error());
     cr_assert_eq(atomic_load(&a.cancels) + atomic_load(&b.cancels) + atomic_load(&c.cancels), 0);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* At max_pending_tasks a timed submission is refused (-EAGAIN) and keeps
+ * nothing (issue 27, item 9: each refusal leaked the holder of its timer).
+ * 100,000 refusals from a thread: the heap of the calling thread does not
+ * grow (plain build: mallinfo2), and LeakSanitizer finds nothing (ASan). */
+Test(io, refused_timed_submissions_keep_nothing)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.max_pending_tasks = 1;
+    urt_runtime *rt = g_rt = rt_create_or_skip(&cfg);
+    struct timed held = {0}, x = {0};
+    cr_assert_eq(urt_spawn_at(rt, urt_now_ns() + 60ull * 1000 * 1000 * 1000, timed_fn, timed_cancel, &held, 0), 0);
+    urt_task_init(&x.task, timed_fn, &x);
+    x.task.cancel = timed_cancel;
+    int n = SCALE(100000, 20000);
+#if !defined(URT_TEST_SANITIZED)
+    struct mallinfo2 before = mallinfo2();
+#endif
+    for (int i = 0; i < n; i++) {
+        uint64_t due = urt_now_ns() + 30ull * 1000 * 1000 * 1000;
+        int err = i & 1 ? urt_task_submit_at(rt, &x.task, due, 0) : urt_spawn_at(rt, due, timed_fn, NULL, &x, 0);
+        cr_assert_eq(err, -EAGAIN, "call %d: %d", i, err);
+    }
+#if !defined(URT_TEST_SANITIZED)
+    struct mallinfo2 after = mallinfo2();
+    cr_assert_lt(after.uordblks, before.uordblks + (1u << 20), "%d refusals kept %zu bytes", n,
+                 after.uordblks - before.uordblks);
+#endif
+    leak_check();
+    rt_destroy_clean(rt, URT_SHUTDOWN_CANCEL, -1); /* the timed task is cancelled by its worker, not counted */
+    cr_assert_eq(atomic_load(&held.cancels), 1);
+    cr_assert_eq(atomic_load(&x.runs) + atomic_load(&x.cancels), 0);
 }
 
 Test(io, many_timed_tasks_run_in_due_order_per_worker)
