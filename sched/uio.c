@@ -146,7 +146,17 @@ static int ctx_capture(struct worker *w, struct uio_ctx *cx, enum uio_kind kind,
     return 0;
 }
 
-int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sqes, struct uio_ctx *cx)
+int uio_refused(struct urt_io *io, int err)
+{
+    if (err && io) {
+        struct uio *u = uio_of(io);
+        if (!(atomic_load_explicit(&u->tag, memory_order_relaxed) & UIO_T_INFLIGHT))
+            u->flags &= (uint8_t)~UIO_F_TIMEOUT; /* the io is the caller's: rule 8 */
+    }
+    return err;
+}
+
+static int begin_checks(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sqes, struct uio_ctx *cx)
 {
     if (!io || !io->fn)
         return urt__error(-EINVAL, "%s: %s is NULL", fn, io ? "io->fn" : "io");
@@ -180,6 +190,11 @@ int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sq
     u->kind = (uint8_t)kind;
     u->flags &= UIO_F_TIMEOUT;
     return 0;
+}
+
+int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sqes, struct uio_ctx *cx)
+{
+    return uio_refused(io, begin_checks(io, fn, kind, sqes, cx));
 }
 
 static enum urt_task_result cont_run(struct urt_task *t, void *arg);

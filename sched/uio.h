@@ -182,6 +182,10 @@ void uio_submit_done(struct uio_ctx *cx, struct urt_io *io);
 /* The done callback of a sleep's timer (sched_timer_arm). */
 void uio_timer_done(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags);
 
+/* A refused submission of io (err != 0): the deadline set for it
+ * (urt_io_set_timeout, rule 8) is dropped with it, unless io is in flight
+ * (then the refusal is -EBUSY and the flags are its worker's). Returns err. */
+int uio_refused(struct urt_io *io, int err);
 /* Records the message of a refused argument: "fn: what" (returns err). */
 int uio_arg_error(int err, const char *fn, const char *what);
 /* The runtime's RING_IO_* features (what the probe found minus ring_disable). */

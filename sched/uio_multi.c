@@ -246,10 +246,10 @@ int uio_multi_accept(struct urt_io *io, int fd, unsigned flags)
     unsigned fixed = 0;
     int err = (flags & URT_IO_FIXED_FILE) ? uio_accept_fixed("urt_io_accept", &fixed) : 0;
     if (err)
-        return err;
+        return uio_refused(io, err);
     struct uio_more *m = more_new(16);
     if (!m)
-        return urt__error(-ENOMEM, "urt_io_accept: out of memory for a multishot operation");
+        return uio_refused(io, urt__error(-ENOMEM, "urt_io_accept: out of memory for a multishot operation"));
     m->fd = fd;
     m->op = UIO_MOP_ACCEPT;
     /* an accept into the table by the kernel (no UIO_F_INSTALL) implies RING_IO_FIXED_ACCEPT */
@@ -260,14 +260,14 @@ int uio_multi_accept(struct urt_io *io, int fd, unsigned flags)
 URT_API int urt_io_recv_bufring(struct urt_io *io, int fd, struct urt_bufring *br, int msg_flags)
 {
     if (!br)
-        return urt__error(-EINVAL, "urt_io_recv_bufring: br is NULL");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_recv_bufring: br is NULL"));
     struct worker *w = sched_self();
     if (w && w != uio_bufring_worker(br))
-        return urt__error(-EINVAL, "urt_io_recv_bufring: br belongs to worker %u, not to the calling worker %u",
-                          uio_bufring_worker(br)->index, w->index);
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_recv_bufring: br belongs to worker %u, not to the "
+                                                   "calling worker %u", uio_bufring_worker(br)->index, w->index));
     struct uio_more *m = more_new(uio_bufring_count(br) + 2); /* never grows: a completion holds a buffer */
     if (!m)
-        return urt__error(-ENOMEM, "urt_io_recv_bufring: out of memory for a multishot operation");
+        return uio_refused(io, urt__error(-ENOMEM, "urt_io_recv_bufring: out of memory for a multishot operation"));
     m->fd = fd;
     m->msg_flags = msg_flags;
     m->op = UIO_MOP_RECV;

@@ -3,7 +3,8 @@
  * (a message naming the offending one), takes its SQE through uio_begin
  * (sched/uio.c: context, room, counting), prepares it with liburing's
  * io_uring_prep_* and hands it to uio_submit_sqe. Sleeps arm a timer of the
- * worker's one timer queue instead (sched/timer.h).
+ * worker's one timer queue instead (sched/timer.h). Every refusal goes out
+ * through uio_refused: the io's deadline goes with it (rule 8).
  *
  * No memory ordering of its own: it runs on the submitting worker, and the
  * io is the caller's until uio_submit_* publishes it (sched/uio.h).
@@ -78,7 +79,7 @@ URT_API int urt_io_read(struct urt_io *io, int fd, void *buf, size_t len, int64_
     struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_read", buf, len);
     if (err || (err = check_off("urt_io_read", off)) || (err = op_begin(io, "urt_io_read", &cx, &sqe)))
-        return err;
+        return uio_refused(io, err);
     int bi = uio_fixed_buf(cx.w, buf, len); /* in a registered buffer: the fixed-buffer read */
     if (bi >= 0)
         io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, (uint64_t)off, bi);
@@ -94,7 +95,7 @@ URT_API int urt_io_write(struct urt_io *io, int fd, const void *buf, size_t len,
     struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_write", buf, len);
     if (err || (err = check_off("urt_io_write", off)) || (err = op_begin(io, "urt_io_write", &cx, &sqe)))
-        return err;
+        return uio_refused(io, err);
     int bi = uio_fixed_buf(cx.w, buf, len);
     if (bi >= 0)
         io_uring_prep_write_fixed(sqe, fd, buf, (unsigned)len, (uint64_t)off, bi);
@@ -110,7 +111,7 @@ URT_API int urt_io_readv(struct urt_io *io, int fd, const struct iovec *iov, uns
     struct io_uring_sqe *sqe;
     int err = check_iov("urt_io_readv", iov, iovcnt);
     if (err || (err = check_off("urt_io_readv", off)) || (err = op_begin(io, "urt_io_readv", &cx, &sqe)))
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_readv(sqe, fd, iov, iovcnt, (uint64_t)off);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -122,7 +123,7 @@ URT_API int urt_io_writev(struct urt_io *io, int fd, const struct iovec *iov, un
     struct io_uring_sqe *sqe;
     int err = check_iov("urt_io_writev", iov, iovcnt);
     if (err || (err = check_off("urt_io_writev", off)) || (err = op_begin(io, "urt_io_writev", &cx, &sqe)))
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_writev(sqe, fd, iov, iovcnt, (uint64_t)off);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -133,10 +134,10 @@ URT_API int urt_io_fsync(struct urt_io *io, int fd, unsigned flags)
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (flags & ~URT_IO_FSYNC_DATA)
-        return urt__error(-EINVAL, "urt_io_fsync: unknown flags 0x%x", flags & ~URT_IO_FSYNC_DATA);
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_fsync: unknown flags 0x%x", flags & ~URT_IO_FSYNC_DATA));
     int err = op_begin(io, "urt_io_fsync", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_fsync(sqe, fd, (flags & URT_IO_FSYNC_DATA) ? IORING_FSYNC_DATASYNC : 0);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -147,10 +148,10 @@ URT_API int urt_io_openat(struct urt_io *io, int dirfd, const char *path, int fl
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (!path)
-        return urt__error(-EINVAL, "urt_io_openat: path is NULL");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_openat: path is NULL"));
     int err = op_begin(io, "urt_io_openat", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_openat(sqe, dirfd, path, flags | O_CLOEXEC, mode);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -162,7 +163,7 @@ URT_API int urt_io_close(struct urt_io *io, int fd)
     struct io_uring_sqe *sqe;
     int err = op_begin(io, "urt_io_close", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_close(sqe, fd);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -174,10 +175,10 @@ URT_API int urt_io_statx(struct urt_io *io, int dirfd, const char *path, int fla
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (!path || !out)
-        return urt__error(-EINVAL, "urt_io_statx: %s is NULL", path ? "out" : "path");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_statx: %s is NULL", path ? "out" : "path"));
     int err = op_begin(io, "urt_io_statx", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_statx(sqe, dirfd, path, flags, mask, out);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -188,11 +189,11 @@ URT_API int urt_io_fallocate(struct urt_io *io, int fd, int mode, int64_t off, i
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (off < 0 || len <= 0)
-        return urt__error(-EINVAL, "urt_io_fallocate: %s %lld is out of range", off < 0 ? "off" : "len",
-                          (long long)(off < 0 ? off : len));
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_fallocate: %s %lld is out of range",
+                                          off < 0 ? "off" : "len", (long long)(off < 0 ? off : len)));
     int err = op_begin(io, "urt_io_fallocate", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_fallocate(sqe, fd, mode, (uint64_t)off, (uint64_t)len);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -221,19 +222,19 @@ URT_API int urt_io_accept(struct urt_io *io, int fd, struct sockaddr *addr, sock
     unsigned fixed = 0;
     int err = check_flags("urt_io_accept", flags, URT_IO_FIXED_FILE | URT_IO_MULTISHOT);
     if (err)
-        return err;
+        return uio_refused(io, err);
     if (!addr != !addrlen)
-        return urt__error(-EINVAL, "urt_io_accept: %s is NULL but not %s", addr ? "addrlen" : "addr",
-                          addr ? "addr" : "addrlen");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_accept: %s is NULL but not %s",
+                                          addr ? "addrlen" : "addr", addr ? "addr" : "addrlen"));
     if (flags & URT_IO_MULTISHOT) {
         if (addr)
-            return urt__error(-EINVAL, "urt_io_accept: addr must be NULL with URT_IO_MULTISHOT");
+            return uio_refused(io, urt__error(-EINVAL, "urt_io_accept: addr must be NULL with URT_IO_MULTISHOT"));
         return uio_multi_accept(io, fd, flags);
     }
     if ((flags & URT_IO_FIXED_FILE) && (err = uio_accept_fixed("urt_io_accept", &fixed)))
-        return err;
+        return uio_refused(io, err);
     if ((err = op_begin(io, "urt_io_accept", &cx, &sqe)))
-        return err;
+        return uio_refused(io, err);
     if (fixed && !(fixed & UIO_F_INSTALL)) /* liburing adds 1 to the index: ALLOC - 1 lets the kernel pick */
         io_uring_prep_accept_direct(sqe, fd, addr, addrlen, 0, IORING_FILE_INDEX_ALLOC - 1);
     else
@@ -248,10 +249,10 @@ URT_API int urt_io_connect(struct urt_io *io, int fd, const struct sockaddr *add
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (!addr || addrlen == 0)
-        return urt__error(-EINVAL, "urt_io_connect: %s", addr ? "addrlen is 0" : "addr is NULL");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_connect: %s", addr ? "addrlen is 0" : "addr is NULL"));
     int err = op_begin(io, "urt_io_connect", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_connect(sqe, fd, addr, addrlen);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -263,7 +264,7 @@ URT_API int urt_io_recv(struct urt_io *io, int fd, void *buf, size_t len, int ms
     struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_recv", buf, len);
     if (err || (err = op_begin(io, "urt_io_recv", &cx, &sqe)))
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_recv(sqe, fd, buf, len, msg_flags);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -275,14 +276,14 @@ URT_API int urt_io_send(struct urt_io *io, int fd, const void *buf, size_t len, 
     struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_send", buf, len);
     if (err || (err = check_flags("urt_io_send", flags, URT_IO_FIXED_FILE | URT_IO_ZEROCOPY | URT_IO_FIXED_BUF)))
-        return err;
+        return uio_refused(io, err);
     struct worker *self = sched_self();
     int bi = self ? uio_fixed_buf(self, buf, len) : -1;
     if ((flags & URT_IO_FIXED_BUF) && self && bi < 0)
-        return urt__error(-EINVAL, "urt_io_send: URT_IO_FIXED_BUF but buf is not in a buffer registered on this "
-                                   "worker (urt_io_register_buffers)");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_send: URT_IO_FIXED_BUF but buf is not in a buffer "
+                                                   "registered on this worker (urt_io_register_buffers)"));
     if ((err = op_begin(io, "urt_io_send", &cx, &sqe)))
-        return err;
+        return uio_refused(io, err);
     if ((flags & URT_IO_ZEROCOPY) && (uio_features(cx.w) & RING_IO_SEND_ZC)) {
         if (bi >= 0)
             io_uring_prep_send_zc_fixed(sqe, fd, buf, len, msg_flags, 0, (unsigned)bi);
@@ -302,10 +303,10 @@ URT_API int urt_io_sendmsg(struct urt_io *io, int fd, const struct msghdr *msg, 
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (!msg)
-        return urt__error(-EINVAL, "urt_io_sendmsg: msg is NULL");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_sendmsg: msg is NULL"));
     int err = op_begin(io, "urt_io_sendmsg", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_sendmsg(sqe, fd, msg, (unsigned)msg_flags);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -316,10 +317,10 @@ URT_API int urt_io_recvmsg(struct urt_io *io, int fd, struct msghdr *msg, int ms
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (!msg)
-        return urt__error(-EINVAL, "urt_io_recvmsg: msg is NULL");
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_recvmsg: msg is NULL"));
     int err = op_begin(io, "urt_io_recvmsg", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_recvmsg(sqe, fd, msg, (unsigned)msg_flags);
     uio_submit_sqe(&cx, io, sqe);
     return 0;
@@ -330,10 +331,10 @@ URT_API int urt_io_poll(struct urt_io *io, int fd, unsigned events)
     struct uio_ctx cx;
     struct io_uring_sqe *sqe;
     if (events == 0 || (events & ~0xffffu))
-        return urt__error(-EINVAL, "urt_io_poll: events 0x%x is not a set of poll(2) events", events);
+        return uio_refused(io, urt__error(-EINVAL, "urt_io_poll: events 0x%x is not a set of poll(2) events", events));
     int err = op_begin(io, "urt_io_poll", &cx, &sqe);
     if (err)
-        return err;
+        return uio_refused(io, err);
     io_uring_prep_poll_add(sqe, fd, events);
     uio_submit_sqe(&cx, io, sqe);
     return 0;

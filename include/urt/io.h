@@ -74,7 +74,8 @@
  *  8. Deadline: urt_io_set_timeout(io, ns) before the submission links a
  *     timeout to the next operation (IORING_OP_LINK_TIMEOUT): if it did not
  *     complete within ns nanoseconds it is cancelled and its continuation
- *     sees -ETIME (not -ECANCELED). Cleared after each submission.
+ *     sees -ETIME (not -ECANCELED). Cleared by each submission of the io,
+ *     a refused one too (set it again before trying again).
  *  9. Shutdown: urt_runtime_destroy() with operations in flight cancels them;
  *     every continuation still runs exactly once (with -ECANCELED where the
  *     operation did not complete), before destroy returns, on the worker —
@@ -257,8 +258,9 @@ URT_API int urt_io_sleep(struct urt_io *io, uint64_t ns);
 URT_API int urt_io_sleep_until(struct urt_io *io, uint64_t due_ns);
 
 /* Rule 8: the next submission of io gets a linked timeout of ns (> 0)
- * nanoseconds. -EINVAL for 0, -EBUSY while io is in flight. Not for sleeps
- * and multishot operations (-EOPNOTSUPP at their submission). */
+ * nanoseconds; that submission clears it, whether it succeeds or is refused.
+ * -EINVAL for 0, -EBUSY while io is in flight. Not for sleeps and multishot
+ * operations (-EOPNOTSUPP at their submission, which clears it too). */
 URT_API int urt_io_set_timeout(struct urt_io *io, uint64_t ns);
 
 /* Rule 6. Returns 0 (asked; the continuation will tell), -EALREADY (not in

@@ -290,6 +290,85 @@ Test(io, linked_timeout_gives_etime)
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* Rule 8: the deadline is cleared by each submission, a refused one too
+ * (issue 27, item 10): after urt_io_set_timeout and a refused submission of
+ * the same io, the next, unrelated receive waits for its data (written 40 ms
+ * later) instead of ending -ETIME at the stale 2 ms deadline. Each way a
+ * submission is refused: a sleep and a multishot accept (-EOPNOTSUPP, the
+ * deadline is not for them), a bad argument before any state is taken, a
+ * flag the operation does not take. With linked timeouts and with the timer
+ * fallback. */
+enum { REF_SLEEP, REF_MULTISHOT, REF_NULL_BUF, REF_FLAG, REF_N };
+
+struct refdl {
+    struct req r;
+    int kind;
+    int lfd;
+    _Atomic int refused;
+};
+
+static enum urt_task_result refdl_task(struct urt_task *t, void *arg)
+{
+    struct refdl *d = arg;
+    (void)t;
+    struct urt_io *io = &d->r.io;
+    urt_io_init(io, req_cont, &d->r);
+    int err = urt_io_set_timeout(io, 2 * 1000 * 1000);
+    if (!err) {
+        switch (d->kind) {
+        case REF_SLEEP: err = urt_io_sleep(io, 1000); break;
+        case REF_MULTISHOT: err = urt_io_accept(io, d->lfd, NULL, NULL, URT_IO_MULTISHOT); break;
+        case REF_NULL_BUF: err = urt_io_recv(io, d->r.fd, NULL, 8, 0); break;
+        default: err = urt_io_send(io, d->r.fd, "x", 1, 0, URT_IO_MULTISHOT); break;
+        }
+    }
+    atomic_store(&d->refused, err);
+    atomic_store(&d->r.submit_err, req_submit(&d->r)); /* the receive, with no deadline of its own */
+    atomic_store(&d->r.submitted, 1);
+    return URT_TASK_DONE;
+}
+
+static void refused_submission_clears_the_deadline(uint32_t disable)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.ring_disable = disable;
+    urt_runtime *rt = g_rt = rt_create_or_skip(&cfg);
+    uint16_t port;
+    int lfd = tcp_listener(&port);
+    const int expect[REF_N] = {-EOPNOTSUPP, -EOPNOTSUPP, -EINVAL, -EOPNOTSUPP};
+    int32_t got[REF_N];
+    for (int k = 0; k < REF_N; k++) {
+        int sv[2];
+        tcp_pair(sv);
+        char buf[8];
+        struct refdl d = {.r = {.op = OP_RECV, .fd = sv[0], .buf = buf, .len = sizeof(buf)}, .kind = k, .lfd = lfd};
+        atomic_store(&d.r.calls, 0);
+        cr_assert_eq(urt_spawn(rt, refdl_task, &d, 0), 0);
+        cr_assert(WAIT_UNTIL(atomic_load(&d.r.submitted), 5000));
+        cr_assert_eq(atomic_load(&d.refused), expect[k], "refusal %d: %d", k, atomic_load(&d.refused));
+        sleep_us(40 * 1000);
+        cr_assert_eq(write(sv[1], "late", 4), 4);
+        got[k] = wait_op(&d.r);
+        close(sv[0]);
+        close(sv[1]);
+    }
+    for (int k = 0; k < REF_N; k++)
+        cr_expect_eq(got[k], 4, "refusal %d (ring_disable 0x%x): the receive after it ended %d", k, disable, got[k]);
+    close(lfd);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io, a_refused_submission_clears_the_deadline)
+{
+    refused_submission_clears_the_deadline(0);
+}
+
+Test(io, a_refused_submission_clears_the_deadline_fallback_timer)
+{
+    refused_submission_clears_the_deadline(URT_RING_LINK_TIMEOUT);
+}
+
 static enum urt_task_result cancel_task(struct urt_task *t, void *arg)
 {
     struct req *r = arg;
