@@ -26,12 +26,11 @@
  * Completion: a short write is written again from where it stopped (with a
  * sync of its own; a claim in it stays and counts once the rest is
  * durable); an error fails the flush's stored commits with it, rewinds the
- * channel to the flush's offset and zeroes the failed range with the next
- * write (repair; D stays below the failed epochs until then; when the failed
- * write carried a claim, the errors are answered only once the repair is
- * durable, since the claim and its records may be on disk and a recovery
- * before the repair would replay them). On success the waiters go to
- * delivery (delivery.c), pending_min is raised (O1) and the marker may
+ * channel to the flush's offset and, after a back-off (1 ms doubling to 128
+ * ms), zeroes the failed range with a repair write of its own that needs no
+ * new blocks, then writes what gathered meanwhile (wal_fail.c; D stays below
+ * the failed epochs until the repair is durable). On success the waiters go
+ * to delivery (delivery.c), pending_min is raised (O1) and the marker may
  * advance (wal_marker.c); single_write: the next flush carries it, at once.
  *
  * Polling (log_poll_us): a worker that would suspend while its channel's
@@ -82,9 +81,9 @@ int wal_buf_reserve(struct wal_buf *b, size_t need)
     return 0;
 }
 
-static bool has_work(const struct chan *ch)
+bool chan_has_work(const struct chan *ch)
 {
-    return !ch->flight && (ch->gather->n_recs || ch->repair || ch->want_claim);
+    return !ch->flight && !ch->backoff && (ch->gather->n_recs || ch->repair || ch->want_claim);
 }
 
 /* ---- the epoch timer ------------------------------------------------------------------ */
@@ -104,12 +103,12 @@ static void timer_done(struct sched_io *io, struct worker *w, int32_t res, uint3
     if (ch->write_due) {
         ch->write_due = false;
         write_again(ch);
-    } else if (has_work(ch)) {
+    } else if (chan_has_work(ch)) {
         chan_flush_now(ch);
     }
 }
 
-static void arm_timer(struct chan *ch)
+void chan_arm_timer(struct chan *ch)
 {
     if (ch->timer_armed || ch->stopping)
         return;
@@ -198,7 +197,7 @@ static void prep_sync(struct chan *ch, size_t n, bool link)
 
 /* Submits the flight buffer's [wr_from, wr_to) in the chosen form. false:
  * the ring cannot take the chain now (the epoch timer retries). */
-static bool submit_write(struct chan *ch, bool chain_ok)
+bool chan_submit_write(struct chan *ch, bool chain_ok)
 {
     struct wal_buf *x = ch->flight;
     if (sched_io_reserve(ch->w, 4))
@@ -236,9 +235,9 @@ static bool submit_write(struct chan *ch, bool chain_ok)
 
 /* ---- starting a flush --------------------------------------------------------------- */
 
-/* The byte range of the gathering buffer this flush writes (terminator and,
- * after a failed write, zeros over what it may have left; O_DIRECT: whole
- * blocks from the buffer's start). */
+/* The byte range of the gathering buffer this flush writes (with its
+ * terminator; O_DIRECT: whole blocks from the buffer's start). After a
+ * failed write the repair write went first (wal_fail.c). */
 static void flush_range(struct chan *ch, struct wal_buf *x, size_t *from, size_t *to)
 {
     *from = x->start;
@@ -247,8 +246,6 @@ static void flush_range(struct chan *ch, struct wal_buf *x, size_t *from, size_t
         *from = 0;
         *to = wal_align_up(*to, WAL_ALIGN);
     }
-    if (ch->repair && x->base + *to < ch->dirty_end && wal_buf_reserve(x, (size_t)(ch->dirty_end - x->base)) == 0)
-        *to = (size_t)(ch->dirty_end - x->base);
     memset(x->data + x->len, 0, *to - x->len);
 }
 
@@ -268,7 +265,7 @@ static void swap_buffers(struct chan *ch, struct wal_buf *x)
 /* Puts the flight buffer back as the gathering one, the records gathered
  * since appended to it. Returns the stored commits it could not keep (no
  * memory: their records are dropped), statuses set to -ENOMEM. */
-static struct urt_commit *unswap_buffers(struct chan *ch)
+struct urt_commit *chan_unswap_buffers(struct chan *ch)
 {
     struct wal_buf *x = ch->flight, *y = ch->gather;
     struct urt_commit *lost = NULL;
@@ -304,8 +301,12 @@ void chan_flush_now(struct chan *ch)
     assert(sched_self() == ch->w); /* rule 2: owner only */
     struct wal *wal = ch->wal;
     struct wal_buf *x = ch->gather;
-    if (!has_work(ch))
+    if (!chan_has_work(ch))
         return;
+    if (ch->repair) {
+        chan_repair_write(ch); /* alone: the records gathered since go with the next write */
+        return;
+    }
     size_t from, to;
     flush_range(ch, x, &from, &to);
     uint64_t end_off = x->base + to + (wal->dsync ? WAL_ALIGN : 0); /* room for a claim's block */
@@ -314,7 +315,7 @@ void chan_flush_now(struct chan *ch)
         return;
     }
     if (wal->dsync && sched_io_reserve(ch->w, 4)) {
-        arm_timer(ch); /* ring full (before a claim raises target): try again after an epoch */
+        chan_arm_timer(ch); /* ring full (before a claim raises target): try again after an epoch */
         return;
     }
     if (x->n_recs) {
@@ -323,7 +324,7 @@ void chan_flush_now(struct chan *ch)
             ch->seg_max_epoch = x->max_epoch;
     }
     ch->claim_p = marker_claim_append(ch, x); /* single_write: the marker this write makes true */
-    if (!x->n_recs && !ch->claim_p && !ch->repair)
+    if (!x->n_recs && !ch->claim_p)
         return; /* a claim was wanted, another channel's took it */
     if (ch->claim_p)
         flush_range(ch, x, &from, &to);
@@ -335,9 +336,9 @@ void chan_flush_now(struct chan *ch)
     ch->flight_lsn = ch->lsn;
     ch->flush_start_ns = log_stamp();
     probe_flush((int)ch->index, ch->lsn, to - from);
-    if (!submit_write(ch, x->n_recs != 0)) {
-        unswap_buffers(ch); /* nothing gathered since the swap: nothing lost (reserved: not with a claim) */
-        arm_timer(ch);      /* ring full: try again after an epoch */
+    if (!chan_submit_write(ch, x->n_recs != 0)) {
+        chan_unswap_buffers(ch); /* nothing gathered since the swap: nothing lost (reserved: not with a claim) */
+        chan_arm_timer(ch);      /* ring full: try again after an epoch */
         return;
     }
     chan_maybe_extend(ch, end_off);
@@ -346,73 +347,16 @@ void chan_flush_now(struct chan *ch)
 /* ---- completing a flush ------------------------------------------------------------- */
 
 /* Backpressure release: the write in flight ended, the held answers go out. */
-static void release_held(struct chan *ch)
+void chan_release_held(struct chan *ch)
 {
     struct urt_commit *list = ch->held_head;
     ch->held_head = ch->held_tail = NULL;
     delivery_list(&ch->wal->dl, ch->w, list);
 }
 
-static void hold_failed(struct chan *ch, struct urt_commit *failed)
-{
-    while (failed) {
-        struct urt_commit *next = failed->priv.next;
-        failed->priv.next = NULL;
-        if (ch->failed_tail)
-            ch->failed_tail->priv.next = failed;
-        else
-            ch->failed_head = failed;
-        ch->failed_tail = failed;
-        failed = next;
-    }
-}
-
-/* The failed write's stored commits get err; the gathered records move to
- * where it began; the next write overwrites the failed range. */
-static void flush_failed(struct chan *ch, int err)
-{
-    struct wal_buf *x = ch->flight;
-    wal_cnt_add(&ch->n_errors, 1);
-    if (x->base + ch->wr_to > ch->dirty_end)
-        ch->dirty_end = x->base + ch->wr_to; /* the next write zeroes up to here: no stale record survives */
-    struct urt_commit *failed = x->wait_head;
-    for (struct urt_commit *c = failed; c; c = c->priv.next) {
-        c->priv.status = err;
-        c->priv.state = CS_RELEASE;
-    }
-    x->len = x->start;
-    wal_buf_reset_batch(x);
-    struct urt_commit *lost = unswap_buffers(ch);
-    ch->form = FLUSH_NONE;
-    /* pending_min stays where it is (at or below the failed epochs) until a
-     * write over the failed range is durable: D cannot cover those records. */
-    ch->repair = true;
-    if (ch->claim_p) {
-        /* Its claim may be on disk with its records, and would make a
-         * recovery replay them: their errors wait until the repair write
-         * has overwritten them durably (flush_succeeded); its marker is
-         * claimed again after that (epending). */
-        if (ch->claim_p > ch->epending)
-            ch->epending = ch->claim_p;
-        ch->claim_p = 0;
-        hold_failed(ch, failed);
-        failed = NULL;
-    }
-    delivery_list(&ch->wal->dl, ch->w, failed);
-    delivery_list(&ch->wal->dl, ch->w, lost);
-    release_held(ch);
-    /* Retry after an epoch, not in a tight loop. Not while the runtime
-     * drains: a DRAIN waits until no worker has I/O in flight, and a device
-     * that keeps failing would re-arm this timer for ever; an idle worker's
-     * wal_before_suspend retries instead, and wal_worker_stop bounds it. */
-    if (atomic_load_explicit(&ch->w->s->phase, memory_order_relaxed) == PHASE_RUNNING)
-        arm_timer(ch);
-}
-
 static void flush_succeeded(struct chan *ch)
 {
-    struct wal *wal = ch->wal;
-    struct wal_buf *x = ch->flight, *y = ch->gather;
+    struct wal_buf *x = ch->flight;
     wal_cnt_add(&ch->n_fsyncs, 1);
     wal_cnt_add(&ch->n_bytes, ch->wr_to - ch->wr_from);
     probe_durable((int)ch->index, ch->flight_lsn, ch->flush_start_ns, ch->flush_start_ns ? probe_now_ns() : 0);
@@ -421,6 +365,19 @@ static void flush_succeeded(struct chan *ch)
     ch->flight = NULL;
     ch->form = FLUSH_NONE;
     ch->claim_p = 0;
+    if (!ch->repair_flight)
+        ch->fails = 0; /* records were written: the next failure retries soon again */
+    ch->repair_flight = false;
+    chan_written(ch, waiters, true);
+}
+
+/* What a durable write (flushed) or a repair that needed none leaves: the
+ * failed range is harmless, the waiters go to delivery, pending_min is
+ * raised (O1), the marker may advance, the next batch may go. */
+void chan_written(struct chan *ch, struct urt_commit *waiters, bool flushed)
+{
+    struct wal *wal = ch->wal;
+    struct wal_buf *y = ch->gather;
     if (ch->repair && ch->failed_head) {
         /* The failed claim write is overwritten, durably: its errors go out. */
         delivery_list(&wal->dl, ch->w, ch->failed_head);
@@ -428,11 +385,12 @@ static void flush_succeeded(struct chan *ch)
     }
     ch->repair = false;
     ch->dirty_end = 0;
-    release_held(ch);
+    chan_release_held(ch);
     atomic_store_explicit(&ch->pending_min, y->n_recs ? y->min_epoch : EPOCH_NONE,
                           memory_order_seq_cst); /* O1: pairs with the loads in marker_durable */
     delivery_waiters(&wal->dl, ch->w, waiters);
-    ch->done_seq = ch->flush_seq;
+    if (flushed)
+        ch->done_seq = ch->flush_seq;
     if (!wal->dsync)
         marker_after_flush(ch);
     if (chan_roll_due(ch))
@@ -443,7 +401,7 @@ static void flush_succeeded(struct chan *ch)
     if (y->wait_head || y->len - y->start >= WAL_FLUSH_BYTES || ch->want_claim)
         chan_flush_now(ch); /* pipelining: the batch that gathered behind this write (and the marker) */
     else if (y->n_recs)
-        arm_timer(ch);
+        chan_arm_timer(ch);
 }
 
 /* Data written in part (or not synced): write the rest, with a sync of its own. */
@@ -454,9 +412,9 @@ static void write_again(struct chan *ch)
         done &= ~(size_t)511;
     if (done < ch->wr_to - ch->wr_from)
         ch->wr_from += done;
-    if (!submit_write(ch, false)) {
+    if (!chan_submit_write(ch, false)) {
         ch->write_due = true; /* ring full: the epoch timer submits it */
-        arm_timer(ch);
+        chan_arm_timer(ch);
     }
 }
 
@@ -478,7 +436,7 @@ static void single_complete(struct chan *ch)
     if (ch->emarker > ch->epending)
         ch->epending = ch->emarker;
     if (ch->wr.res < 0)
-        flush_failed(ch, ch->wr.res);
+        chan_flush_failed(ch, ch->wr.res);
     else
         write_again(ch); /* short, or written but durability unknown */
 }
@@ -494,13 +452,13 @@ void chan_flush_complete(struct chan *ch)
     }
     size_t want = ch->wr_to - ch->wr_from;
     if (ch->wr.res < 0)
-        flush_failed(ch, ch->wr.res);
+        chan_flush_failed(ch, ch->wr.res);
     else if (ch->sync.res < 0 && ch->sync.res != -ECANCELED)
-        flush_failed(ch, ch->sync.res);
+        chan_flush_failed(ch, ch->sync.res);
     else if ((size_t)ch->wr.res < want || ch->sync.res == -ECANCELED)
         write_again(ch); /* a short write cancelled the linked sync: write the rest, synced */
     else if (ch->wr_eio)
-        flush_failed(ch, -EIO);
+        chan_flush_failed(ch, -EIO);
     else {
         if (ch->claim_p)
             marker_claim_durable(ch); /* the durability callback first, then earlier waiters */
@@ -671,10 +629,10 @@ void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c,
     if (!ch->flight && x->len - x->start >= WAL_FLUSH_BYTES)
         request_flush(ch); /* bounded buffers without stored commits too */
     else if (!ch->flight)
-        arm_timer(ch);
-    if (ch->flight && x->len - x->start >= WAL_HOLD_BYTES) {
-        /* Backpressure: the disk is behind; answer when the write in flight
-         * ends instead of letting the buffer grow without bound. */
+        chan_arm_timer(ch);
+    if ((ch->flight || ch->backoff) && x->len - x->start >= WAL_HOLD_BYTES) {
+        /* Backpressure: the disk is behind (or failing); answer when the
+         * next write ends instead of letting the buffer grow without bound. */
         c->priv.state = CS_RELEASE;
         link_commit(&ch->held_head, &ch->held_tail, c);
         return;
@@ -703,7 +661,7 @@ bool wal_before_suspend(struct wal *wal, struct worker *w)
     struct chan *ch = own_chan(wal, w);
     if (!ch)
         return false;
-    if (has_work(ch))
+    if (chan_has_work(ch))
         chan_flush_now(ch); /* an idle worker flushes before it suspends */
     return chan_poll_own_write(ch, w); /* else its suspension ends at the completion */
 }
@@ -733,9 +691,17 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
     ch->stopping = true;
     if (ch->timer_armed)
         sched_timer_cancel(w, &ch->io_t); /* timer_done: nothing while stopping */
-    int flushes = 0, rounds = 0;
+    if (ch->retry_armed)
+        sched_timer_cancel(w, &ch->io_r); /* retry_done: nothing while stopping */
+    ch->backoff = false;                  /* this loop retries, bounded */
+    int flushes = 0, rounds = 0, eretries = 0;
     for (;;) {
-        bool more = ch->write_due || has_work(ch); /* what the timer would have done */
+        if (ch->eretry && ch->ew == EW_IDLE && eretries < STOP_FLUSHES) {
+            ch->eretry = false;
+            eretries++;
+            marker_retry(ch); /* an own slot write that failed */
+        }
+        bool more = ch->write_due || chan_has_work(ch); /* what the timer would have done */
         if (more && flushes < STOP_FLUSHES) {
             if (ch->write_due) {
                 ch->write_due = false;
@@ -746,7 +712,7 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
             flushes += ch->flight != NULL; /* count writes, not attempts */
         }
         sched_io_flush(w);
-        more = (ch->write_due || has_work(ch)) && flushes < STOP_FLUSHES;
+        more = ((ch->write_due || chan_has_work(ch)) && flushes < STOP_FLUSHES) || (ch->eretry && eretries < STOP_FLUSHES);
         if ((!ch->inflight && !more) || rounds++ >= 100000)
             break;
         if (ch->inflight) {

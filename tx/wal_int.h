@@ -3,7 +3,8 @@
  *
  *   wal_chan.c     channel and flush: a worker's buffers, appending records,
  *                  the write and its sync on the worker's ring, preallocation,
- *                  the epoch timer, the worker hooks;
+ *                  the epoch timer, the worker hooks; a failed write, its
+ *                  repair and the retries in wal_fail.c;
  *   wal_marker.c   durable marker and epoch file: what D is, which slot says
  *                  so, the epoch-file writes and their completions;
  *   delivery.c     delivery: waiting stored commits in a heap, released in
@@ -103,9 +104,15 @@ struct chan {
     uint32_t inflight;          /* our SQEs whose CQE is still to come (rule 3) */
     bool stopping;              /* wal_worker_stop runs: the epoch timer, preallocation
                                    and rollover start nothing (its loop does the writes) */
-    bool repair;                /* a write failed: the next one overwrites its range */
+    bool repair;                /* a write failed: the next one zeroes its range (repair_write) */
     bool write_due;             /* the flight buffer must be written again; the ring had no room */
     uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
+    bool repair_flight;         /* the flight is a repair write (zeros, no records) */
+    bool backoff;               /* a write failed: none starts before the retry timer (io_r) */
+    bool eretry;                /* an own epoch-slot write failed: written again at the retry */
+    bool retry_armed;
+    uint32_t fails;             /* failed writes (log or slot) since the last records were written */
+    struct sched_io io_r;       /* the retry timer (chan_back_off) */
 
     struct urt_task flush_task;
     enum flush_task_state flush_task_state;
@@ -248,6 +255,30 @@ void wal_header_block(uint8_t *block, uint64_t gen, uint32_t worker, uint64_t st
 void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c, bool in_own_task);
 void chan_flush_now(struct chan *ch);
 void chan_flush_complete(struct chan *ch);
+/* Something to write and nothing stops it (no write in flight, no back-off). */
+bool chan_has_work(const struct chan *ch);
+/* The epoch timer (epoch_duration_us), if not armed yet. */
+void chan_arm_timer(struct chan *ch);
+/* Submits the flight buffer's [wr_from, wr_to); false: the ring is full. */
+bool chan_submit_write(struct chan *ch, bool chain_ok);
+/* The flight buffer back as the gathering one (the records gathered since
+ * appended); returns the stored commits it could not keep (-ENOMEM). */
+struct urt_commit *chan_unswap_buffers(struct chan *ch);
+/* The answers held by backpressure go out. */
+void chan_release_held(struct chan *ch);
+/* A write of ch is durable (flushed), or a repair needed none: waiters to
+ * delivery, pending_min raised, the marker, the next batch. */
+void chan_written(struct chan *ch, struct urt_commit *waiters, bool flushed);
+
+/* ---- wal_fail.c ---------------------------------------------------------------------- */
+/* The flush in flight failed with err (its stored commits get it). */
+void chan_flush_failed(struct chan *ch, int err);
+/* After a failed write: zeros over what it may have left, no new blocks. */
+void chan_repair_write(struct chan *ch);
+/* A write of ch failed (its log write, or with epoch an own slot write):
+ * the next attempt waits for the retry timer, 1 ms doubling to 128 ms per
+ * failure in a row. */
+void chan_back_off(struct chan *ch, bool epoch);
 
 /* ---- wal_file.c ---------------------------------------------------------------------- */
 int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen);
@@ -307,6 +338,9 @@ void marker_chain_slot(struct chan *ch, uint64_t m, uint64_t end);
 void marker_epoch_cqe(struct chan *ch);
 /* The single-flush chain's slot is durable: D = emarker. */
 void marker_persisted(struct chan *ch);
+/* The retry of an own slot write that failed (chan_back_off): written again
+ * unless a later marker covering it is durable or on its way. */
+void marker_retry(struct chan *ch);
 int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot, char *err, size_t errlen);
 
 #endif

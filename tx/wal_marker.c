@@ -30,7 +30,8 @@
  * (epending) is claimed again by the repair's successor.
  * A chained slot that failed or was cancelled with its log write is written
  * again once that log write is durable (epending, marker_after_flush); an own
- * slot write that failed is written again at once, in the next slot.
+ * slot write that failed is written again in the next slot after a back-off
+ * (wal_chan.c chan_back_off, marker_retry).
  *
  * Ordering: target and persisted only grow (CAS max, seq_cst: O2); the
  * channel's epoch-write state is owner-only.
@@ -171,14 +172,35 @@ static void own_complete(struct chan *ch)
         if (ch->emarker > ch->epending)
             ch->epending = ch->emarker;
     } else {
-        wal_cnt_add(&ch->n_errors, 1); /* not durable: write the marker again (a later slot) */
-        write_own(ch, ch->emarker);
+        wal_cnt_add(&ch->n_errors, 1); /* not durable: written again after a back-off (a later slot) */
+        chan_back_off(ch, true);
         return;
     }
     if (ch->eagain) {
         ch->eagain = false;
         marker_advance(ch);
     }
+}
+
+void marker_retry(struct chan *ch)
+{
+    uint64_t m = ch->emarker;
+    if (ch->ew != EW_IDLE) {
+        /* A chained slot is on its way (a later marker); should it fail, m
+         * goes after the next durable log write (marker_after_flush). */
+        if (m > ch->epending)
+            ch->epending = m;
+        return;
+    }
+    if (atomic_load_explicit(&ch->wal->dl.persisted, memory_order_relaxed) >= m) {
+        /* Covered: another slot or claim made a later marker durable. */
+        if (ch->eagain) {
+            ch->eagain = false;
+            marker_advance(ch);
+        }
+        return;
+    }
+    write_own(ch, m);
 }
 
 void marker_epoch_cqe(struct chan *ch)

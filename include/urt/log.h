@@ -43,7 +43,13 @@
  *  3. The callback runs exactly once, on a worker of the runtime (or, for
  *     commits still waiting when the runtime is destroyed, on the destroying
  *     thread with status -ECANCELED). status is 0, or -errno (-EIO: the write
- *     or fdatasync covering the record failed; the commit is not durable).
+ *     or fdatasync covering the record failed; -ENOSPC: the disk is full;
+ *     the commit is not durable and a recovery does not replay it). On a
+ *     full disk every stored commit is still answered, soon: -ENOSPC while
+ *     its channel's writes fail (retried after a back-off of 1 ms doubling
+ *     to 128 ms, so urt_log_stats().io_errors grows by a few a second), 0
+ *     again as soon as space comes back, without a restart
+ *     (docs/durability.md "On a full disk").
  *  4. From the callback on, the commit is the caller's again: the callback may
  *     free it or reuse it for the next urt_log_commit().
  *  5. A failed urt_log_commit() (-errno) leaves the commit with the caller and
@@ -115,7 +121,9 @@ struct urt_log_stats {
     uint64_t flushes;       /* log writes submitted */
     uint64_t bytes;         /* log bytes written */
     uint64_t commits;       /* records appended */
-    uint64_t io_errors;     /* failed writes / syncs (their commits got the error) */
+    uint64_t io_errors;     /* failed log and epoch-file writes / syncs (a failed log write's
+                               commits got its error); a write that keeps failing is retried
+                               after a back-off, 1 ms doubling to 128 ms */
     uint64_t epoch;         /* the open epoch */
     uint64_t durable;       /* the durable marker (persisted in the epoch file) */
     uint64_t epoch_writes;  /* epoch-file writes (each fdatasync'd) */

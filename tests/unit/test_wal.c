@@ -515,11 +515,12 @@ Test(wal, fault_short_write_and_eio, .timeout = 60)
     cr_assert_eq(commit_wait(rt, 4, 10, URT_COMMIT_STORED), 0);
     wal_inject_fault(wal, WAL_FAULT_EIO);
     cr_assert_eq(commit_wait(rt, 5, 300, URT_COMMIT_STORED), -EIO);
-    /* nothing after it: the repair write alone must hide record 5 */
+    /* nothing after it: the repair write alone must hide record 5 (writes:
+     * 1, 2, 6, the repair after 3, 4, the repair after 5) */
     cr_assert(WAIT_UNTIL(({
         struct urt_log_stats s;
         urt_log_stats(rt, &s);
-        s.fsyncs >= 5;
+        s.fsyncs >= 6;
     }), 5000));
     struct urt_log_stats st;
     urt_log_stats(rt, &st);
@@ -576,6 +577,43 @@ Test(wal, dead_device_destroy_returns, .timeout = 60)
 {
     dead_device(URT_SHUTDOWN_CANCEL);
     dead_device(URT_SHUTDOWN_DRAIN);
+    leak_check();
+}
+
+/* A write that keeps failing is retried after a back-off that doubles up to
+ * 128 ms, not at once (a worker about to suspend retried the repair write
+ * in a loop: hundreds of thousands of io_errors a second); when the device
+ * works again, the next commit is stored without a restart. */
+Test(wal, failing_writes_are_retried_with_a_back_off, .timeout = 60)
+{
+    char *dir = make_dir();
+    urt_runtime *rt = log_rt(dir, 1, 0);
+    struct wal *wal = ((struct urt_runtime *)rt)->wal;
+    cr_assert_eq(commit_wait(rt, 1, 100, URT_COMMIT_STORED), 0);
+    wal_inject_fault(wal, WAL_FAULT_EIO_ALWAYS);
+    cr_assert_eq(commit_wait(rt, 2, 100, URT_COMMIT_STORED), -EIO);
+    struct urt_log_stats s0, s1;
+    urt_log_stats(rt, &s0);
+    uint64_t t0 = now_ns();
+    sleep_us(300000);
+    urt_log_stats(rt, &s1);
+    uint64_t ms = (now_ns() - t0) / 1000000;
+    uint64_t retries = s1.io_errors - s0.io_errors;
+    /* 1, 2, 4, ... 128 ms: about 8 in the first 255 ms, then one per 128 ms */
+    cr_assert_leq(retries, 12 + ms / 64, "%llu failed writes in %llu ms", (unsigned long long)retries,
+                  (unsigned long long)ms);
+    cr_assert_geq(retries, 2, "the repair write is still retried (%llu in %llu ms)", (unsigned long long)retries,
+                  (unsigned long long)ms);
+    wal_inject_fault(wal, 0); /* the device works again */
+    cr_assert_eq(commit_wait(rt, 3, 100, URT_COMMIT_STORED), 0);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    struct rec_ctx ctx;
+    cr_assert_eq(recover(dir, 0, &ctx, 10, NULL), 0);
+    cr_assert_eq(ctx.rp.seen[1], 1);
+    cr_assert_eq(ctx.rp.seen[2], 0, "a commit that got -EIO was replayed");
+    cr_assert_eq(ctx.rp.seen[3], 1);
+    free(ctx.rp.seen);
+    remove_dir(dir);
     leak_check();
 }
 
