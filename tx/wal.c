@@ -360,6 +360,16 @@ static int open_channels(struct wal *wal, const char *dir, uint32_t n_workers, u
     return 0;
 }
 
+/* A start that failed leaves the directory as it found it: the channel
+ * files this session created hold no record and nothing names them (best
+ * effort; a full disk gets its blocks back). */
+static void unlink_session(struct wal *wal)
+{
+    for (uint32_t i = 0; wal->chans && i < wal->n_chan; i++)
+        if (wal->chans[i] && wal->chans[i]->fd >= 0)
+            unlinkat(wal->dirfd, wal->chans[i]->name, 0);
+}
+
 int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, struct wal **out, char *err,
              size_t errlen)
 {
@@ -380,6 +390,7 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
     if (!rc && fsync(wal->dirfd)) /* the new files' names are durable before anything in them counts */
         rc = -errno;
     if (rc) {
+        unlink_session(wal);
         wal_close(wal);
         return rc;
     }

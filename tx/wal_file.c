@@ -171,7 +171,7 @@ int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t star
     ch->fd = openat(wal->dirfd, ch->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (ch->fd < 0) {
         int e = errno;
-        snprintf(err, errlen, "log_dir %s: cannot create a channel file: %s", dir, strerror(e));
+        snprintf(err, errlen, "log_dir %s: cannot create a channel file: %s%s", dir, strerror(e), wal_full_hint(-e));
         return -e;
     }
     wal_sync_nocow(&wal->sync, ch->fd); /* btrfs: while the file is empty */
@@ -180,7 +180,7 @@ int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t star
             return -ENOMEM;
     int rc = write_header_and_zeros(wal, ch, start_epoch);
     if (rc) {
-        snprintf(err, errlen, "log_dir %s: cannot write a channel file: %s", dir, strerror(-rc));
+        snprintf(err, errlen, "log_dir %s: cannot write a channel file: %s%s", dir, strerror(-rc), wal_full_hint(rc));
         return rc;
     }
     if ((rc = go_direct(wal, ch))) {

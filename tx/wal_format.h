@@ -66,7 +66,11 @@
  * holds (0 if none); it was fdatasync'd before any commit of those epochs
  * was acknowledged `stored`. A recovery leaves slot 0 holding the marker
  * without a condition, then one WAL_SLOT_LIMIT slot per window of lost
- * epochs (below); the next session writes its slots after them.
+ * epochs (below); the next session writes its slots after them. The file is
+ * written at its full size (EPOCH_SLOTS slots of zeros) before the first
+ * channel file exists, and recovery rewrites it in place, slot by slot
+ * (wal_epochs.c), so that it needs no new block on a full disk; the format
+ * did not change for it (files of every earlier version are read as before).
  *
  * Reader (wal_scan): walks records from offset 0; stops at the first of
  *   - end of data, or a zero header with no valid record after it

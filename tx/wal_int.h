@@ -20,6 +20,7 @@
 #ifndef URT_TX_WAL_INT_H
 #define URT_TX_WAL_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -195,6 +196,16 @@ struct wal {
 };
 
 /* ---- small shared helpers ------------------------------------------------------------ */
+
+/* The end of a start-up error message for want of space: what to do. */
+static inline const char *wal_full_hint(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT
+               ? " (the disk is full: a runtime starts new channel files, a block and log_prealloc_kb each; "
+                 "free space on the device or lower log_prealloc_kb. The log is intact: urt_log_recover "
+                 "replays it without new space)"
+               : "";
+}
 
 /* *a := max(*a, v) (seq_cst CAS: O2's target and persisted, E); whether
  * this call raised it (a marker raised into target is this caller's to write). */

@@ -313,8 +313,9 @@ int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot,
 {
     wal->epochfd = openat(wal->dirfd, "epochs", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (wal->epochfd < 0) {
-        snprintf(err, errlen, "log_dir %s: cannot open the epoch file: %s", dir, strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(err, errlen, "log_dir %s: cannot open the epoch file: %s%s", dir, strerror(e), wal_full_hint(-e));
+        return -e;
     }
     struct stat st;
     if (fstat(wal->epochfd, &st))
@@ -330,7 +331,8 @@ int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot,
         if (!rc && fdatasync(wal->epochfd))
             rc = -errno;
         if (rc) {
-            snprintf(err, errlen, "log_dir %s: cannot prepare the epoch file: %s", dir, strerror(-rc));
+            snprintf(err, errlen, "log_dir %s: cannot prepare the epoch file: %s%s", dir, strerror(-rc),
+                     wal_full_hint(rc));
             return rc;
         }
     }

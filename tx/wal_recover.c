@@ -60,9 +60,12 @@
  *      lsn).
  *   8. Persist (not in a dry run), unless the epoch file already is what a
  *      recovery writes and nothing is cut or deleted: the kept channels are
- *      fsync'd, the epoch file is replaced (epochs.tmp, fdatasync, rename,
- *      fsync of the directory) by one unconditional slot holding D and, after
- *      damage, one limit slot per window of lost epochs, then the cuts are
+ *      fsync'd, the epoch file is rewritten in place (wal_epochs.c: slot by
+ *      slot in four fdatasync'd phases that each leave the same D and
+ *      windows; no new block, so recovery works on a full disk; replaced by
+ *      epochs.tmp + rename only when absent or short) as one unconditional
+ *      slot holding D and, after damage, one limit slot per window of lost
+ *      epochs, then the cuts are
  *      made (truncate + fsync) and noted in dir/cuts.log, one line each:
  *      "<unix time> <file> offset <n> bytes <n> <reason> (...)", then the
  *      files checkpointed away are deleted and the directory fsync'd. Marker
@@ -73,6 +76,10 @@
  *      deleted: should the deletion not last, what it holds is cut. Records
  *      of non-durable epochs are cut so that a later session's markers
  *      (which start above every epoch seen) can never make them replayable.
+ *      Nothing here needs a new block: the cuts and deletions free space,
+ *      the notes in cuts.log are best effort; a failure for want of space
+ *      says what to do (free space; URT_LOG_RECOVER_DRY_RUN replays the same
+ *      records changing nothing).
  * Idempotent: a second run (with or without runtimes started in between)
  * finds D unconditional and the same windows, nothing to cut, and replays
  * the same records; the marker it reports never goes down. Claims that
@@ -389,6 +396,15 @@ static void note_cut(struct recovery *r, const struct rchan *c)
     close(fd);
 }
 
+/* What to do when persisting failed for want of space. */
+static const char *space_hint(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT
+               ? " (the disk is full: free space on it and recover again; URT_LOG_RECOVER_DRY_RUN replays the "
+                 "same records without changing the directory)"
+               : "";
+}
+
 static int sync_name(struct recovery *r, const char *name)
 {
     int fd = openat(r->dirfd, name, O_RDONLY | O_CLOEXEC);
@@ -396,7 +412,8 @@ static int sync_name(struct recovery *r, const char *name)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return wal_fail(r->err, r->errlen, -e, "log directory %s: cannot sync %s: %s", r->dir, name, strerror(e));
+        return wal_fail(r->err, r->errlen, -e, "log directory %s: cannot sync %s: %s%s", r->dir, name, strerror(e),
+                        space_hint(-e));
     }
     close(fd);
     return 0;
@@ -410,20 +427,6 @@ static int sync_kept(struct recovery *r)
         int rc = sync_name(r, r->ch[i].name);
         if (rc)
             return rc;
-    }
-    return 0;
-}
-
-static int write_full(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t off = 0; off < n;) {
-        ssize_t w = pwrite(fd, b + off, n - off, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? -errno : -EIO;
-        off += (size_t)w;
     }
     return 0;
 }
@@ -453,23 +456,21 @@ static bool epochs_current(const struct recovery *r, const uint8_t *img, size_t 
     return r->epochs_len == size && !memcmp(r->epochs, img, size);
 }
 
-/* The epoch file is replaced by img: epochs.tmp, fdatasync, rename, fsync
- * of the directory. */
-static int rewrite_epochs(struct recovery *r, const uint8_t *img, size_t size)
+static bool holds_cb(void *arg, const struct wal_epoch_slot *e)
 {
-    int rc = 0;
-    int fd = openat(r->dirfd, "epochs.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || (rc = write_full(fd, img, size)) || fdatasync(fd))
-        rc = rc ? rc : -errno;
-    if (fd >= 0)
-        close(fd);
-    if (!rc && renameat(r->dirfd, "epochs.tmp", r->dirfd, "epochs"))
-        rc = -errno;
-    if (!rc && fsync(r->dirfd))
-        rc = -errno;
+    return rec_slot_holds(arg, e);
+}
+
+/* The epoch file becomes img, in place: no new block (wal_epochs.c); absent
+ * or short, it is replaced (epochs.tmp, fdatasync, rename, directory fsync). */
+static int rewrite_epochs(struct recovery *r, const uint8_t *img)
+{
+    int rc = wal_epochs_rewrite(r->dirfd, img, r->res.durable_marker, holds_cb, r);
+    if (rc == -EFBIG)
+        rc = wal_epochs_replace(r->dirfd, img);
     if (rc)
-        return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot rewrite the epoch file: %s", r->dir,
-                    strerror(-rc));
+        return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot rewrite the epoch file: %s%s", r->dir,
+                        strerror(-rc), space_hint(rc));
     return 0;
 }
 
@@ -524,7 +525,7 @@ static int persist(struct recovery *r)
     if (!epochs_current(r, img, size) || r->res.cuts || r->res.deleted) {
         rc = sync_kept(r);
         if (!rc)
-            rc = rewrite_epochs(r, img, size);
+            rc = rewrite_epochs(r, img);
         if (!rc)
             rc = apply_cuts(r);
         if (!rc)

@@ -72,6 +72,8 @@ struct recovery {
 int rec_read_checkpoint(struct recovery *r);
 /* The epoch file's valid slots and the windows its limit slots hold. */
 int rec_read_slots(struct recovery *r);
+/* Whether a slot's condition holds (the channels as scanned, before any cut). */
+bool rec_slot_holds(const struct recovery *r, const struct wal_epoch_slot *e);
 /* The claims in the channels' valid prefixes join the slots. */
 int rec_add_claims(struct recovery *r);
 /* D (res.durable_marker), res.broken_slots. */

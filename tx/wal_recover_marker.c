@@ -51,6 +51,11 @@ static bool slot_holds(const struct recovery *r, const struct wal_epoch_slot *e)
     return c->scan.valid_end >= e->end;
 }
 
+bool rec_slot_holds(const struct recovery *r, const struct wal_epoch_slot *e)
+{
+    return slot_holds(r, e);
+}
+
 static int cmp_slot(const void *a, const void *b)
 {
     const struct rslot *x = a, *y = b;

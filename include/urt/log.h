@@ -261,7 +261,8 @@ struct urt_log_recovery {
  * replays every record of every epoch <= the replay marker to ops->record in
  * epoch order (never a record of a later epoch; a transaction whole or not at
  * all), then makes the result durable: the epoch file is rewritten to hold
- * the durable marker without conditions, and torn or corrupt tails and
+ * the durable marker without conditions (in place: recovery needs no new
+ * space and works on a full disk), and torn or corrupt tails and
  * records of epochs above the replay marker are cut (truncate + fsync;
  * reported through ops->cut and noted in dir/cuts.log).
  * A fixpoint: any number of recoveries, with runtimes started on dir in
@@ -277,7 +278,9 @@ struct urt_log_recovery {
  * NULL; out may be NULL. Returns 0, the record callback's non-zero value,
  * -ENOENT (no such directory), -ENOTDIR, -EMEDIUMTYPE (not a urt log
  * directory: it holds other files), -EBUSY, -EINVAL (flags), or an I/O
- * -errno. Any thread (not a worker of a runtime using dir). */
+ * -errno (-ENOSPC only where an overwrite takes space, e.g. copy-on-write:
+ * the message says to free space; URT_LOG_RECOVER_DRY_RUN replays without
+ * writing). Any thread (not a worker of a runtime using dir). */
 URT_API int urt_log_recover(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
                             struct urt_log_recovery *out);
 

@@ -32,7 +32,10 @@ enum urt_shutdown {
 
 /* Creates a runtime. cfg NULL means all defaults. Returns 0 and *out, or
  * -EINVAL (bad configuration, see urt_last_error()), -ENOMEM, or the error of
- * the kernel call that failed (e.g. -ENOSYS without io_uring). Any thread. */
+ * the kernel call that failed (e.g. -ENOSYS without io_uring; -ENOSPC when
+ * log_dir is on a full disk: a session writes new channel files, the message
+ * says to free space, the log is left as it was and urt_log_recover works
+ * there). Any thread. */
 URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out);
 
 /* Stops the runtime (see the lifecycle above). Returns the number of tasks
