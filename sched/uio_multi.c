@@ -18,7 +18,10 @@
  * result (a CQE with data but no F_MORE): that result is delivered as an
  * ordinary completion and the request is re-armed, so the caller sees one
  * stream until its own cancel, an error, end of file (receive: 0), or
- * destroy (-ECANCELED). A receive whose buffer ring ran dry (the kernel's
+ * destroy (-ECANCELED). An accept into the file table that finds no free
+ * slot is such an error on every path: the kernel closes the connection and
+ * ends its multishot accept with -ENFILE; without the kernel's help the
+ * runtime closes it and ends the (single-shot, re-armed) accept the same way. A receive whose buffer ring ran dry (the kernel's
  * -ENOBUFS, or an empty pool) waits on the ring's list and is re-armed when
  * urt_bufring_put gives a buffer back: the data waits in the socket, no byte
  * is dropped. A re-arm that finds the submission queue full ends the
@@ -149,14 +152,6 @@ void uio_multi_end(struct worker *w, struct uio *u, int32_t res)
 
 /* ---- completions -------------------------------------------------------------------------- */
 
-/* A new connection (fd, or a slot of the file table). */
-static void accepted(struct worker *w, struct uio *u, int32_t res)
-{
-    if (u->flags & UIO_F_FIXED)
-        res = uio_accepted_fixed(w, u, res);
-    uio_push(w, u, res, IORING_CQE_F_MORE);
-}
-
 /* The fallback receive: the socket is readable; one recv(2) into a pool buffer. */
 static void poll_recv(struct worker *w, struct uio *u)
 {
@@ -194,11 +189,17 @@ void uio_multi_cqe(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_fl
         return;
     }
     if (m->op == UIO_MOP_ACCEPT) {
+        if (res >= 0 && (u->flags & UIO_F_FIXED))
+            res = uio_accepted_fixed(w, u, res); /* its slot, or -ENFILE: the connection was closed */
         if (res < 0) {
+            /* An error ends it, as the kernel's multishot accept ends (its
+             * accept into the table too: -ENFILE). Never with a request
+             * left in the kernel: the kernel ends on errors, and an accept
+             * we install (UIO_F_INSTALL) is a single-shot one. */
             end(w, u, res);
             return;
         }
-        accepted(w, u, res);
+        uio_push(w, u, res, IORING_CQE_F_MORE);
         if (!more) /* the kernel ended it (or it is the single-shot fallback) */
             go_on(w, u, false);
         return;
@@ -252,8 +253,12 @@ int uio_multi_accept(struct urt_io *io, int fd, unsigned flags)
         return uio_refused(io, urt__error(-ENOMEM, "urt_io_accept: out of memory for a multishot operation"));
     m->fd = fd;
     m->op = UIO_MOP_ACCEPT;
-    /* an accept into the table by the kernel (no UIO_F_INSTALL) implies RING_IO_FIXED_ACCEPT */
-    bool kernel = w && (uio_features(w) & RING_IO_MULTISHOT_ACCEPT);
+    /* An accept into the table by the kernel (no UIO_F_INSTALL) implies
+     * RING_IO_FIXED_ACCEPT. One we install is re-armed after each
+     * connection (never the kernel's multishot): when the table is full it
+     * must end there, as the kernel's does, with the connections that come
+     * after still waiting in the backlog. */
+    bool kernel = w && (uio_features(w) & RING_IO_MULTISHOT_ACCEPT) && !(fixed & UIO_F_INSTALL);
     return multi_submit(io, "urt_io_accept", kernel ? UIO_K_MULTI : UIO_K_REARM, m, NULL, fixed);
 }
 

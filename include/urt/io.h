@@ -222,8 +222,12 @@ URT_API int urt_io_fallocate(struct urt_io *io, int fd, int mode, int64_t off, i
  * URT_IO_FIXED_FILE the connection is installed in the calling worker's
  * registered file table instead (upper half of io_fixed_files) and res is
  * its index, for URT_IO_FIXED_FILE sends; urt_io_unregister_file(index)
- * closes it (-ENOMEM: no table, io_fixed_files 0). addr/addrlen may be NULL
- * (and must be with URT_IO_MULTISHOT). */
+ * closes it (-ENOMEM: no table, io_fixed_files 0). A connection that finds
+ * that half full is closed and the accept ends with -ENFILE (a multishot
+ * one too: its last call; the connections after it wait in the listen
+ * backlog for the next accept, once slots were given back) — the same with
+ * the kernel's accept into the table and without it. addr/addrlen may be
+ * NULL (and must be with URT_IO_MULTISHOT). */
 URT_API int urt_io_accept(struct urt_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, unsigned flags);
 URT_API int urt_io_connect(struct urt_io *io, int fd, const struct sockaddr *addr, socklen_t addrlen);
 /* recv into buf; msg_flags as recv(2) (MSG_WAITALL ...). res 0: the peer

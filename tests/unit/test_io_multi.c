@@ -4,7 +4,8 @@
  * with the features the probe found and again with them forbidden through
  * ring_disable, so every fallback is exercised on this kernel:
  *  - multishot accept (and its fallback: one accept re-armed), into the
- *    registered file table too (kernel slot pick, or install);
+ *    registered file table too (kernel slot pick, or install), and a full
+ *    table: -ENFILE ends the accept on every path;
  *  - multishot receive into a buffer ring run dry on purpose (the receiver
  *    holds every buffer for a while): every byte arrives, in order, no
  *    -ENOBUFS reaches the continuation, end of file ends it; fallbacks: a
@@ -223,6 +224,84 @@ Test(io_multi, accept_into_the_file_table)
 Test(io_multi, accept_into_the_file_table_fallback_install)
 {
     multishot_accept_run(URT_RING_FIXED_ACCEPT | URT_RING_MULTISHOT_ACCEPT, URT_IO_FIXED_FILE);
+}
+
+/* A multishot accept into the file table when the table fills up (issue 27,
+ * item 8): the same on the kernel's accept into the table and on every
+ * fallback. io_fixed_files 8: 4 slots for accepts; 8 clients. The first 4
+ * connections come with URT_IO_F_MORE and a slot; the 5th finds no slot: the
+ * runtime closes it and the accept ends with -ENFILE (its last call, no
+ * URT_IO_F_MORE) — the fallback used to deliver -ENFILE with more to come
+ * and go on, closing every later connection too. The other 3 wait in the
+ * listen backlog: once the slots were given back, a new accept gets them. */
+static void accept_table_full_run(uint32_t disable)
+{
+    urt_runtime *rt = rt_with(1, disable, 8);
+    uint16_t port;
+    struct acc a = {.flags = URT_IO_FIXED_FILE};
+    a.lfd = tcp_listener(&port);
+    on_worker(rt, 0, acc_start, &a);
+    cr_assert_eq(atomic_load(&a.submit_err), 0, "%s", urt_last_error());
+    enum { K = 8, SLOTS = 4 };
+    int cl[K];
+    for (int i = 0; i < K; i++) {
+        cl[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        cr_assert_eq(connect(cl[i], (struct sockaddr *)&to, sizeof(to)), 0);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&a.ended), 5000), "the accept did not end (%d calls, %d with more)",
+              atomic_load(&a.calls), atomic_load(&a.more_calls));
+    sleep_us(20000); /* nothing more may come */
+    cr_assert_eq(atomic_load(&a.bad), 0, "an -errno with more to come: %d", atomic_load(&a.bad));
+    cr_assert_eq(atomic_load(&a.n), SLOTS, "connections delivered: %d", atomic_load(&a.n));
+    cr_assert_eq(atomic_load(&a.last_res), -ENFILE, "the last call: %d", atomic_load(&a.last_res));
+    cr_assert_eq(atomic_load(&a.calls), SLOTS + 1);
+    /* exactly one client was closed (the one with no slot); the others are open */
+    int closed = 0;
+    for (int i = 0; i < K; i++) {
+        struct pollfd p = {cl[i], POLLIN, 0};
+        char c;
+        if (poll(&p, 1, 0) == 1 && recv(cl[i], &c, 1, MSG_DONTWAIT) <= 0)
+            closed++;
+    }
+    cr_assert_eq(closed, 1, "%d clients closed by the server", closed);
+    /* the slots given back, a new accept takes the 3 that waited */
+    struct sendfix s;
+    for (int i = 0; i < SLOTS; i++) {
+        s.index = a.fds[i];
+        on_worker(rt, 0, unregister_slot, &s);
+        cr_assert_eq(atomic_load(&s.res), 0);
+    }
+    atomic_store(&a.n, 0);
+    atomic_store(&a.ended, 0);
+    atomic_store(&a.calls, 0);
+    on_worker(rt, 0, acc_start, &a);
+    cr_assert_eq(atomic_load(&a.submit_err), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&a.n) == K - SLOTS - 1, 5000), "then %d", atomic_load(&a.n));
+    cr_assert_eq(atomic_load(&a.ended), 0);
+    on_worker(rt, 0, acc_cancel, &a);
+    cr_assert(WAIT_UNTIL(atomic_load(&a.ended), 5000));
+    cr_assert_eq(atomic_load(&a.last_res), -ECANCELED);
+    for (int i = 0; i < K; i++)
+        close(cl[i]);
+    close(a.lfd);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io_multi, accept_into_a_full_table_ends_with_enfile)
+{
+    accept_table_full_run(0);
+}
+
+Test(io_multi, accept_into_a_full_table_ends_with_enfile_fallback_install)
+{
+    accept_table_full_run(URT_RING_FIXED_ACCEPT);
+}
+
+Test(io_multi, accept_into_a_full_table_ends_with_enfile_fallback_rearm)
+{
+    accept_table_full_run(URT_RING_FIXED_ACCEPT | URT_RING_MULTISHOT_ACCEPT);
 }
 
 /* ---- multishot receive into a buffer ring, run dry ------------------------------------------- */
