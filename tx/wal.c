@@ -56,9 +56,10 @@
  *     written again from where it stopped, with a new fdatasync; an error
  *     fails every stored commit of that flush with it (never acknowledged),
  *     the channel rewinds to the flush's offset and holds the durable marker
- *     below the failed epochs until a repair write (zeros over what the
- *     failed write may have left, no new blocks: it succeeds on a full disk)
- *     is durable; the next write waits for a back-off (wal_chan.c). On
+ *     below the failed epochs until a repair (zeros over what the failed
+ *     write may have left inside the preallocation, a truncation past it: no
+ *     new blocks, it succeeds on a full disk) is durable; the next write
+ *     waits for a back-off (wal_fail.c). On
  *     success the flushed waiters move into the heap, pending_min is raised,
  *     and the durable marker D is recomputed:
  *         D = min(E - 1, min over channels holding unflushed records of

@@ -46,6 +46,10 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 /* WAL_FAULT_EIO_ALWAYS: every write reports -EIO until another kind (or 0)
  * is injected: a device that died. */
 #define WAL_FAULT_EIO_ALWAYS 4
+/* WAL_FAULT_ENOSPC_ALWAYS: the same with -ENOSPC, writes of zeros over
+ * written blocks included: a full disk where an overwrite takes space too
+ * (copy-on-write). */
+#define WAL_FAULT_ENOSPC_ALWAYS 5
 #if URT_FAULT_INJECTION
 void wal_inject_fault(struct wal *wal, int kind); /* only in builds with -Dfault_injection=true */
 /* Test hook of the single_write probes (wal_file.c), read when the first

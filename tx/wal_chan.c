@@ -27,9 +27,10 @@
  * sync of its own; a claim in it stays and counts once the rest is
  * durable); an error fails the flush's stored commits with it, rewinds the
  * channel to the flush's offset and, after a back-off (1 ms doubling to 128
- * ms), zeroes the failed range with a repair write of its own that needs no
- * new blocks, then writes what gathered meanwhile (wal_fail.c; D stays below
- * the failed epochs until the repair is durable). On success the waiters go
+ * ms), undoes the failed range with a repair of its own that needs no new
+ * blocks (zeros, or a truncation), then writes what gathered meanwhile
+ * (wal_fail.c; D stays below the failed epochs until the repair is
+ * durable). On success the waiters go
  * to delivery (delivery.c), pending_min is raised (O1) and the marker may
  * advance (wal_marker.c); single_write: the next flush carries it, at once.
  *
@@ -149,14 +150,16 @@ static int take_fault(struct chan *ch, size_t *n)
 {
 #if URT_FAULT_INJECTION
     int inject = atomic_load_explicit(&ch->wal->inject_next, memory_order_relaxed);
-    if (inject != WAL_FAULT_EIO_ALWAYS)
+    if (inject != WAL_FAULT_EIO_ALWAYS && inject != WAL_FAULT_ENOSPC_ALWAYS)
         inject = atomic_exchange_explicit(&ch->wal->inject_next, 0, memory_order_relaxed);
     if (inject == WAL_FAULT_SHORT) {
         size_t half = ch->wal->o_direct ? (*n / 2) & ~(size_t)511 : *n / 2;
         if (half)
             *n = half;
     }
-    ch->wr_eio = inject == WAL_FAULT_EIO || inject == WAL_FAULT_EIO_ALWAYS;
+    ch->wr_err = inject == WAL_FAULT_EIO || inject == WAL_FAULT_EIO_ALWAYS ? -EIO
+                 : inject == WAL_FAULT_ENOSPC_ALWAYS                      ? -ENOSPC
+                                                                         : 0;
     ch->wr_fake_short = inject == WAL_FAULT_SHORT_CANCEL;
     return inject;
 #else
@@ -457,8 +460,8 @@ void chan_flush_complete(struct chan *ch)
         chan_flush_failed(ch, ch->sync.res);
     else if ((size_t)ch->wr.res < want || ch->sync.res == -ECANCELED)
         write_again(ch); /* a short write cancelled the linked sync: write the rest, synced */
-    else if (ch->wr_eio)
-        chan_flush_failed(ch, -EIO);
+    else if (ch->wr_err)
+        chan_flush_failed(ch, ch->wr_err);
     else {
         if (ch->claim_p)
             marker_claim_durable(ch); /* the durability callback first, then earlier waiters */
@@ -712,7 +715,8 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
             flushes += ch->flight != NULL; /* count writes, not attempts */
         }
         sched_io_flush(w);
-        more = ((ch->write_due || chan_has_work(ch)) && flushes < STOP_FLUSHES) || (ch->eretry && eretries < STOP_FLUSHES);
+        more = ((ch->write_due || chan_has_work(ch)) && flushes < STOP_FLUSHES) ||
+               (ch->eretry && eretries < STOP_FLUSHES);
         if ((!ch->inflight && !more) || rounds++ >= 100000)
             break;
         if (ch->inflight) {

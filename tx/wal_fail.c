@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tx/wal_int.h"
 
@@ -54,15 +55,34 @@ static void hold_failed(struct chan *ch, struct urt_commit *failed)
     }
 }
 
+/* A repair failed: what gathered behind it could be written only after a
+ * repair that may fail for as long as the disk is full. Its stored commits
+ * get err now, its records are dropped (accepted and available commits
+ * were answered at append: theirs are lost, as with any failed write).
+ * Returns the stored commits. */
+static struct urt_commit *drop_gathered(struct chan *ch, int err)
+{
+    struct wal_buf *g = ch->gather;
+    struct urt_commit *list = g->wait_head;
+    for (struct urt_commit *c = list; c; c = c->priv.next) {
+        c->priv.status = err;
+        c->priv.state = CS_RELEASE;
+    }
+    g->len = g->start;
+    wal_buf_reset_batch(g);
+    return list;
+}
+
 /* The failed write's stored commits get err; the gathered records move to
- * where it began; the repair write, after the back-off, zeroes the failed
- * range. */
+ * where it began (or, behind a failed repair, get err too); the repair,
+ * after the back-off, undoes the failed range. */
 void chan_flush_failed(struct chan *ch, int err)
 {
     struct wal_buf *x = ch->flight;
+    bool was_repair = ch->repair_flight;
     wal_cnt_add(&ch->n_errors, 1);
     if (x->base + ch->wr_to > ch->dirty_end)
-        ch->dirty_end = x->base + ch->wr_to; /* the next write zeroes up to here: no stale record survives */
+        ch->dirty_end = x->base + ch->wr_to; /* the repair undoes up to here: no stale record survives */
     struct urt_commit *failed = x->wait_head;
     for (struct urt_commit *c = failed; c; c = c->priv.next) {
         c->priv.status = err;
@@ -73,20 +93,24 @@ void chan_flush_failed(struct chan *ch, int err)
     struct urt_commit *lost = chan_unswap_buffers(ch);
     ch->form = FLUSH_NONE;
     /* pending_min stays where it is (at or below the failed epochs) until a
-     * write over the failed range is durable: D cannot cover those records. */
+     * repair of the failed range is durable: D cannot cover those records. */
     ch->repair = true;
+    ch->repair_flight = false;
+    if (was_repair) {
+        failed = drop_gathered(ch, err); /* (a repair carries no commit of its own) */
+        ch->repair_truncate |= err == -ENOSPC || err == -EDQUOT; /* the next one frees blocks instead */
+    }
     if (ch->claim_p) {
         /* Its claim may be on disk with its records, and would make a
-         * recovery replay them: their errors wait until the repair write
-         * has overwritten them durably (chan_written); its marker is
-         * claimed again after that (epending). */
+         * recovery replay them: their errors wait until the repair has
+         * undone them durably (chan_written); its marker is claimed again
+         * after that (epending). */
         if (ch->claim_p > ch->epending)
             ch->epending = ch->claim_p;
         ch->claim_p = 0;
         hold_failed(ch, failed);
         failed = NULL;
     }
-    ch->repair_flight = false;
     delivery_list(&ch->wal->dl, ch->w, failed);
     delivery_list(&ch->wal->dl, ch->w, lost);
     chan_release_held(ch);
@@ -95,20 +119,53 @@ void chan_flush_failed(struct chan *ch, int err)
 
 /* ---- the repair ------------------------------------------------------------------------ */
 
-/* The repair write after a failed one: zeros over every byte the failed
- * writes may have left in the file, from where the failed batch began up to
- * dirty_end but not past the file's size (fstat): bytes past it were never
- * written, and zeroing them would take new blocks, which a full disk does
- * not have. It carries no records (those gathered since go with the next
- * write), so it overwrites blocks the file already has, and succeeds on a
- * full disk (tmpfs, ext4, xfs; not where an overwrite is copy-on-write):
- * the channel's pending_min, which held the durable marker below the failed
- * epochs, is released and the stored commits of the other channels that
- * waited for it are answered. With O_DIRECT it rewrites whole blocks from
- * the buffer's start, the earlier records of the first block included (the
- * other buffer holds the copy: the gathering one keeps the new records).
- * Nothing of the failed writes in the file (it ends before them): nothing
- * to undo, the repair is done without a write. */
+/* The repair as a truncation at the failed batch's start: it frees blocks
+ * instead of overwriting them, so it needs no space on any file system,
+ * copy-on-write ones included. Used where the failed write appended (at or
+ * past the end of the preallocation: nothing to keep there), and after a
+ * repair write failed for want of space (the preallocation then ends
+ * where the file does; the extension zero-fills ahead again). Blocking,
+ * ftruncate and fdatasync on the worker, like a segment's roll: only ever
+ * after a failed write. */
+static void repair_truncate(struct chan *ch, uint64_t at)
+{
+    if (ch->ext != EXT_IDLE) {
+        ch->ext = EXT_BUSY_FLUSH_WAITS; /* the zero fill in flight writes past `at`: after it */
+        return;
+    }
+    int rc = ftruncate(ch->fd, (off_t)at) ? -errno : 0;
+    if (!rc && fdatasync(ch->fd))
+        rc = -errno;
+    if (rc) {
+        wal_cnt_add(&ch->n_errors, 1);
+        delivery_list(&ch->wal->dl, ch->w, drop_gathered(ch, rc));
+        chan_back_off(ch, false);
+        return;
+    }
+    uint64_t blk = at & ~(uint64_t)(WAL_ALIGN - 1);
+    if (ch->prealloc_end > blk)
+        ch->prealloc_end = blk; /* zero-filled space ends there now */
+    ch->repair_truncate = false;
+    wal_cnt_add(&ch->n_fsyncs, 1);
+    chan_written(ch, NULL, false);
+}
+
+/* The repair after a failed write: whatever the failed writes may have left
+ * in the file, from where the failed batch began up to dirty_end, undone
+ * durably before the durable marker may pass the failed epochs. Inside the
+ * preallocation, one write of zeros over it, not past the file's size
+ * (fstat: bytes past it were never written, and zeroing them would take new
+ * blocks), with no records (those gathered since go with the next write): it
+ * overwrites blocks the file already has, so it succeeds on a full disk
+ * (tmpfs, ext4, xfs, btrfs's no-CoW channel files) and keeps the
+ * preallocation; with O_DIRECT it rewrites whole blocks from the buffer's
+ * start, the earlier records of the first block included (the other buffer
+ * holds the copy: the gathering one keeps the new records). Past the
+ * preallocation, or after such a write failed for want of space, a
+ * truncation (repair_truncate). Nothing of the failed writes in the file
+ * (it ends before them): nothing to undo, the repair is done without I/O.
+ * Once durable the channel goes on (chan_written: pending_min raised, the
+ * marker may advance, the next batch goes). */
 void chan_repair_write(struct chan *ch)
 {
     struct wal_buf *x = ch->gather, *r = x == &ch->bufs[0] ? &ch->bufs[1] : &ch->bufs[0];
@@ -118,6 +175,10 @@ void chan_repair_write(struct chan *ch)
         end = (uint64_t)st.st_size;
     if (end <= at) {
         chan_written(ch, NULL, false);
+        return;
+    }
+    if (ch->repair_truncate || at >= ch->prealloc_end) {
+        repair_truncate(ch, at);
         return;
     }
     size_t to = (size_t)(end - x->base);

@@ -109,6 +109,7 @@ struct chan {
     bool write_due;             /* the flight buffer must be written again; the ring had no room */
     uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
     bool repair_flight;         /* the flight is a repair write (zeros, no records) */
+    bool repair_truncate;       /* a repair write failed for want of space: the next truncates */
     bool backoff;               /* a write failed: none starts before the retry timer (io_r) */
     bool eretry;                /* an own epoch-slot write failed: written again at the retry */
     bool retry_armed;
@@ -133,7 +134,7 @@ struct chan {
     struct chan_io wr, sync;    /* log write + its fdatasync / sync_file_range */
     uint32_t cqes;              /* CQEs still to come for the flush */
     size_t wr_from, wr_to, wr_len;
-    bool wr_eio;                /* fault injection: report -EIO at completion */
+    int32_t wr_err;             /* fault injection: report this -errno at completion */
     bool wr_fake_short;         /* fault injection: a short write that cancelled the sync */
     uint64_t flight_lsn, flush_start_ns; /* probes: the flush's last lsn and start stamp */
     uint64_t flush_seq, done_seq;
@@ -197,13 +198,12 @@ struct wal {
 
 /* ---- small shared helpers ------------------------------------------------------------ */
 
-/* The end of a start-up error message for want of space: what to do. */
+/* The end of a start-up error message for want of space: what to do
+ * (short: urt_last_error() keeps 255 bytes, the path comes first). */
 static inline const char *wal_full_hint(int rc)
 {
     return rc == -ENOSPC || rc == -EDQUOT
-               ? " (the disk is full: a runtime starts new channel files, a block and log_prealloc_kb each; "
-                 "free space on the device or lower log_prealloc_kb. The log is intact: urt_log_recover "
-                 "replays it without new space)"
+               ? " (free space on the device or lower log_prealloc_kb; the log is intact, urt_log_recover replays it)"
                : "";
 }
 
@@ -284,7 +284,8 @@ void chan_written(struct chan *ch, struct urt_commit *waiters, bool flushed);
 /* ---- wal_fail.c ---------------------------------------------------------------------- */
 /* The flush in flight failed with err (its stored commits get it). */
 void chan_flush_failed(struct chan *ch, int err);
-/* After a failed write: zeros over what it may have left, no new blocks. */
+/* After a failed write: what it may have left undone (zeros over it inside
+ * the preallocation, else a truncation), no new blocks. */
 void chan_repair_write(struct chan *ch);
 /* A write of ch failed (its log write, or with epoch an own slot write):
  * the next attempt waits for the retry timer, 1 ms doubling to 128 ms per

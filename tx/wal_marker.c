@@ -320,6 +320,8 @@ int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot,
     struct stat st;
     if (fstat(wal->epochfd, &st))
         return -errno;
+    if (st.st_size == 0)
+        wal_sync_nocow_epochs(&wal->sync, wal->epochfd); /* btrfs: rewritten in place by recovery */
     size_t want = (size_t)EPOCH_SLOTS * EPOCH_SLOT_SIZE;
     if ((size_t)st.st_size < want) {
         /* Preallocate with real zeros: slot writes then overwrite allocated blocks. */

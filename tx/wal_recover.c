@@ -400,8 +400,7 @@ static void note_cut(struct recovery *r, const struct rchan *c)
 static const char *space_hint(int rc)
 {
     return rc == -ENOSPC || rc == -EDQUOT
-               ? " (the disk is full: free space on it and recover again; URT_LOG_RECOVER_DRY_RUN replays the "
-                 "same records without changing the directory)"
+               ? " (free space and recover again; URT_LOG_RECOVER_DRY_RUN replays without writing)"
                : "";
 }
 

@@ -49,6 +49,10 @@
  * FS_NOCOW_FL or the log is strict; config validation refuses both with
  * log_prealloc_kb=0.
  *
+ * The epoch file gets FS_NOCOW_FL on btrfs too, whatever the mode, while it
+ * is still empty (wal_sync_nocow_epochs): recovery rewrites it in place
+ * (tx/wal_epochs.c), which on a copy-on-write file would need free space.
+ *
  * Pure set-up code: runs once in wal_open on the creating thread.
  */
 #include "tx/wal_sync.h"
@@ -178,6 +182,17 @@ void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err)
     char was[sizeof(c->why)];
     snprintf(was, sizeof(was), "%s", c->why);
     snprintf(c->why, sizeof(c->why), "%.70s; %s refused (%s): single_flush", was, what, strerror(err));
+}
+
+void wal_sync_nocow_epochs(const struct wal_sync_choice *c, int fd)
+{
+    int flags = 0;
+    if (c->fs_magic != FS_BTRFS || ioctl(fd, FS_IOC_GETFLAGS, &flags) || (flags & FS_NOCOW_FL))
+        return;
+    flags |= FS_NOCOW_FL;
+    if (ioctl(fd, FS_IOC_SETFLAGS, &flags)) {
+        /* refused (compression forced, say): the file stays copy-on-write */
+    }
 }
 
 void wal_sync_nocow(struct wal_sync_choice *c, int fd)

@@ -22,6 +22,12 @@ int wal_sync_choose(int dirfd, const struct urt_config *cfg, struct wal_sync_cho
 /* For a channel file just created (still empty): sets FS_NOCOW_FL where the
  * choice needs it; if it does not take, the choice falls back to strict. */
 void wal_sync_nocow(struct wal_sync_choice *c, int fd);
+/* The epoch file on btrfs, while it is still empty: FS_NOCOW_FL where the
+ * file system takes it, whatever the sync mode, so that recovery's in-place
+ * rewrite (tx/wal_epochs.c) overwrites its blocks instead of needing new
+ * ones on a full disk. Best effort: a copy-on-write epoch file is as
+ * correct, only not rewritable without free space. */
+void wal_sync_nocow_epochs(const struct wal_sync_choice *c, int fd);
 /* single_write without O_DIRECT or RWF_DSYNC (what was refused, errno):
  * the choice falls back to single_flush. */
 void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err);

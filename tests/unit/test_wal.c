@@ -83,6 +83,19 @@ static urt_runtime *log_rt(const char *dir, uint32_t workers, uint32_t prealloc_
     return rt_create_or_skip(&cfg);
 }
 
+/* Preallocated (a repair is a write of zeros, which an injected fault fails
+ * too) and strict (no claims: a failed write's errors are answered at once,
+ * not held until a repair lands, docs/durability.md). */
+static urt_runtime *log_rt_strict_prealloc(const char *dir, uint32_t workers)
+{
+    struct urt_config cfg;
+    test_config(&cfg, workers);
+    cfg.log_dir = dir;
+    cfg.log_prealloc_kb = 64;
+    cr_assert_eq(urt_config_set(&cfg, "log_sync", "strict"), 0);
+    return rt_create_or_skip(&cfg);
+}
+
 /* A waiter for commit callbacks from a thread that is not a worker. */
 struct waiter {
     pthread_mutex_t mu;
@@ -583,11 +596,14 @@ Test(wal, dead_device_destroy_returns, .timeout = 60)
 /* A write that keeps failing is retried after a back-off that doubles up to
  * 128 ms, not at once (a worker about to suspend retried the repair write
  * in a loop: hundreds of thousands of io_errors a second); when the device
- * works again, the next commit is stored without a restart. */
+ * works again, the next commit is stored without a restart. Commits made
+ * while it fails get its error, soon. (Past the
+ * preallocation the repair is a truncation, which the injected fault does
+ * not touch: wal_full covers that one.) */
 Test(wal, failing_writes_are_retried_with_a_back_off, .timeout = 60)
 {
     char *dir = make_dir();
-    urt_runtime *rt = log_rt(dir, 1, 0);
+    urt_runtime *rt = log_rt_strict_prealloc(dir, 1);
     struct wal *wal = ((struct urt_runtime *)rt)->wal;
     cr_assert_eq(commit_wait(rt, 1, 100, URT_COMMIT_STORED), 0);
     wal_inject_fault(wal, WAL_FAULT_EIO_ALWAYS);
@@ -604,6 +620,10 @@ Test(wal, failing_writes_are_retried_with_a_back_off, .timeout = 60)
                   (unsigned long long)ms);
     cr_assert_geq(retries, 2, "the repair write is still retried (%llu in %llu ms)", (unsigned long long)retries,
                   (unsigned long long)ms);
+    /* Commits made meanwhile wait for a repair that keeps failing: each
+     * gets its error with the next failed repair (they waited for ever). */
+    for (uint64_t id = 4; id < 7; id++)
+        cr_assert_eq(commit_wait(rt, id, 100, URT_COMMIT_STORED), -EIO);
     wal_inject_fault(wal, 0); /* the device works again */
     cr_assert_eq(commit_wait(rt, 3, 100, URT_COMMIT_STORED), 0);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
@@ -612,6 +632,8 @@ Test(wal, failing_writes_are_retried_with_a_back_off, .timeout = 60)
     cr_assert_eq(ctx.rp.seen[1], 1);
     cr_assert_eq(ctx.rp.seen[2], 0, "a commit that got -EIO was replayed");
     cr_assert_eq(ctx.rp.seen[3], 1);
+    for (int id = 4; id < 7; id++)
+        cr_assert_eq(ctx.rp.seen[id], 0, "commit %d got -EIO and was replayed", id);
     free(ctx.rp.seen);
     remove_dir(dir);
     leak_check();
@@ -654,11 +676,62 @@ static enum urt_task_result stored_on_ch0(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+/* A full disk where even an overwrite takes space (copy-on-write): the
+ * repair's write of zeros fails too, and the repair after it truncates the
+ * failed range instead, which frees space. Channel 1 (its worker held in a
+ * task) has a record of an earlier epoch unflushed while channel 0's stored
+ * commit waits for the durable marker; every log write then fails with
+ * -ENOSPC: the commit on channel 0 is answered 0, while the fault lasts
+ * (it waited for ever: the repair never landed), and recovery replays it. */
+Test(wal, a_repair_that_finds_no_space_truncates, .timeout = 60)
+{
+    char *dir = make_dir();
+    struct heap_hold *h = calloc(1, sizeof(*h));
+    h->rt = log_rt_strict_prealloc(dir, 2);
+    h->w_acc = (struct waiter)WAITER_INIT;
+    h->w_stored = (struct waiter)WAITER_INIT;
+    payload_fill(h->rec, sizeof(h->rec), 1);
+    struct wal *wal = ((struct urt_runtime *)h->rt)->wal;
+    cr_assert_eq(urt_spawn_to(h->rt, 1, hold_ch1, NULL, h, 0), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&h->stage) != 0, 5000));
+    cr_assert_eq(atomic_load(&h->stage), 1, "urt_log_commit (accepted): %s", urt_last_error());
+    cr_assert_eq(urt_spawn_to(h->rt, 0, stored_on_ch0, NULL, h, 0), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(({
+        struct urt_log_stats s;
+        urt_log_stats(h->rt, &s);
+        s.fsyncs >= 1;
+    }), 5000), "channel 0 wrote the stored commit");
+    wal_inject_fault(wal, WAL_FAULT_ENOSPC_ALWAYS);
+    atomic_store(&h->stage, 2); /* channel 1 writes, fails, its repair write fails, it truncates */
+    bool answered = WAIT_UNTIL(({
+        pthread_mutex_lock(&h->w_stored.mu);
+        int calls = h->w_stored.calls;
+        pthread_mutex_unlock(&h->w_stored.mu);
+        calls == 1;
+    }), 10000);
+    struct urt_log_stats st;
+    urt_log_stats(h->rt, &st);
+    wal_inject_fault(wal, 0);
+    cr_assert(answered, "the stored commit on channel 0 still waits for the marker (io_errors %llu)",
+              (unsigned long long)st.io_errors);
+    cr_assert_eq(h->w_stored.status, 0);
+    cr_assert_geq(st.io_errors, 2, "the record's write and the repair's write both failed");
+    cr_assert_geq(urt_runtime_destroy(h->rt, URT_SHUTDOWN_DRAIN), 0, "%s", urt_last_error());
+    struct rec_ctx ctx;
+    cr_assert_eq(recover(dir, 0, &ctx, 10, NULL), 0);
+    cr_assert_eq(ctx.rp.seen[1], 0, "the failed record was replayed");
+    cr_assert_eq(ctx.rp.seen[2], 1, "the commit answered 0 is replayed");
+    free(ctx.rp.seen);
+    free(h);
+    remove_dir(dir);
+    leak_check();
+}
+
 Test(wal, destroy_answers_a_commit_waiting_for_the_marker, .timeout = 60)
 {
     char *dir = make_dir();
     struct heap_hold *h = calloc(1, sizeof(*h));
-    h->rt = log_rt(dir, 2, 0);
+    h->rt = log_rt_strict_prealloc(dir, 2); /* channel 1's repair is a write: it fails too */
     h->w_acc = (struct waiter)WAITER_INIT;
     h->w_stored = (struct waiter)WAITER_INIT;
     payload_fill(h->rec, sizeof(h->rec), 1);
