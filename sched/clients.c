@@ -28,6 +28,12 @@ static void dump_state(struct sched *s, int fd)
         dprintf(fd, "urt state: admission: %" PRIu64 " pending of %" PRIu64 ", %" PRIu64 " submitters waiting\n",
                 a.pending, a.limit, a.waiting);
     }
+    if (s->blocking) {
+        struct urt_blocking_stats b;
+        blocking_read_stats(s, &b);
+        dprintf(fd, "urt state: blocking pool: %" PRIu64 " threads (%" PRIu64 " idle), %" PRIu64 " running, %" PRIu64
+                    " queued\n", b.threads, b.threads_idle, b.running, b.queued);
+    }
 }
 
 static void release_slot(struct sched *s)

@@ -90,9 +90,10 @@ typedef void urt_watchdog_fn(void *ctx, const struct urt_watchdog_report *report
 URT_API int urt_watchdog_set_callback(urt_runtime *rt, urt_watchdog_fn *fn, void *ctx);
 
 /* Writes every worker's state (running task and for how long, queue lengths,
- * suspended or not) to fd, one line per worker — what the abort policy
- * prints. Returns 0 or -EINVAL (NULL rt, negative fd). Any thread (a racy
- * snapshot). */
+ * suspended or not) to fd, one line per worker, then a line each for the
+ * watcher, the admission limit and the blocking pool (threads, idle,
+ * running, queued) — what the abort policy prints. Returns 0 or -EINVAL
+ * (NULL rt, negative fd). Any thread (a racy snapshot). */
 URT_API int urt_dump_state(const urt_runtime *rt, int fd);
 
 #ifdef __cplusplus

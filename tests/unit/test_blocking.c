@@ -1242,6 +1242,16 @@ Test(blocking, watchdog_reports_a_long_function)
     cr_assert_eq(g_wd.blocking, &o.b);
     cr_assert_null(g_wd.job);
     cr_assert_gt(g_wd.elapsed_ns, 20000000);
+    /* the state dump has the pool's line */
+    char path[] = "/tmp/urt-blocking-dump.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    cr_assert_eq(urt_dump_state(rt, fd), 0);
+    char dump[4096] = "";
+    cr_assert_gt(pread(fd, dump, sizeof(dump) - 1, 0), 0);
+    close(fd);
+    cr_assert(strstr(dump, "urt state: blocking pool: "), "%s", dump);
     /* short functions are not reported */
     for (int i = 0; i < 20; i++) {
         off_init(&o, 1);
