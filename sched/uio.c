@@ -204,21 +204,28 @@ static void uio_tmo_cqe(struct ring_op *op, int32_t res, uint32_t cqe_flags);
 static void uio_tmo_fire(sched_timer *t, int32_t res);
 
 /* The deadline of rule 8: a linked timeout SQE behind the operation, or,
- * without the kernel feature, a timer of the worker that cancels it. */
+ * without the kernel feature, a timer of the worker that cancels it. Either
+ * way it counts from the submitting call: the linked timeout is absolute
+ * (IORING_TIMEOUT_ABS, CLOCK_MONOTONIC like urt_now_ns), because the SQEs a
+ * task prepares reach the kernel only when the task returns, and a relative
+ * one would start then — a task that went on working for 200 µs after its
+ * submission saw its deadline fire 200 µs late (bench: io_deadline). */
 static void arm_deadline(struct worker *w, struct uio *u)
 {
+    uint64_t due = urt_now_ns() + (uint64_t)u->sio.ts.tv_sec * 1000000000ull + (uint64_t)u->sio.ts.tv_nsec;
     if (uio_features(w) & RING_IO_LINK_TIMEOUT) {
         struct io_uring_sqe *t = sched_io_sqe(w); /* reserved by uio_begin */
-        io_uring_prep_link_timeout(t, &u->sio.ts, 0);
+        u->sio.ts.tv_sec = (long long)(due / 1000000000ull); /* read by the kernel at submission */
+        u->sio.ts.tv_nsec = (long long)(due % 1000000000ull);
+        io_uring_prep_link_timeout(t, &u->sio.ts, IORING_TIMEOUT_ABS);
         u->tmo.complete = uio_tmo_cqe;
         io_uring_sqe_set_data(t, &u->tmo);
         w->io_inflight++;
         u->cqes++;
         return;
     }
-    uint64_t ns = (uint64_t)u->sio.ts.tv_sec * 1000000000ull + (uint64_t)u->sio.ts.tv_nsec;
     u->sio.tm = (sched_timer){0};
-    timerq_add(&w->timers, &u->sio.tm, urt_now_ns() + ns, uio_tmo_fire); /* room reserved by uio_begin */
+    timerq_add(&w->timers, &u->sio.tm, due, uio_tmo_fire); /* room reserved by uio_begin */
     timerq_sync(&w->timers);
     u->flags |= UIO_F_TMO_TIMER;
 }

@@ -73,8 +73,10 @@
  *     concurrently, even on a plain task).
  *  8. Deadline: urt_io_set_timeout(io, ns) before the submission links a
  *     timeout to the next operation (IORING_OP_LINK_TIMEOUT): if it did not
- *     complete within ns nanoseconds it is cancelled and its continuation
- *     sees -ETIME (not -ECANCELED). Cleared by each submission of the io,
+ *     complete within ns nanoseconds of the submitting call it is cancelled
+ *     and its continuation sees -ETIME (not -ECANCELED); it fires at or
+ *     after that time, typically tens of microseconds after (docs/io.md,
+ *     "How late a deadline fires"). Cleared by each submission of the io,
  *     a refused one too (set it again before trying again).
  *  9. Shutdown: urt_runtime_destroy() with operations in flight cancels them;
  *     every continuation still runs exactly once (with -ECANCELED where the

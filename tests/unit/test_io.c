@@ -290,6 +290,65 @@ Test(io, linked_timeout_gives_etime)
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* Rule 8: the deadline counts from the submitting call, not from when the
+ * operation reaches the kernel (issue 27, item 11). The SQEs a task prepares
+ * are submitted when it returns; a task that works 200 ms after submitting a
+ * receive with a 100 ms deadline must see -ETIME about when it returns
+ * (the deadline passed meanwhile), not 100 ms after that — the relative
+ * linked timeout started at the task's return and ended at >= 300 ms.
+ * Wide margins (the bound is 290 ms): a loaded machine delays a
+ * continuation by milliseconds, not by 90. The lateness itself is measured
+ * by urt-load io_deadline (docs/benchmarks.md 3.16), not here. */
+struct slowsub {
+    struct req r;
+    uint64_t call_ns;
+};
+
+static enum urt_task_result slowsub_task(struct urt_task *t, void *arg)
+{
+    struct slowsub *x = arg;
+    (void)t;
+    x->call_ns = urt_now_ns();
+    atomic_store(&x->r.submit_err, req_submit(&x->r));
+    atomic_store(&x->r.submitted, 1);
+    while (urt_now_ns() - x->call_ns < 200ull * 1000 * 1000) /* the task goes on after its submission */
+        sleep_us(1000);
+    return URT_TASK_DONE;
+}
+
+static void deadline_from_the_call(uint32_t disable)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.ring_disable = disable;
+    urt_runtime *rt = g_rt = rt_create_or_skip(&cfg);
+    int sv[2];
+    tcp_pair(sv);
+    char buf[8];
+    struct slowsub x = {.r = {.op = OP_RECV, .fd = sv[0], .buf = buf, .len = sizeof(buf),
+                              .timeout_ns = 100ull * 1000 * 1000}};
+    urt_io_init(&x.r.io, req_cont, &x.r);
+    cr_assert_eq(urt_spawn(rt, slowsub_task, &x, 0), 0);
+    cr_assert_eq(wait_op(&x.r), -ETIME);
+    uint64_t after = atomic_load(&x.r.done_ns) - x.call_ns;
+    cr_assert_geq(after, 100ull * 1000 * 1000, "fired %.1f ms after the call: early", after / 1e6);
+    cr_assert_lt(after, 290ull * 1000 * 1000, "fired %.1f ms after the call (ring_disable 0x%x): the deadline "
+                 "started when the task returned", after / 1e6, disable);
+    close(sv[0]);
+    close(sv[1]);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io, a_deadline_counts_from_the_submitting_call)
+{
+    deadline_from_the_call(0);
+}
+
+Test(io, a_deadline_counts_from_the_submitting_call_fallback_timer)
+{
+    deadline_from_the_call(URT_RING_LINK_TIMEOUT);
+}
+
 /* Rule 8: the deadline is cleared by each submission, a refused one too
  * (issue 27, item 10): after urt_io_set_timeout and a refused submission of
  * the same io, the next, unrelated receive waits for its data (written 40 ms

@@ -61,7 +61,8 @@ extern const struct workload WL_IO[]; /* wl_io.c: docs/benchmarks.md 3.13 */
 const struct workload *commit_workload_for(const char *name);
 extern const struct workload WL_BATCH[]; /* wl_batch.c: docs/benchmarks.md 3.12 */
 extern const struct workload WL_BLOCKING[]; /* wl_blocking.c: docs/benchmarks.md 3.14 */
+extern const struct workload WL_DEADLINE[]; /* wl_deadline.c: docs/benchmarks.md 3.16 */
 
-#define WORKLOAD_FAMILIES WL_CORE, WL_STICKY, WL_COMMIT, WL_GRAPH, WL_IO, WL_BATCH, WL_BLOCKING
+#define WORKLOAD_FAMILIES WL_CORE, WL_STICKY, WL_COMMIT, WL_GRAPH, WL_IO, WL_BATCH, WL_BLOCKING, WL_DEADLINE
 
 #endif
