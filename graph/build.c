@@ -174,7 +174,7 @@ URT_API int urt_graph_add_exchange(urt_graph *g, const struct urt_exchange_desc 
         return err;
     if (g->n_x >= G_MAX_STEPS)
         return urt__error(-EINVAL, "urt_graph_add_exchange: more than %d exchanges", G_MAX_STEPS);
-    struct gx *x = calloc(1, sizeof(*x));
+    struct gx *x = gcalloc_lines(sizeof(*x));
     if (!x || grow((void **)&g->xs, &g->cap_x, g->n_x, sizeof(*g->xs))) {
         free(x);
         return urt__error(-ENOMEM, "urt_graph_add_exchange: no memory for the exchange");
@@ -555,7 +555,7 @@ static int decide_counts(struct urt_graph *g)
 struct urt_graph_ctx *gctx_new(struct urt_graph *g, struct gstep *s, uint32_t kind, uint32_t partition)
 {
     uint32_t n_cur = kind == CTX_PROC ? 0 : s->n_in;
-    struct urt_graph_ctx *c = calloc(1, sizeof(*c) + n_cur * sizeof(c->cur[0]));
+    struct urt_graph_ctx *c = gcalloc_lines(sizeof(*c) + n_cur * sizeof(c->cur[0]));
     if (!c)
         return NULL;
     c->g = g;
@@ -595,8 +595,11 @@ static int alloc_step(struct urt_graph *g, struct gstep *s)
     for (uint32_t i = 0; i < n; i++, s->n_ctx++) {
         if (!(s->ctx[i] = gctx_new(g, s, kind, i)))
             return -ENOMEM;
-        if (kind == CTX_STREAM && s->n_side)
-            atomic_init(&s->ctx[i]->pending, 1); /* shut until the side inputs are prepared */
+        if (kind == CTX_STREAM) { /* shut until the side inputs are prepared (exec.c) */
+            atomic_init(&s->ctx[i]->inbox, s->n_side ? S_SHUT : S_IDLE);
+            s->ctx[i]->in = g->xs[s->in_x[s->fwd_port]];
+            s->ctx[i]->link = s->in_link[s->fwd_port];
+        }
         if (kind == CTX_PROC)
             gproc_init(s->ctx[i]);
     }
@@ -609,7 +612,7 @@ static int alloc_step(struct urt_graph *g, struct gstep *s)
 
 static int alloc_exchange(struct gx *x)
 {
-    int err = gpool_init(&x->pool, x->d.capacity, x->d.kind == URT_EXCHANGE_FORWARD ? x->n_cons : 0);
+    int err = gpool_init(&x->pool, x->d.capacity, x->d.kind == URT_EXCHANGE_FORWARD ? x->n_cons : 1);
     if (err)
         return err;
     if (x->d.kind != URT_EXCHANGE_FORWARD) {

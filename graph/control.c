@@ -131,12 +131,6 @@ void gctl_step_news(struct gstep *s, struct urt_graph *g, uint32_t bits)
     gctl_post(g, &s->news, bits);
 }
 
-bool gctl_stopping(const struct urt_graph *g, const struct gstep *s)
-{
-    return atomic_load_explicit(&s->stop, memory_order_acquire) ||
-           atomic_load_explicit(&g->abort, memory_order_acquire) || urt_job_cancelled(g->job);
-}
-
 /* A reason the graph can fail with: a -errno in -4095..-1 that is not
  * -EINPROGRESS (what a job's status can hold, urt/job.h); anything else a
  * step, processor or async completion gave is -EINVAL (urt/graph.h). */

@@ -1,5 +1,7 @@
 /*
- * graph/exec.c — the tasks of a task graph (SPEC C16) and its data path.
+ * graph/exec.c — the tasks of a task graph (SPEC C16): its contexts' runners,
+ * forward streams, spawning, parking and waking; the calls a step makes
+ * inside its task (but emit: graph/emit.c).
  *
  * Every task of a graph runs a context (struct urt_graph_ctx, graph_int.h):
  *   CTX_SOURCE   a slot of a step without main input: runs partition after
@@ -14,42 +16,49 @@
  *   CTX_PROC     a processor instance (proc.c).
  * Tasks are taken from the runtime's cache: urt_job_spawn (job tasks, run
  * anywhere, stolen), urt_lane_spawn for a step with a lane. A context is
- * submitted again only when no task of it exists any more (a strand's
- * 0 -> 1 edge, a parked producer's wake-up, a processor's scheduling word),
+ * submitted again only when no task of it exists any more (a stream taken
+ * from S_IDLE, a parked producer's wake-up, a processor's scheduling word),
  * or keeps its task by URT_TASK_YIELD.
  *
- * Units (struct gunit) come from the exchange's pool: at most `capacity`
- * handed out (used, a CAS that never passes the capacity), a free list (a
- * Treiber stack of indexes with a 32-bit tag against ABA), nodes created 256
- * at a time on first use. Forward: a unit is pushed onto each consumer
- * stream's inbox (a stack, taken whole and reversed into arrival order) and
- * counted in the stream's `pending`; the push that moves pending 0 -> 1
- * spawns the stream's task (pending counts pushed units: push, then count,
- * so a drainer never waits for a counted unit; a unit taken before it was
- * counted makes pending go below zero for a moment, and the late count then
- * sees a non-zero value and spawns nothing). Shuffle and broadcast: a push
- * onto the partition's stack, read by the consumers after the exchange
- * completed (they start later).
+ * Forward: a consumer step's partition is a stream, one word (`inbox`) says
+ * who owns it and holds the units that arrived:
+ *   S_IDLE   no task owns it, nothing queued;
+ *   NULL     a task owns it (queued, running, parked), nothing new queued;
+ *   S_SHUT   side inputs not prepared: units wait, nobody owns it;
+ *   a unit   units queued (a stack through the unit's link of this
+ *            consumer), on top of one of the three.
+ * A producer pushes with one CAS (emit.c's stream_push; the word has a
+ * cache line of its own); the push that finds S_IDLE (bottom link NULL)
+ * owns the stream: it takes one count of the step's `live` for it and
+ * spawns its task — units pushed on an owned stream need no task and no
+ * count (the owner's covers them). The owner takes the stack whole (an
+ * exchange with NULL), reverses it into arrival order and processes its
+ * units one at a time, G_STREAM_BATCH per run; with nothing left it gives
+ * the stream up (CAS NULL -> S_IDLE), then its count (its last touch). If a
+ * push finds S_IDLE on a step that completed (only a stopped step completes
+ * while a producer runs), the pusher runs the stream in place, releasing
+ * its units unprocessed, without a count. The controller opens a shut
+ * stream (gexec_open_streams) by taking the word (NULL: it owns it), then
+ * starts a task for what waited or gives it up. A finished unit goes back
+ * at once (its release callback, then its node: room); with two or more
+ * consumer steps a unit is counted in `refs` and the last consumer gives it
+ * back.
  *
- * Back-pressure (Dekker pairing, seq_cst): a producer whose emit found the
- * pool full returns URT_STEP_YIELD; its task is parked: push the context on
- * the exchange's waiters, then load `used`. A release: free the node, then
- * decrement `used`, then load `waiters`, and wake them all (take the stack
- * whole, spawn each). Either the parker sees the room or the releaser sees
- * the parker. Stopping and aborting wake the waiters the same way (stop
- * stored before the waiters are taken; the parker loads stop after its
- * push).
+ * Back-pressure: a producer whose emit found the pool full returns
+ * URT_STEP_YIELD; its task is parked (gexec_park: the Dekker pairing with a
+ * release is emit.c's) and resumed by the release that makes room.
+ * Stopping and aborting wake the waiters the same way (stop stored before
+ * the waiters are taken; the parker loads stop after its push).
  *
  * Memory ordering, besides the above:
  *  - live (per step): glive_get is a relaxed CAS that never moves it from 0
  *    (a completed step accepts nothing); glive_put is acq_rel, the put that
  *    reaches 0 posts N_TASKS_DONE, so the controller sees every task's
  *    writes (emitted units, shuffle stacks) through the news' release/acquire.
- *  - inbox / shuffle stacks: CAS release on push, acquire exchange/read on
- *    take; the blocking stacks are read after the controller ordered the
- *    consumer's start after the producers' completion.
- *  - unit refs: acq_rel; the consumer that drops the last reference calls the
- *    release callback and frees the node.
+ *  - inbox: the push is an acq_rel CAS (release: the unit's fields; acquire:
+ *    the previous owner's writes to the stream, when it finds S_IDLE); the
+ *    take an acquire exchange; giving up a release CAS.
+ *  - waiters: seq_cst CAS push, seq_cst exchange take (the pairing above).
  * Last touch (graph_int.h): the final glive_put of a context is its last
  * access to graph memory.
  * A task that finds its step stopping ends without calling it (skipped, or
@@ -100,98 +109,6 @@ void glive_put(struct urt_graph *g, struct gstep *s, int64_t n)
         gctl_step_news(s, g, N_TASKS_DONE);
 }
 
-/* ---- the unit pool ---------------------------------------------------------------------- */
-
-#define G_CHUNK (1u << G_CHUNK_SHIFT)
-
-int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links)
-{
-    p->capacity = capacity;
-    p->node_size = (uint32_t)(sizeof(struct gunit) + n_links * sizeof(struct gunit *));
-    p->n_chunks = (capacity + G_CHUNK - 1) / G_CHUNK;
-    p->chunks = calloc(p->n_chunks, sizeof(*p->chunks));
-    return p->chunks ? 0 : -ENOMEM;
-}
-
-void gpool_free(struct gpool *p)
-{
-    for (uint32_t i = 0; p->chunks && i < p->n_chunks; i++)
-        free(atomic_load_explicit(&p->chunks[i], memory_order_relaxed));
-    free(p->chunks);
-    p->chunks = NULL;
-}
-
-static inline struct gunit *gpool_node(struct gpool *p, uint32_t idx)
-{
-    char *chunk = atomic_load_explicit(&p->chunks[idx >> G_CHUNK_SHIFT], memory_order_acquire);
-    return (struct gunit *)(chunk + (size_t)(idx & (G_CHUNK - 1)) * p->node_size);
-}
-
-static struct gunit *gpool_bump(struct gpool *p)
-{
-    uint32_t idx = atomic_fetch_add_explicit(&p->bump, 1, memory_order_relaxed);
-    void *_Atomic *slot = &p->chunks[idx >> G_CHUNK_SHIFT];
-    if (!atomic_load_explicit(slot, memory_order_acquire)) {
-        void *fresh = calloc(G_CHUNK, p->node_size), *none = NULL;
-        if (!fresh)
-            return NULL;
-        if (!atomic_compare_exchange_strong_explicit(slot, &none, fresh, memory_order_acq_rel, memory_order_acquire))
-            free(fresh); /* another thread installed it */
-    }
-    struct gunit *u = gpool_node(p, idx);
-    u->index = idx;
-    return u;
-}
-
-/* A node, or NULL with *full (the capacity is reached) or without (no memory). */
-static struct gunit *gpool_get(struct gpool *p, bool *full)
-{
-    uint32_t used = atomic_load_explicit(&p->used, memory_order_seq_cst);
-    do {
-        if (used >= p->capacity) {
-            *full = true;
-            return NULL;
-        }
-    } while (!atomic_compare_exchange_weak_explicit(&p->used, &used, used + 1, memory_order_seq_cst,
-                                                    memory_order_seq_cst));
-    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_acquire);
-    while ((uint32_t)top) {
-        struct gunit *u = gpool_node(p, (uint32_t)top - 1);
-        uint64_t next = ((top >> 32) + 1) << 32 | atomic_load_explicit(&u->next_free, memory_order_relaxed);
-        if (atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_acquire,
-                                                  memory_order_acquire))
-            return u;
-    }
-    struct gunit *u = gpool_bump(p); /* the free list is empty: every node made is in use */
-    if (!u) {
-        atomic_fetch_sub_explicit(&p->used, 1, memory_order_seq_cst);
-        *full = false;
-    }
-    return u;
-}
-
-/* Back on the free list, then `used` drops (in that order: see gpool_get). */
-static void gpool_put(struct gpool *p, struct gunit *u)
-{
-    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_relaxed), next;
-    do {
-        atomic_store_explicit(&u->next_free, (uint32_t)top, memory_order_relaxed);
-        next = ((top >> 32) + 1) << 32 | (u->index + 1);
-    } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_release,
-                                                    memory_order_relaxed));
-    atomic_fetch_sub_explicit(&p->used, 1, memory_order_seq_cst); /* pairs with park()'s load */
-}
-
-/* A forward unit's last reference is gone: back to its producer, then room. */
-static void unit_done(struct urt_graph *g, struct gx *x, struct gunit *u)
-{
-    if (x->d.release)
-        x->d.release(u->data, u->emitted, x->d.release_arg);
-    gpool_put(&x->pool, u);
-    if (atomic_load_explicit(&x->waiters, memory_order_seq_cst)) /* pairs with park() */
-        gexec_wake(g, x);
-}
-
 /* ---- statistics ------------------------------------------------------------------------------- */
 
 void gexec_flush_stats(struct urt_graph_ctx *c)
@@ -219,6 +136,7 @@ void gexec_cleanup(struct urt_graph_ctx *c)
 {
     if (!c->state)
         return;
+    c->fw_x = NULL; /* emit refuses in the cleanup: no fast path */
     if (c->s->d.cleanup) {
         c->cleaning = true;
         c->s->d.cleanup(c, c->s->d.arg);
@@ -274,8 +192,9 @@ void gexec_park(struct urt_graph_ctx *c)
         c->wnext = head;
     } while (!atomic_compare_exchange_weak_explicit(&x->waiters, &head, c, memory_order_seq_cst,
                                                     memory_order_relaxed));
-    if (atomic_load_explicit(&x->pool.used, memory_order_seq_cst) < x->pool.capacity ||
-        gctl_stopping(c->g, c->s) || atomic_load_explicit(&x->limit_hit, memory_order_seq_cst))
+    if ((uint32_t)atomic_load_explicit(&x->pool.free_top, memory_order_seq_cst) ||
+        atomic_load_explicit(&x->pool.bump, memory_order_relaxed) < x->pool.capacity || gctl_stopping(c->g, c->s) ||
+        atomic_load_explicit(&x->limit_hit, memory_order_seq_cst))
         gexec_wake(c->g, x);
 }
 
@@ -344,6 +263,7 @@ static enum urt_task_result run_source(struct urt_graph_ctx *c)
             break;
         gexec_cleanup(c); /* the partition's last call returned */
         c->partition = next; /* this task admits the next partition */
+        c->fw_x = NULL;      /* its forward target may be another partition */
         c->started = false;
         return URT_TASK_YIELD;
     }
@@ -373,23 +293,29 @@ static enum urt_task_result run_part(struct urt_graph_ctx *c)
     return URT_TASK_DONE;
 }
 
-/* The stream's next unit: from its FIFO, else the whole inbox reversed. */
+/* A stack of arrived units (through link), down to its end marker, in
+ * arrival order. */
+static struct gunit *stream_reverse(struct gunit *u, uint32_t link)
+{
+    struct gunit *rev = NULL;
+    while (!gunit_end(u)) {
+        struct gunit *next = u->links[link];
+        u->links[link] = rev;
+        rev = u;
+        u = next;
+    }
+    return rev;
+}
+
+/* The stream's next unit: from its FIFO, else what arrived (the owner takes
+ * the stack whole, leaving NULL: still its own). */
 static struct gunit *stream_take(struct urt_graph_ctx *c)
 {
-    uint32_t link = c->s->in_link[c->s->fwd_port];
-    if (!c->fifo) {
-        struct gunit *u = atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire), *rev = NULL;
-        while (u) {
-            struct gunit *next = u->links[link];
-            u->links[link] = rev;
-            rev = u;
-            u = next;
-        }
-        c->fifo = rev;
-    }
+    if (!c->fifo && atomic_load_explicit(&c->inbox, memory_order_relaxed))
+        c->fifo = stream_reverse(atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire), c->link);
     struct gunit *u = c->fifo;
     if (u)
-        c->fifo = u->links[link];
+        c->fifo = u->links[c->link];
     return u;
 }
 
@@ -397,12 +323,13 @@ static struct gunit *stream_take(struct urt_graph_ctx *c)
 static bool stream_unit(struct urt_graph_ctx *c)
 {
     struct gstep *s = c->s;
-    if (gctl_stopping(c->g, s)) {
+    if (c->unlive || gctl_stopping(c->g, s)) {
         count_stopped(c);
         return true;
     }
     if (!c->started) {
-        init_cursors(c);
+        if (s->n_side)
+            init_cursors(c); /* the side inputs from their start, for each unit */
         c->unit_taken = false;
         c->started = true;
         c->n_in++;
@@ -410,50 +337,76 @@ static bool stream_unit(struct urt_graph_ctx *c)
     return call_step(c, s->d.fn) != URT_STEP_YIELD;
 }
 
+/* The unit is finished: this consumer's reference (the only one with one
+ * consumer step) goes. */
 static void stream_unit_done(struct urt_graph_ctx *c)
 {
     struct gunit *u = c->unit;
+    struct gx *x = c->in;
     c->unit = NULL;
-    if (atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) == 1)
-        unit_done(c->g, c->g->xs[c->s->in_x[c->s->fwd_port]], u);
+    if (x->n_cons == 1 || atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) == 1)
+        gunit_done(c->g, x, u);
 }
 
-/* Gives back `done` finished units: their pending and live counts. Returns
- * the units still pending; at <= 0 the stream is idle and this was the
- * task's last touch. */
-static int64_t stream_account(struct urt_graph_ctx *c, int64_t done)
+static bool stream_more(struct urt_graph_ctx *c)
+{
+    return c->fifo || atomic_load_explicit(&c->inbox, memory_order_relaxed);
+}
+
+/* Nothing left: give the stream up (NULL -> S_IDLE; release: its next owner
+ * sees this task's writes), then the owner's live count — the task's last
+ * touch. False: units arrived, the stream is still this task's. */
+static bool stream_leave(struct urt_graph_ctx *c)
 {
     struct urt_graph *g = c->g;
     struct gstep *s = c->s;
-    gexec_flush_stats(c);
-    int64_t left = atomic_fetch_sub_explicit(&c->pending, done, memory_order_acq_rel) - done;
-    glive_put(g, s, done);
-    return left;
+    bool unlive = c->unlive;
+    struct gunit *none = NULL;
+    c->unlive = false;
+    if (!atomic_compare_exchange_strong_explicit(&c->inbox, &none, S_IDLE, memory_order_release,
+                                                 memory_order_relaxed)) {
+        c->unlive = unlive;
+        return false;
+    }
+    if (!unlive)
+        glive_put(g, s, 1); /* last touch */
+    return true;
 }
 
 static enum urt_task_result run_stream(struct urt_graph_ctx *c)
 {
-    int64_t done = 0;
     for (;;) {
-        bool stopping = gctl_stopping(c->g, c->s);
+        bool stopping = c->unlive || gctl_stopping(c->g, c->s);
+        uint32_t done = 0;
         while (done < G_STREAM_BATCH || stopping) {
             if (!c->unit && !(c->unit = stream_take(c)))
                 break;
-            if (!stream_unit(c)) {
-                /* yielded mid-unit: it stays pending, so left > 0 here */
-                stream_account(c, done);
-                return yielded(c);
-            }
+            if (!stream_unit(c))
+                return yielded(c); /* yielded mid-unit: the stream stays this task's */
             c->started = false;
             stream_unit_done(c);
             done++;
         }
-        if (stream_account(c, done) <= 0)
-            return URT_TASK_DONE;
-        if (done >= G_STREAM_BATCH)
+        gexec_flush_stats(c);
+        if (!stopping && done >= G_STREAM_BATCH && stream_more(c))
             return URT_TASK_YIELD; /* more units: let the worker's other tasks run */
-        done = 0;
+        if (stream_leave(c))
+            return URT_TASK_DONE;
     }
+}
+
+/* A unit was pushed on a stream that no task owned (emit.c): the pusher owns
+ * it now. */
+__attribute__((noinline)) void gexec_stream_start(struct urt_graph_ctx *c)
+{
+    if (glive_get(c->s, 1)) {
+        gexec_spawn(c);
+        return;
+    }
+    /* The step completed (it was stopped while this producer ran): the units
+     * go back unprocessed, here, without a live count. */
+    c->unlive = true;
+    run_stream(c);
 }
 
 static enum urt_task_result ctx_run(struct urt_graph_ctx *c)
@@ -544,9 +497,9 @@ void gexec_start_prepare(struct urt_graph *g, struct gstep *s)
         }
 }
 
-/* A forward consumer with side inputs keeps its streams shut (pending
- * starts at 1) until they are prepared (or it completes): units that arrive
- * earlier wait in the inbox. Without side inputs a stream starts with its
+/* A forward consumer with side inputs keeps its streams shut (their inbox
+ * starts S_SHUT) until they are prepared (or it completes): units that
+ * arrive earlier wait in the inbox. Without side inputs a stream starts with its
  * first unit, from the emitter: the data path never waits for the
  * controller (a preempted drainer would hold a LIMIT back while its scan
  * goes on). Controller only, once per step. */
@@ -555,18 +508,18 @@ void gexec_open_streams(struct urt_graph *g, struct gstep *s)
     (void)g;
     if (s->main != MAIN_FORWARD || !s->n_side)
         return;
-    for (uint32_t i = 0; i < s->n_ctx; i++)
-        if (atomic_fetch_sub_explicit(&s->ctx[i]->pending, 1, memory_order_acq_rel) > 1)
-            gexec_spawn(s->ctx[i]);
-}
-
-void gexec_release_blocking(struct urt_graph *g, struct gx *x)
-{
-    (void)g;
-    uint32_t n = x->d.kind == URT_EXCHANGE_SHUFFLE ? x->parts : 1;
-    for (uint32_t p = 0; p < n && x->d.release; p++)
-        for (struct gunit *u = atomic_load_explicit(&x->heads[p], memory_order_acquire); u; u = u->next)
-            x->d.release(u->data, u->emitted, x->d.release_arg);
+    uint32_t link = s->in_link[s->fwd_port];
+    for (uint32_t i = 0; i < s->n_ctx; i++) {
+        struct urt_graph_ctx *c = s->ctx[i];
+        struct gunit *none = NULL;
+        /* own it (S_SHUT, or units on it -> NULL), take what waited */
+        c->fifo = stream_reverse(atomic_exchange_explicit(&c->inbox, NULL, memory_order_acq_rel), link);
+        if (!c->fifo && atomic_compare_exchange_strong_explicit(&c->inbox, &none, S_IDLE, memory_order_release,
+                                                                memory_order_relaxed))
+            continue; /* nothing waited: idle */
+        glive_get(s, 1); /* cannot fail: the open count is held until COMPLETING, after this */
+        gexec_spawn(c);
+    }
 }
 
 /* ---- inside a task: the public calls -------------------------------------------------------------- */
@@ -617,7 +570,7 @@ static int next_of(struct urt_graph_ctx *c, uint32_t k, struct urt_graph_unit *u
     struct gunit *n = c->cur[k];
     if (!n)
         return 0;
-    c->cur[k] = n->next;
+    c->cur[k] = n->links[0];
     u->data = n->data;
     u->rows = n->rows;
     u->port = k;
@@ -627,6 +580,11 @@ static int next_of(struct urt_graph_ctx *c, uint32_t k, struct urt_graph_unit *u
 
 URT_API int urt_graph_next(struct urt_graph_ctx *ctx, uint32_t port, struct urt_graph_unit *u)
 {
+    if (ctx && u && port == URT_GRAPH_ANY_PORT && ctx->kind == CTX_STREAM && ctx->unit && !ctx->unit_taken) {
+        ctx->unit_taken = true; /* a stream's unit, the common case: as below */
+        *u = (struct urt_graph_unit){.data = ctx->unit->data, .rows = ctx->unit->rows, .port = ctx->s->fwd_port};
+        return 1;
+    }
     if (!ctx || !u)
         return urt__error(-EINVAL, "urt_graph_next: %s is NULL", ctx ? "u" : "ctx");
     if (ctx->kind == CTX_PROC)
@@ -654,143 +612,4 @@ URT_API int urt_graph_next(struct urt_graph_ctx *ctx, uint32_t port, struct urt_
             return 1;
     }
     return 0;
-}
-
-/* ---- emit ------------------------------------------------------------------------------------------ */
-
-static uint32_t forward_partition(const struct gx *x, const struct urt_graph_ctx *c)
-{
-    if (x->scan_src)
-        return c->partition % x->parts;
-    for (uint32_t k = 0; k < x->n_prod; k++)
-        if (x->prod[k] == c->s->id)
-            return x->prod_offset[k] + c->partition;
-    return 0;
-}
-
-/* The limit's share of rows for this unit (0: the limit was reached before). */
-static uint32_t forward_limit(struct urt_graph_ctx *c, struct gx *x, uint32_t rows)
-{
-    uint64_t limit = x->d.limit_rows, prev = atomic_fetch_add_explicit(&x->rows, rows, memory_order_relaxed);
-    if (prev >= limit)
-        return 0;
-    if (prev + rows < limit)
-        return rows;
-    /* the producer completes early, unless it has side effects (DELIVER) */
-    if (!atomic_exchange_explicit(&x->limit_hit, 1, memory_order_seq_cst) && !(c->s->d.flags & URT_STEP_DELIVER) &&
-        !atomic_exchange_explicit(&c->s->stop, 1, memory_order_seq_cst)) {
-        gctl_stop_eager(c->g, c->s);
-        gctl_step_news(c->s, c->g, N_STOP);
-    }
-    return (uint32_t)(limit - prev);
-}
-
-/* Pushes u to every consumer that still takes units; the count that took it. */
-static uint32_t forward_deliver(struct urt_graph_ctx *c, struct gx *x, struct gunit *u)
-{
-    uint32_t took = 0;
-    for (uint32_t k = 0; k < x->n_cons; k++) {
-        struct gstep *cs = c->g->steps[x->cons[k]];
-        if (atomic_load_explicit(&cs->stop, memory_order_acquire) || !glive_get(cs, 1))
-            continue;
-        struct urt_graph_ctx *stream = cs->ctx[u->partition];
-        struct gunit *head = atomic_load_explicit(&stream->inbox, memory_order_relaxed);
-        do {
-            u->links[k] = head;
-        } while (!atomic_compare_exchange_weak_explicit(&stream->inbox, &head, u, memory_order_release,
-                                                        memory_order_relaxed));
-        took++;
-        if (atomic_fetch_add_explicit(&stream->pending, 1, memory_order_acq_rel) == 0)
-            gexec_spawn(stream); /* the 0 -> 1 edge: this stream had no task */
-    }
-    return took;
-}
-
-static void forward_provided(struct urt_graph_ctx *c, struct gx *x)
-{
-    if (atomic_load_explicit(&x->provided, memory_order_relaxed) ||
-        atomic_exchange_explicit(&x->provided, 1, memory_order_relaxed))
-        return;
-    for (uint32_t k = 0; k < x->n_cons; k++)
-        gctl_step_news(c->g->steps[x->cons[k]], c->g, N_PROVIDED);
-}
-
-static int emit_forward(struct urt_graph_ctx *c, struct gx *x, void *data, uint32_t rows)
-{
-    if (atomic_load_explicit(&x->limit_hit, memory_order_relaxed))
-        return urt__error(-EPIPE, "urt_graph_emit: exchange %d reached its limit", x->id);
-    bool full = false;
-    struct gunit *u = gpool_get(&x->pool, &full);
-    if (!u && full) {
-        c->blocked = x; /* the step yields: park it (yielded) */
-        return urt__error(-EAGAIN, "urt_graph_emit: exchange %d holds its capacity of %u units (yield)", x->id,
-                          x->pool.capacity);
-    }
-    if (!u) {
-        gctl_abort(c->g, -ENOMEM);
-        return urt__error(-ENOMEM, "urt_graph_emit: no memory for exchange %d's units (the graph is aborted)", x->id);
-    }
-    uint32_t n = x->d.limit_rows ? forward_limit(c, x, rows) : rows;
-    u->data = data;
-    u->rows = n;
-    u->emitted = rows;
-    u->partition = forward_partition(x, c);
-    atomic_store_explicit(&u->refs, x->n_cons + 1, memory_order_relaxed); /* +1: ours while delivering */
-    uint32_t took = n || !rows ? forward_deliver(c, x, u) : 0;
-    uint32_t drop = x->n_cons + 1 - took;
-    if (!took) {
-        gpool_put(&x->pool, u);
-        return urt__error(-EPIPE, "urt_graph_emit: no consumer of exchange %d takes units", x->id);
-    }
-    c->n_out++;
-    c->n_rows += n;
-    forward_provided(c, x);
-    if (atomic_fetch_sub_explicit(&u->refs, drop, memory_order_acq_rel) == drop)
-        unit_done(c->g, x, u); /* every consumer is done with it already */
-    return 0;
-}
-
-static int emit_blocking(struct urt_graph_ctx *c, struct gx *x, uint32_t partition, void *data, uint32_t rows)
-{
-    bool full = false;
-    struct gunit *u = gpool_get(&x->pool, &full);
-    if (!u) { /* lost to the consumers: the graph fails, whatever the step does next */
-        gctl_abort(c->g, full ? -ENOBUFS : -ENOMEM);
-        return urt__error(full ? -ENOBUFS : -ENOMEM, "urt_graph_emit: exchange %d %s (the graph is aborted)", x->id,
-                          full ? "holds its capacity" : "has no memory for a unit");
-    }
-    u->data = data;
-    u->rows = u->emitted = rows;
-    u->partition = partition;
-    struct gunit *_Atomic *head = &x->heads[x->d.kind == URT_EXCHANGE_SHUFFLE ? partition : 0];
-    struct gunit *h = atomic_load_explicit(head, memory_order_relaxed);
-    do {
-        u->next = h;
-    } while (!atomic_compare_exchange_weak_explicit(head, &h, u, memory_order_release, memory_order_relaxed));
-    c->n_out++;
-    c->n_rows += rows;
-    return 0;
-}
-
-URT_API int urt_graph_emit(struct urt_graph_ctx *ctx, uint32_t port, uint32_t partition, void *data, uint32_t rows)
-{
-    if (!ctx)
-        return urt__error(-EINVAL, "urt_graph_emit: ctx is NULL");
-    if (ctx->cleaning)
-        return urt__error(-EINVAL, "urt_graph_emit: called from step '%s''s cleanup", gstep_name(ctx->s));
-    if (port >= ctx->s->n_out)
-        return urt__error(-EINVAL, "urt_graph_emit: port %u: step '%s' has %u output ports", port, gstep_name(ctx->s),
-                          ctx->s->n_out);
-    struct gx *x = ctx->g->xs[ctx->s->out_x[port]];
-    if (x->port_edge)
-        return urt__error(-EINVAL, "urt_graph_emit: port %u of step '%s' joins two processors (use urt_graph_push)",
-                          port, gstep_name(ctx->s));
-    if (x->d.kind == URT_EXCHANGE_SHUFFLE && partition >= x->parts)
-        return urt__error(-EINVAL, "urt_graph_emit: partition %u: the shuffle of port %u has %u", partition, port,
-                          x->parts);
-    if (atomic_load_explicit(&ctx->g->abort, memory_order_acquire) || urt_job_cancelled(ctx->g->job))
-        return urt__error(-EPIPE, "urt_graph_emit: the graph is being aborted");
-    if (x->d.kind == URT_EXCHANGE_FORWARD)
-        return emit_forward(ctx, x, data, rows);
-    return emit_blocking(ctx, x, partition, data, rows);
 }

@@ -8,8 +8,10 @@
  *              machine, exchange completion and release, early completion,
  *              abort, the job's end;
  *   exec.c     the tasks: source slots, partition tasks, side-input
- *              sub-tasks, forward streams; the unit pool; emit/next; parking
- *              of producers held back by a full exchange;
+ *              sub-tasks, forward streams; next; parking of producers held
+ *              back by a full exchange;
+ *   emit.c     the unit pool, emit (its fast path into a forward), the
+ *              release of blocking exchanges' units;
  *   proc.c     processors: their scheduling word, ports, async work.
  *
  * graph/ is written on urt's public API only (<urt/...>, base/): a graph's
@@ -19,7 +21,8 @@
  * graph runs (the controller closes it at the end, so the job's teardown,
  * callback and waiters are the graph's).
  *
- * Lifetime rule used everywhere ("last touch"): a task, stream or processor
+ * Lifetime rule used everywhere ("last touch"): a task, an owned stream (a
+ * forward consumer's partition while a task owns it, exec.c) or a processor
  * holds one count of its step's `live`. The decrement of that count (and the
  * news it may post) is the last access of the task to graph memory: once a
  * step completed the controller may finish the graph, close the job and the
@@ -29,9 +32,13 @@
 #ifndef URT_GRAPH_INT_H
 #define URT_GRAPH_INT_H
 
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <urt/graph.h>
 
@@ -60,29 +67,38 @@ struct gnews {
     int32_t step;           /* -1: the graph's own */
 };
 
-/* ---- units and their pool (exec.c) --------------------------------------------- */
+/* ---- units and their pool (emit.c) --------------------------------------------- */
 
 struct gunit {
     void *data;
     uint32_t rows;               /* what the consumers see (a limit_rows forward may clip it) */
     uint32_t emitted;            /* what the producer emitted: its release callback gets this */
-    uint32_t partition;          /* shuffle: the consumer partition */
-    _Atomic uint32_t refs;       /* forward: consumers still holding it */
+    _Atomic uint32_t refs;       /* forward with two or more consumer steps: those still holding it */
     _Atomic uint32_t next_free;  /* pool free list: index + 1 of the next, 0 = end */
     uint32_t index;              /* in the pool */
-    struct gunit *next;          /* blocking: its partition's stack */
-    struct gunit *links[];       /* forward: one link per consumer step (its stream's queue) */
+    struct gunit *links[];       /* forward: one link per consumer step (its stream's queue);
+                                    blocking: links[0], its partition's stack */
 };
 
+/* At most `capacity` nodes exist (bump); a node is in flight unless it is on
+ * the free list, so the free list and bump together are the capacity count. */
 struct gpool {
     uint32_t capacity;
     uint32_t node_size;
-    _Atomic uint32_t used;       /* nodes handed out (<= capacity) */
-    _Atomic uint32_t bump;       /* nodes ever created */
-    _Atomic uint64_t free_top;   /* tag << 32 | (index + 1) */
     uint32_t n_chunks;
+    _Atomic uint32_t bump;       /* nodes ever created (<= capacity) */
     void *_Atomic *chunks;       /* G_CHUNK nodes each, created on first use */
+    alignas(64) _Atomic uint64_t free_top; /* tag << 32 | (index + 1): a line of its own */
 };
+
+/* A forward consumer's stream (its inbox word): units queued on top of one of
+ * these ends (graph/exec.c). NULL: a task owns the stream. */
+#define S_IDLE ((struct gunit *)1) /* no task owns it, nothing queued */
+#define S_SHUT ((struct gunit *)2) /* its side inputs are not prepared: units wait */
+static inline bool gunit_end(const struct gunit *u)
+{
+    return (uintptr_t)u <= (uintptr_t)S_SHUT;
+}
 
 /* ---- exchanges ---------------------------------------------------------------- */
 
@@ -137,11 +153,17 @@ struct urt_graph_ctx {
     bool started;                /* the step function ran once for this partition/unit */
     bool cleaning;               /* in the step's cleanup callback (emit and push refuse) */
     bool unit_taken;             /* CTX_STREAM: urt_graph_next returned the unit */
-    /* CTX_STREAM */
+    /* CTX_STREAM (the owner's: the task that took the inbox from S_IDLE or S_SHUT) */
+    bool unlive;                 /* run in place by the pusher that found the step completed */
+    uint32_t link;               /* this step's index among its forward input's consumers */
+    struct gx *in;               /* its forward input */
     struct gunit *unit;          /* the unit being processed */
-    struct gunit *_Atomic inbox; /* arriving units (stack) */
     struct gunit *fifo;          /* taken from the inbox, in arrival order */
-    _Atomic int64_t pending;     /* units queued, plus one while side inputs are not prepared */
+    /* the forward output it emits into, resolved by its first emit there
+     * (emit.c's fast path): one consumer step, no limit_rows */
+    struct gx *fw_x;
+    uint32_t fw_port;
+    struct urt_graph_ctx *fw_to; /* the consumer's stream for this task's partition */
     /* CTX_PROC */
     _Atomic uint32_t psched;     /* P_* */
     int async_res;               /* published by the psched CAS of urt_graph_async_done */
@@ -151,7 +173,10 @@ struct urt_graph_ctx {
     uint64_t n_run, n_yield, n_in, n_out, n_rows;
     /* CTX_PART, CTX_PREPARE: a cursor per input port */
     uint32_t n_cur;
-    struct gunit *cur[];
+    /* CTX_STREAM: arriving units (a stack on S_IDLE, S_SHUT or NULL: exec.c),
+     * on a line of its own: producers push, the owner takes */
+    alignas(64) struct gunit *_Atomic inbox;
+    alignas(64) struct gunit *cur[];
 };
 
 /* ---- steps ------------------------------------------------------------------- */
@@ -171,7 +196,7 @@ struct gstep {
     /* run */
     _Atomic uint32_t state;      /* enum urt_step_state (controller writes) */
     _Atomic uint32_t decided;    /* the count as decided so far */
-    _Atomic int64_t live;        /* tasks, streams' units, processors, plus one until COMPLETING */
+    _Atomic int64_t live;        /* tasks, owned streams, processors, plus one until COMPLETING */
     _Atomic uint32_t stop;       /* completion instructed or aborted */
     _Atomic uint32_t next_part;  /* sources: partitions admitted */
     _Atomic uint32_t prep_live;  /* side-input sub-tasks running */
@@ -218,7 +243,13 @@ void gctl_stop_eager(struct urt_graph *g, struct gstep *s); /* any thread: s->st
 void gctl_job_done(urt_job *job, int status, void *arg);
 enum urt_task_result gctl_bootstrap(struct urt_task *t, void *arg);
 void gctl_bootstrap_cancel(struct urt_task *t, void *arg);
-bool gctl_stopping(const struct urt_graph *g, const struct gstep *s);
+/* The step was told to complete, or the graph is being aborted (per unit of
+ * a stream: inline). */
+static inline bool gctl_stopping(const struct urt_graph *g, const struct gstep *s)
+{
+    return atomic_load_explicit(&s->stop, memory_order_acquire) ||
+           atomic_load_explicit(&g->abort, memory_order_acquire) || urt_job_cancelled(g->job);
+}
 
 /* exec.c */
 struct gexec {
@@ -240,9 +271,13 @@ void gexec_start_prepare(struct urt_graph *g, struct gstep *s);
 void gexec_open_streams(struct urt_graph *g, struct gstep *s); /* side inputs prepared, or COMPLETING */
 void gexec_wake(struct urt_graph *g, struct gx *x);
 void gexec_park(struct urt_graph_ctx *c); /* c->blocked is full: wait for room */
-void gexec_release_blocking(struct urt_graph *g, struct gx *x);
+void gexec_stream_start(struct urt_graph_ctx *c); /* a push found the stream idle */
+
+/* emit.c */
 int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links);
 void gpool_free(struct gpool *p);
+void gunit_done(struct urt_graph *g, struct gx *x, struct gunit *u); /* release, then room */
+void gexec_release_blocking(struct urt_graph *g, struct gx *x);
 void gexec_flush_stats(struct urt_graph_ctx *c);
 void gexec_cleanup(struct urt_graph_ctx *c); /* the step's cleanup, if c's state is set */
 
@@ -262,6 +297,16 @@ void gproc_release_ports(struct urt_graph *g, struct gx *x);
 enum urt_task_result gproc_run(struct urt_graph_ctx *c); /* in gexec_task */
 
 /* build.c */
+/* Zeroed memory on whole cache lines, for the objects with a line of their
+ * own (a stream's inbox, a pool's free list); free() frees it. */
+static inline void *gcalloc_lines(size_t size)
+{
+    size = (size + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, size);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
 struct urt_graph_ctx *gctx_new(struct urt_graph *g, struct gstep *s, uint32_t kind, uint32_t partition);
 void graph_unref(struct urt_graph *g);
 static inline struct gstep *gstep_at(const struct urt_graph *g, int id)

@@ -1,0 +1,650 @@
+/*
+ * tests/unit/test_graph_stream.c — forward exchanges and their consumer
+ * streams (urt/graph.h, graph/exec.c's stream protocol, graph/emit.c's pool
+ * and fast path), checked against a model:
+ *
+ *  - a chain source -> 3 forward steps -> sink over 1 and 3 partitions,
+ *    capacities 3 and 64, on 1, 2 and 4 workers, the middle steps yielding
+ *    now and then on their own and on every full exchange: every partition's
+ *    units reach the sink once, in emit order, on their own partition (P6);
+ *    each exchange never holds more than its capacity (plus the emits in
+ *    progress), releases each unit once; the counters add up (run = units,
+ *    nothing skipped or cut) and the source was held back (parked);
+ *  - a scan whose slots move from partition to partition feeds partition
+ *    p mod count (P6's exception) with each scan partition's units in order:
+ *    a slot's emits follow it to its new partition;
+ *  - two consumer steps on one forward both see every unit in order and each
+ *    unit is released once, after both;
+ *  - an emit after the graph's job was cancelled, or the graph cancelled, is
+ *    refused (-EPIPE) at once, also when the emits before it took the fast
+ *    path (a free node waiting, the output resolved);
+ *  - a cleanup cannot emit (-EINVAL), also when its task's emits took the
+ *    fast path;
+ *  - a consumer that completes early while units wait for it: they are
+ *    released unprocessed and counted skipped (run + skipped + cut =
+ *    accepted = released).
+ * Criterion asserts only on the test thread: tasks record what they saw.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "tests/helpers.h"
+
+struct done_rec {
+    _Atomic int calls;
+    _Atomic int status;
+};
+
+static void on_done(urt_graph *g, int status, void *arg)
+{
+    struct done_rec *d = arg;
+    (void)g;
+    atomic_store(&d->status, status);
+    atomic_fetch_add(&d->calls, 1);
+}
+
+static urt_runtime *make_rt(uint32_t workers)
+{
+    struct urt_config cfg;
+    test_config(&cfg, workers);
+    return rt_create_or_skip(&cfg);
+}
+
+static urt_graph *make_graph(urt_runtime *rt, struct done_rec *d)
+{
+    struct urt_graph_options o;
+    urt_graph_options_init(&o);
+    o.done = on_done;
+    o.arg = d;
+    urt_graph *g = NULL;
+    cr_assert_eq(urt_graph_create(rt, &o, &g), 0, "%s", urt_last_error());
+    return g;
+}
+
+static int add_step(urt_graph *g, const struct urt_step_desc *d)
+{
+    int id = urt_graph_add_step(g, d);
+    cr_assert_geq(id, 0, "add_step %s: %s", d->name, urt_last_error());
+    return id;
+}
+
+static int add_forward(urt_graph *g, uint32_t capacity, urt_graph_release_fn *release, void *arg)
+{
+    struct urt_exchange_desc d = {.kind = URT_EXCHANGE_FORWARD, .capacity = capacity, .release = release,
+                                  .release_arg = arg};
+    int id = urt_graph_add_exchange(g, &d);
+    cr_assert_geq(id, 0, "add_exchange: %s", urt_last_error());
+    return id;
+}
+
+static void wire(urt_graph *g, int from, int x, int to)
+{
+    cr_assert_geq(urt_graph_output(g, from, x), 0, "output: %s", urt_last_error());
+    cr_assert_geq(urt_graph_input(g, x, to), 0, "input: %s", urt_last_error());
+}
+
+static int run_graph(urt_graph *g, struct done_rec *d)
+{
+    cr_assert_eq(urt_graph_start(g), 0, "start: %s", urt_last_error());
+    int st = urt_graph_wait(g, 60ull * 1000000000ull);
+    cr_assert_neq(st, -ETIMEDOUT, "the graph did not end within 60 s");
+    cr_assert_eq(atomic_load(&d->calls), 1, "completion callback ran %d times", atomic_load(&d->calls));
+    return st;
+}
+
+/* A unit's value: its source partition and sequence, never 0. */
+static inline uint64_t unit_val(uint32_t p, uint32_t seq)
+{
+    return (uint64_t)p << 32 | (seq + 1u);
+}
+
+static inline uint32_t val_part(uint64_t v)
+{
+    return (uint32_t)(v >> 32);
+}
+
+static inline uint32_t val_seq(uint64_t v)
+{
+    return (uint32_t)v - 1u;
+}
+
+/* ---- a chain against the model ------------------------------------------------------------------- */
+
+#define CH_STAGES 3
+#define CH_X (CH_STAGES + 1)
+#define CH_MAXP 8
+
+struct chain;
+
+struct chain_x {              /* one exchange, as its release callback sees it */
+    struct chain *c;
+    _Atomic int64_t outstanding, max_out;
+    _Atomic uint64_t released;
+};
+
+struct chain {
+    uint32_t units;            /* per source partition */
+    struct chain_x x[CH_X];
+    _Atomic uint32_t cursor[CH_MAXP];
+    _Atomic uint32_t next_seq[CH_MAXP];
+    _Atomic int disorder, wrong_partition, bad_emit, missing;
+    _Atomic uint64_t sunk;
+};
+
+static void chain_release(void *data, uint32_t rows, void *arg)
+{
+    struct chain_x *x = arg;
+    (void)data;
+    (void)rows;
+    atomic_fetch_sub(&x->outstanding, 1);
+    atomic_fetch_add(&x->released, 1);
+}
+
+/* Emit v into exchange k of the chain, counted as outstanding before the
+ * call: 0, or -EAGAIN (nothing taken). */
+static int chain_emit(struct urt_graph_ctx *ctx, struct chain_x *x, uint64_t v)
+{
+    int64_t o = atomic_fetch_add(&x->outstanding, 1) + 1;
+    int r = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)v, 1);
+    if (r) {
+        atomic_fetch_sub(&x->outstanding, 1);
+        if (r != -EAGAIN)
+            atomic_fetch_add(&x->c->bad_emit, 1);
+        return r;
+    }
+    int64_t m = atomic_load(&x->max_out);
+    while (o > m && !atomic_compare_exchange_weak(&x->max_out, &m, o))
+        ;
+    return 0;
+}
+
+static int chain_source(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct chain *c = arg;
+    uint32_t p = urt_graph_partition(ctx);
+    for (uint32_t i = atomic_load(&c->cursor[p]); i < c->units; i = atomic_load(&c->cursor[p])) {
+        if (chain_emit(ctx, &c->x[0], unit_val(p, i)))
+            return URT_STEP_YIELD; /* -EAGAIN: called again when there is room */
+        atomic_store(&c->cursor[p], i + 1);
+    }
+    return URT_STEP_DONE;
+}
+
+/* A middle step: passes its unit on. It yields on its own now and then (the
+ * unit waits in the task state, since urt_graph_next gives it to one call
+ * only) and on every full exchange. */
+static int chain_stage(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct chain *c = arg;
+    int k = urt_graph_step_of(ctx); /* steps are added in chain order: source 0, stages 1.. */
+    void **held = urt_graph_task_state(ctx);
+    uint64_t v;
+    if (*held) {
+        v = (uint64_t)(uintptr_t)*held;
+        *held = NULL;
+    } else {
+        struct urt_graph_unit u;
+        if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
+            atomic_fetch_add(&c->missing, 1);
+            return URT_STEP_DONE;
+        }
+        v = (uint64_t)(uintptr_t)u.data;
+        if (val_part(v) != urt_graph_partition(ctx))
+            atomic_fetch_add(&c->wrong_partition, 1);
+        if (((v * 0x9E3779B97F4A7C15ull) >> 61) == (uint64_t)k) { /* about 1 in 8 */
+            *held = (void *)(uintptr_t)v;
+            return URT_STEP_YIELD;
+        }
+    }
+    if (chain_emit(ctx, &c->x[k], v)) {
+        *held = (void *)(uintptr_t)v;
+        return URT_STEP_YIELD;
+    }
+    return URT_STEP_DONE;
+}
+
+static int chain_sink(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct chain *c = arg;
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
+        atomic_fetch_add(&c->missing, 1);
+        return URT_STEP_DONE;
+    }
+    uint64_t v = (uint64_t)(uintptr_t)u.data;
+    uint32_t p = val_part(v);
+    if (p != urt_graph_partition(ctx) || p >= CH_MAXP) {
+        atomic_fetch_add(&c->wrong_partition, 1);
+        return URT_STEP_DONE;
+    }
+    if (val_seq(v) != atomic_load(&c->next_seq[p]))
+        atomic_fetch_add(&c->disorder, 1);
+    atomic_store(&c->next_seq[p], val_seq(v) + 1);
+    atomic_fetch_add(&c->sunk, 1);
+    return URT_STEP_DONE;
+}
+
+static void chain_round(uint32_t workers, uint32_t parts, uint32_t capacity, uint32_t units)
+{
+    urt_runtime *rt = make_rt(workers);
+    struct done_rec d = {0};
+    struct chain *c = calloc(1, sizeof(*c));
+    cr_assert_not_null(c);
+    c->units = units;
+    urt_graph *g = make_graph(rt, &d);
+    struct urt_step_desc src = {.name = "source", .fn = chain_source, .arg = c, .partitions = parts};
+    int prev = add_step(g, &src);
+    cr_assert_eq(prev, 0);
+    for (int k = 1; k <= CH_X; k++) {
+        struct urt_step_desc sd = {.name = k <= CH_STAGES ? "stage" : "sink",
+                                   .fn = k <= CH_STAGES ? chain_stage : chain_sink, .arg = c};
+        int s = add_step(g, &sd);
+        cr_assert_eq(s, k);
+        c->x[k - 1].c = c;
+        wire(g, prev, add_forward(g, capacity, chain_release, &c->x[k - 1]), s);
+        prev = s;
+    }
+    cr_assert_eq(run_graph(g, &d), 0, "graph ended with %d: %s", atomic_load(&d.status), urt_last_error());
+    const uint64_t total = (uint64_t)parts * units;
+    cr_assert_eq(atomic_load(&c->sunk), total, "%llu units at the sink (want %llu; workers %u parts %u cap %u)",
+                 (unsigned long long)atomic_load(&c->sunk), (unsigned long long)total, workers, parts, capacity);
+    cr_assert_eq(atomic_load(&c->disorder), 0, "units of a partition arrive in emit order");
+    cr_assert_eq(atomic_load(&c->wrong_partition), 0, "a unit stays on its partition (P6)");
+    cr_assert_eq(atomic_load(&c->bad_emit) + atomic_load(&c->missing), 0);
+    for (uint32_t p = 0; p < parts; p++)
+        cr_assert_eq(atomic_load(&c->next_seq[p]), units);
+    for (int k = 0; k < CH_X; k++) {
+        cr_assert_eq(atomic_load(&c->x[k].released), total, "exchange %d released %llu of %llu", k,
+                     (unsigned long long)atomic_load(&c->x[k].released), (unsigned long long)total);
+        cr_assert_eq(atomic_load(&c->x[k].outstanding), 0);
+        cr_assert_leq(atomic_load(&c->x[k].max_out), (int64_t)(capacity + parts),
+                      "exchange %d held %lld units (capacity %u, %u emits in progress at most)", k,
+                      (long long)atomic_load(&c->x[k].max_out), capacity, parts);
+    }
+    for (int s = 1; s <= CH_X; s++) {
+        struct urt_graph_step_stats st;
+        cr_assert_eq(urt_graph_step_stats(g, s, &st), 0);
+        cr_assert_eq(st.tasks_run, total, "step %d ran %llu units", s, (unsigned long long)st.tasks_run);
+        cr_assert_eq(st.tasks_skipped + st.tasks_cut, 0);
+        cr_assert_eq(st.units_in, total);
+        cr_assert_eq(st.units_out, s < CH_X ? total : 0);
+        cr_assert_eq(urt_graph_step_state(g, s), URT_STEP_DEACTIVATED);
+    }
+    struct urt_graph_step_stats st;
+    cr_assert_eq(urt_graph_step_stats(g, 0, &st), 0);
+    cr_assert_eq(st.units_out, total);
+    if (capacity < units)
+        cr_assert_gt(st.yields, 0, "the source was held back by its full exchange");
+    urt_graph_release(g);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    free(c);
+}
+
+Test(graph_stream, a_chain_keeps_order_capacity_and_counts_against_the_model, .timeout = 240)
+{
+    const uint32_t units = SCALE(3000, 600);
+    const uint32_t workers[] = {1, 2, 4}, parts[] = {1, 3}, caps[] = {3, 64};
+    for (size_t w = 0; w < 3; w++)
+        for (size_t p = 0; p < 2; p++)
+            for (size_t k = 0; k < 2; k++)
+                chain_round(workers[w], parts[p], caps[k], units);
+}
+
+/* ---- a scan's slots move between partitions --------------------------------------------------------- */
+
+#define SC_PARTS 24
+#define SC_UNITS 40
+#define SC_CONS 3
+
+struct scan_rec {
+    _Atomic uint32_t next_seq[SC_PARTS];
+    _Atomic int disorder, wrong_partition, bad;
+    _Atomic uint64_t got;
+};
+
+static int scan_src(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct scan_rec *r = arg;
+    uint32_t p = urt_graph_partition(ctx);
+    intptr_t *i = (intptr_t *)urt_graph_task_state(ctx);
+    for (; *i < SC_UNITS; (*i)++) {
+        int e = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(p, (uint32_t)*i), 1);
+        if (e == -EAGAIN)
+            return URT_STEP_YIELD;
+        if (e)
+            atomic_fetch_add(&r->bad, 1);
+    }
+    *i = 0; /* the slot's next partition starts from 0 (no cleanup: nothing to free) */
+    return URT_STEP_DONE;
+}
+
+static int scan_cons(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct scan_rec *r = arg;
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
+        atomic_fetch_add(&r->bad, 1);
+        return URT_STEP_DONE;
+    }
+    uint64_t v = (uint64_t)(uintptr_t)u.data;
+    uint32_t p = val_part(v);
+    if (p >= SC_PARTS || p % SC_CONS != urt_graph_partition(ctx)) {
+        atomic_fetch_add(&r->wrong_partition, 1);
+        return URT_STEP_DONE;
+    }
+    if (val_seq(v) != atomic_load(&r->next_seq[p]))
+        atomic_fetch_add(&r->disorder, 1);
+    atomic_store(&r->next_seq[p], val_seq(v) + 1);
+    atomic_fetch_add(&r->got, 1);
+    return URT_STEP_DONE;
+}
+
+Test(graph_stream, a_scan_slot_emits_to_the_partition_of_its_current_scan_partition, .timeout = 60)
+{
+    for (uint32_t workers = 1; workers <= 4; workers *= 2) {
+        urt_runtime *rt = make_rt(workers);
+        struct done_rec d = {0};
+        struct scan_rec r = {0};
+        urt_graph *g = make_graph(rt, &d);
+        struct urt_step_desc sd = {.name = "scan", .fn = scan_src, .arg = &r, .partitions = SC_PARTS,
+                                   .max_in_flight = 2, .flags = URT_STEP_SCAN};
+        struct urt_step_desc cd = {.name = "cons", .fn = scan_cons, .arg = &r, .partitions = SC_CONS};
+        int s = add_step(g, &sd), c = add_step(g, &cd);
+        wire(g, s, add_forward(g, 8, NULL, NULL), c);
+        cr_assert_eq(run_graph(g, &d), 0);
+        cr_assert_eq(atomic_load(&r.wrong_partition), 0, "scan partition p feeds partition p mod %d", SC_CONS);
+        cr_assert_eq(atomic_load(&r.disorder) + atomic_load(&r.bad), 0);
+        cr_assert_eq(atomic_load(&r.got), (uint64_t)SC_PARTS * SC_UNITS);
+        for (uint32_t p = 0; p < SC_PARTS; p++)
+            cr_assert_eq(atomic_load(&r.next_seq[p]), SC_UNITS);
+        urt_graph_release(g);
+        rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    }
+}
+
+/* ---- two consumer steps on one forward ------------------------------------------------------------- */
+
+#define TC_UNITS 2000
+
+struct two {
+    _Atomic uint32_t next[2];
+    _Atomic int disorder, bad;
+    _Atomic uint64_t released, early; /* early: released before both consumers had it */
+    _Atomic uint32_t seen[TC_UNITS];  /* consumers that had unit i */
+};
+
+static int two_src(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct two *t = arg;
+    intptr_t *i = (intptr_t *)urt_graph_task_state(ctx);
+    for (; *i < TC_UNITS; (*i)++) {
+        int e = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(0, (uint32_t)*i), 1);
+        if (e == -EAGAIN)
+            return URT_STEP_YIELD;
+        if (e)
+            atomic_fetch_add(&t->bad, 1);
+    }
+    *i = 0;
+    return URT_STEP_DONE;
+}
+
+static int two_cons(struct urt_graph_ctx *ctx, struct two *t, int which)
+{
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
+        atomic_fetch_add(&t->bad, 1);
+        return URT_STEP_DONE;
+    }
+    uint32_t seq = val_seq((uint64_t)(uintptr_t)u.data);
+    if (seq >= TC_UNITS || seq != atomic_load(&t->next[which]))
+        atomic_fetch_add(&t->disorder, 1);
+    else
+        atomic_fetch_add(&t->seen[seq], 1);
+    atomic_store(&t->next[which], seq + 1);
+    return URT_STEP_DONE;
+}
+
+static int two_a(struct urt_graph_ctx *ctx, void *arg)
+{
+    return two_cons(ctx, arg, 0);
+}
+
+static int two_b(struct urt_graph_ctx *ctx, void *arg)
+{
+    return two_cons(ctx, arg, 1);
+}
+
+static void two_release(void *data, uint32_t rows, void *arg)
+{
+    struct two *t = arg;
+    uint32_t seq = val_seq((uint64_t)(uintptr_t)data);
+    (void)rows;
+    if (seq >= TC_UNITS || atomic_load(&t->seen[seq]) != 2)
+        atomic_fetch_add(&t->early, 1);
+    atomic_fetch_add(&t->released, 1);
+}
+
+Test(graph_stream, two_consumer_steps_see_every_unit_and_it_is_released_once_after_both, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(2);
+    struct done_rec d = {0};
+    struct two *t = calloc(1, sizeof(*t));
+    cr_assert_not_null(t);
+    urt_graph *g = make_graph(rt, &d);
+    struct urt_step_desc sd = {.name = "src", .fn = two_src, .arg = t, .partitions = 1};
+    struct urt_step_desc ad = {.name = "a", .fn = two_a, .arg = t};
+    struct urt_step_desc bd = {.name = "b", .fn = two_b, .arg = t};
+    int s = add_step(g, &sd), a = add_step(g, &ad), b = add_step(g, &bd);
+    int x = add_forward(g, 16, two_release, t);
+    wire(g, s, x, a);
+    cr_assert_geq(urt_graph_input(g, x, b), 0, "%s", urt_last_error());
+    cr_assert_eq(run_graph(g, &d), 0);
+    cr_assert_eq(atomic_load(&t->next[0]), TC_UNITS);
+    cr_assert_eq(atomic_load(&t->next[1]), TC_UNITS);
+    cr_assert_eq(atomic_load(&t->disorder) + atomic_load(&t->bad), 0);
+    cr_assert_eq(atomic_load(&t->released), TC_UNITS, "every unit released once");
+    cr_assert_eq(atomic_load(&t->early), 0, "a unit is released after both consumers had it");
+    urt_graph_release(g);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    free(t);
+}
+
+/* ---- emit refused once the graph is cancelled ------------------------------------------------------ */
+
+/* One worker: the source emits, yields, and the sink (spawned on the same
+ * worker) runs first, so the free list holds the nodes it gave back when the
+ * source goes on — its later emits take the fast path. */
+struct cancel_rec {
+    bool by_job;                 /* urt_job_cancel on the graph's job, else urt_graph_cancel */
+    int calls;                   /* the source's (one task at a time) */
+    _Atomic int first_ok, after;  /* emits accepted before the cancel; the emit right after it */
+    _Atomic uint64_t accepted, released, sunk;
+};
+
+static void cancel_release(void *data, uint32_t rows, void *arg)
+{
+    struct cancel_rec *r = arg;
+    (void)data;
+    (void)rows;
+    atomic_fetch_add(&r->released, 1);
+}
+
+static int cancel_src(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct cancel_rec *r = arg;
+    if (r->calls++ == 0) {
+        for (int i = 0; i < 100; i++)
+            if (urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(0, (uint32_t)i), 1) == 0) {
+                atomic_fetch_add(&r->first_ok, 1);
+                atomic_fetch_add(&r->accepted, 1);
+            }
+        return URT_STEP_YIELD; /* the sink runs them (same worker) */
+    }
+    urt_graph *g = urt_graph_of(ctx);
+    if (r->by_job)
+        urt_job_cancel(urt_graph_job(g));
+    else
+        urt_graph_cancel(g);
+    int e = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(0, 100), 1);
+    atomic_store(&r->after, e);
+    if (e == 0)
+        atomic_fetch_add(&r->accepted, 1);
+    return URT_STEP_DONE;
+}
+
+static int count_sink(struct urt_graph_ctx *ctx, void *arg)
+{
+    _Atomic uint64_t *n = arg;
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) == 1)
+        atomic_fetch_add(n, 1);
+    return URT_STEP_DONE;
+}
+
+Test(graph_stream, an_emit_after_the_cancel_is_refused_at_once, .timeout = 60)
+{
+    for (int by_job = 0; by_job < 2; by_job++) {
+        urt_runtime *rt = make_rt(1);
+        struct done_rec d = {0};
+        struct cancel_rec r = {.by_job = by_job};
+        urt_graph *g = make_graph(rt, &d);
+        struct urt_step_desc sd = {.name = "src", .fn = cancel_src, .arg = &r, .partitions = 1};
+        struct urt_step_desc cd = {.name = "sink", .fn = count_sink, .arg = &r.sunk};
+        int s = add_step(g, &sd), c = add_step(g, &cd);
+        wire(g, s, add_forward(g, 1024, cancel_release, &r), c);
+        cr_assert_eq(run_graph(g, &d), -ECANCELED);
+        cr_assert_eq(atomic_load(&r.first_ok), 100);
+        cr_assert_eq(atomic_load(&r.sunk), 100, "the sink ran the first 100 before the source went on");
+        cr_assert_eq(atomic_load(&r.after), -EPIPE, "%s: the emit after the cancel returned %d",
+                     by_job ? "urt_job_cancel" : "urt_graph_cancel", atomic_load(&r.after));
+        cr_assert_eq(atomic_load(&r.released), atomic_load(&r.accepted), "every accepted unit released once");
+        urt_graph_release(g);
+        rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    }
+}
+
+/* ---- a cleanup cannot emit ---------------------------------------------------------------------------- */
+
+/* One worker, as above: when the cleanup runs, the free list holds nodes
+ * and the task had resolved its forward output. */
+struct clean_rec {
+    int calls;
+    _Atomic int emitted, cleanups, in_cleanup;
+    _Atomic uint64_t sunk;
+};
+
+static int clean_src(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct clean_rec *r = arg;
+    if (r->calls++ == 0) {
+        for (int i = 0; i < 10; i++)
+            if (urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(0, (uint32_t)i), 1) == 0)
+                atomic_fetch_add(&r->emitted, 1);
+        return URT_STEP_YIELD;
+    }
+    *urt_graph_task_state(ctx) = malloc(16); /* handed to the cleanup when the step completes */
+    return URT_STEP_DONE;
+}
+
+static void clean_cleanup(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct clean_rec *r = arg;
+    atomic_store(&r->in_cleanup, urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(0, 10), 1));
+    atomic_fetch_add(&r->cleanups, 1);
+    free(*urt_graph_task_state(ctx));
+}
+
+Test(graph_stream, a_cleanup_cannot_emit_after_its_task_did, .timeout = 30)
+{
+    urt_runtime *rt = make_rt(1);
+    struct done_rec d = {0};
+    struct clean_rec r = {0};
+    urt_graph *g = make_graph(rt, &d);
+    struct urt_step_desc sd = {.name = "src", .fn = clean_src, .arg = &r, .cleanup = clean_cleanup,
+                               .partitions = 1};
+    struct urt_step_desc cd = {.name = "sink", .fn = count_sink, .arg = &r.sunk};
+    int s = add_step(g, &sd), c = add_step(g, &cd);
+    wire(g, s, add_forward(g, 64, NULL, NULL), c);
+    cr_assert_eq(run_graph(g, &d), 0);
+    cr_assert_eq(atomic_load(&r.emitted), 10);
+    cr_assert_eq(atomic_load(&r.cleanups), 1);
+    cr_assert_eq(atomic_load(&r.in_cleanup), -EINVAL, "emit from a cleanup returned %d", atomic_load(&r.in_cleanup));
+    cr_assert_eq(atomic_load(&r.sunk), 10, "the sink got the task's 10 units and no other");
+    urt_graph_release(g);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- a consumer that completes early while units wait ------------------------------------------------- */
+
+struct early {
+    _Atomic uint64_t accepted, released;
+    _Atomic int bad;
+};
+
+static void early_release(void *data, uint32_t rows, void *arg)
+{
+    struct early *e = arg;
+    (void)data;
+    (void)rows;
+    atomic_fetch_add(&e->released, 1);
+}
+
+/* DELIVER: not cut by the consumer's completion; it emits until refused. */
+static int early_src(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct early *e = arg;
+    for (uint32_t i = 0; i < 100000; i++) {
+        int r = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(0, i), 1);
+        if (r == -EAGAIN)
+            return URT_STEP_YIELD;
+        if (r == -EPIPE)
+            return URT_STEP_DONE;
+        if (r)
+            atomic_fetch_add(&e->bad, 1);
+        else
+            atomic_fetch_add(&e->accepted, 1);
+    }
+    return URT_STEP_DONE;
+}
+
+static int early_cons(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct early *e = arg;
+    struct urt_graph_unit u;
+    urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u);
+    /* let units pile up behind this one, then complete */
+    (void)WAIT_UNTIL(atomic_load(&e->accepted) >= 200, 5000);
+    urt_graph_complete(ctx);
+    return URT_STEP_DONE;
+}
+
+Test(graph_stream, units_waiting_for_a_consumer_that_completes_are_released_unprocessed, .timeout = 60)
+{
+    for (uint32_t workers = 1; workers <= 2; workers++) {
+        urt_runtime *rt = make_rt(workers);
+        struct done_rec d = {0};
+        struct early e = {0};
+        urt_graph *g = make_graph(rt, &d);
+        struct urt_step_desc sd = {.name = "src", .fn = early_src, .arg = &e, .partitions = 1,
+                                   .flags = URT_STEP_DELIVER};
+        struct urt_step_desc cd = {.name = "cons", .fn = early_cons, .arg = &e};
+        int s = add_step(g, &sd), c = add_step(g, &cd);
+        wire(g, s, add_forward(g, 4096, early_release, &e), c);
+        cr_assert_eq(run_graph(g, &d), 0);
+        cr_assert_eq(atomic_load(&e.bad), 0);
+        struct urt_graph_step_stats st;
+        cr_assert_eq(urt_graph_step_stats(g, c, &st), 0);
+        uint64_t accepted = atomic_load(&e.accepted);
+        if (workers == 1)
+            cr_assert_eq(st.tasks_run, 1, "one worker: the consumer's first unit is its only one");
+        cr_assert_geq(accepted, 2, "units piled up behind the first (%llu)", (unsigned long long)accepted);
+        cr_assert_eq(st.tasks_run + st.tasks_skipped + st.tasks_cut, accepted,
+                     "run %llu + skipped %llu + cut %llu = accepted %llu", (unsigned long long)st.tasks_run,
+                     (unsigned long long)st.tasks_skipped, (unsigned long long)st.tasks_cut,
+                     (unsigned long long)accepted);
+        cr_assert_gt(st.tasks_skipped, 0, "units that waited were released unprocessed");
+        cr_assert_eq(atomic_load(&e.released), accepted, "every accepted unit released once");
+        urt_graph_release(g);
+        rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    }
+}
