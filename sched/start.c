@@ -10,9 +10,9 @@
  * one worker may hold another's buffers until the very end).
  *
  * ---- Drain ----------------------------------------------------------------
- * destroy(DRAIN) refuses foreign submissions, then repeats: note whether the
- * blocking pool holds an offload whose continuation is not delivered yet,
- * snapshot the sum of tasks_run, wait until every worker has reported two
+ * destroy(DRAIN) refuses foreign submissions, then repeats: snapshot the sum
+ * of tasks_run, note whether the blocking pool holds an offload whose
+ * continuation is not delivered yet (in that order), wait until every worker has reported two
  * idle polls (idle_sweeps), snapshot again; equal sums and no offload at the
  * start mean no task ran in between, so no task or offload could have been
  * submitted (only running tasks submit now, and a pool thread's delivery is
@@ -224,11 +224,18 @@ static void drain(struct sched *s)
         seen = calloc(s->n_workers, sizeof(*seen));
     }
     for (;;) {
+        wake_all(s);
+        /* The sum first, then the pool: an offload submitted by a task that
+         * finished before the sum was read is seen by the busy check (the
+         * task's submission precedes its tasks_run store, which the sum
+         * acquired); one submitted by a task that finishes later changes
+         * the sum. Read the other way round, a task could submit and finish
+         * between the two reads, and the round would end with its offload
+         * on the pool (its continuation then cancelled at the stop). */
+        uint64_t before = sum_tasks_run(s);
         bool offloads = sched_clients.blocking_busy(s); /* at the start of the round */
         if (offloads)
             sleep_us(100); /* a function still runs on the pool: do not spin on the drain */
-        wake_all(s);
-        uint64_t before = sum_tasks_run(s);
         for (uint32_t i = 0; i < s->n_workers; i++)
             seen[i] = atomic_load_explicit(&s->workers[i]->idle_sweeps, memory_order_acquire);
         for (uint32_t i = 0; i < s->n_workers; i++) {
