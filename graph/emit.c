@@ -128,34 +128,6 @@ static struct gunit *gpool_get(struct gpool *p, bool *full)
     return u ? u : gpool_bump(p, full);
 }
 
-/* Back on the free list. seq_cst: pairs with gexec_park's load (the file
- * comment). */
-static void gpool_put(struct gpool *p, struct gunit *u)
-{
-    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_relaxed), next;
-    do {
-        atomic_store_explicit(&u->next_free, (uint32_t)top, memory_order_relaxed);
-        next = ((top >> 32) + 1) << 32 | (u->index + 1);
-    } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_seq_cst,
-                                                    memory_order_relaxed));
-}
-
-/* Room was made in x: wake its parked producers, if any (after gpool_put). */
-static void gexec_room(struct urt_graph *g, struct gx *x)
-{
-    if (atomic_load_explicit(&x->waiters, memory_order_seq_cst)) /* pairs with gexec_park */
-        gexec_wake(g, x);
-}
-
-/* A forward unit's last reference is gone: back to its producer (the release
- * callback), then its node back to the pool: room. */
-void gunit_done(struct urt_graph *g, struct gx *x, struct gunit *u)
-{
-    if (x->d.release)
-        x->d.release(u->data, u->emitted, x->d.release_arg);
-    gpool_put(&x->pool, u);
-    gexec_room(g, x);
-}
 
 void gexec_release_blocking(struct urt_graph *g, struct gx *x)
 {

@@ -276,8 +276,36 @@ void gexec_stream_start(struct urt_graph_ctx *c); /* a push found the stream idl
 /* emit.c */
 int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links);
 void gpool_free(struct gpool *p);
-void gunit_done(struct urt_graph *g, struct gx *x, struct gunit *u); /* release, then room */
 void gexec_release_blocking(struct urt_graph *g, struct gx *x);
+
+/* Back on the free list. seq_cst: pairs with gexec_park's load (emit.c's
+ * file comment). Inline: per unit, from a stream and from emit. */
+static inline void gpool_put(struct gpool *p, struct gunit *u)
+{
+    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_relaxed), next;
+    do {
+        atomic_store_explicit(&u->next_free, (uint32_t)top, memory_order_relaxed);
+        next = ((top >> 32) + 1) << 32 | (u->index + 1);
+    } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+}
+
+/* Room was made in x: wake its parked producers, if any (after gpool_put). */
+static inline void gexec_room(struct urt_graph *g, struct gx *x)
+{
+    if (atomic_load_explicit(&x->waiters, memory_order_seq_cst)) /* pairs with gexec_park */
+        gexec_wake(g, x);
+}
+
+/* A forward unit's last reference is gone: back to its producer (the release
+ * callback), then its node back to the pool: room. */
+static inline void gunit_done(struct urt_graph *g, struct gx *x, struct gunit *u)
+{
+    if (x->d.release)
+        x->d.release(u->data, u->emitted, x->d.release_arg);
+    gpool_put(&x->pool, u);
+    gexec_room(g, x);
+}
 void gexec_flush_stats(struct urt_graph_ctx *c);
 void gexec_cleanup(struct urt_graph_ctx *c); /* the step's cleanup, if c's state is set */
 
