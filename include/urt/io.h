@@ -83,7 +83,10 @@
  *     operation did not complete), before destroy returns, on the worker —
  *     a lane's (or a serial job's) in its lane's order, never beside another
  *     of its tasks; the runtime never closes a descriptor the caller owns. A
- *     submission after destroy began fails with -ESHUTDOWN. (The exception
+ *     submission after destroy began fails with -ESHUTDOWN, in both modes:
+ *     URT_SHUTDOWN_DRAIN runs the queued tasks and the tasks they submit, not
+ *     I/O, which may wait for ever (a receive on an idle connection; a
+ *     continuation that submits the next receive). (The exception
  *     to "on the worker": with URT_SHUTDOWN_CANCEL a continuation that is
  *     still queued as a task when the workers have stopped — a lane's among
  *     them — is cancelled with the other queued tasks and runs, with the

@@ -7,7 +7,12 @@
  *  2. Tasks may be submitted from any thread until destroy starts.
  *  3. urt_runtime_destroy() is called once, from a thread that is not a
  *     worker of the runtime. In URT_SHUTDOWN_DRAIN mode it runs every queued
- *     task (and whatever those tasks submit) before stopping; in
+ *     task (and the tasks those submit, timed ones at their time) before
+ *     stopping, but not their I/O: operations in flight are cancelled (their
+ *     continuations run, with -ECANCELED where they did not complete) and a
+ *     new urt_io_<op>() fails with -ESHUTDOWN (urt/io.h rule 9) — an
+ *     operation may wait for ever (a receive on an idle connection), and a
+ *     continuation that submits the next one would never let the drain end; in
  *     URT_SHUTDOWN_CANCEL mode running tasks finish and every task still
  *     queued gets its cancel callback exactly once. Submissions from other
  *     threads after destroy started fail with -ESHUTDOWN. A drain waits for

@@ -457,6 +457,64 @@ Test(io_ctx, destroy_cancel_keeps_a_lane_one_at_a_time)
     free(x);
 }
 
+/* destroy(DRAIN) runs the queued tasks and what they submit, but not their
+ * I/O (urt/runtime.h rule 3, urt/io.h rule 9): a task queued behind a slow
+ * one runs during the drain; its read is refused with -ESHUTDOWN, the task
+ * it spawns and a timed task it submits run. */
+struct drainio {
+    _Atomic int slow_running, read_err, spawned_ran, timed_ran;
+    char buf[8];
+    struct urt_io io;
+};
+
+static enum urt_task_result drainio_slow(struct urt_task *t, void *arg)
+{
+    struct drainio *d = arg;
+    (void)t;
+    atomic_store(&d->slow_running, 1);
+    sleep_us(100 * 1000); /* destroy begins meanwhile */
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result drainio_spawned(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_store(&((struct drainio *)arg)->spawned_ran, 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result drainio_timed(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_store(&((struct drainio *)arg)->timed_ran, 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result drainio_late(struct urt_task *t, void *arg)
+{
+    struct drainio *d = arg;
+    (void)t;
+    urt_io_init(&d->io, req_cont_discard, NULL);
+    atomic_store(&d->read_err, urt_io_read(&d->io, 0, d->buf, sizeof(d->buf), 0));
+    urt_spawn(g_rt, drainio_spawned, d, 0);
+    urt_spawn_at(g_rt, urt_now_ns() + 20 * 1000 * 1000, drainio_timed, NULL, d, 0);
+    return URT_TASK_DONE;
+}
+
+Test(io_ctx, destroy_drain_runs_tasks_but_not_their_io)
+{
+    urt_runtime *rt = io_rt(1);
+    struct drainio d = {0};
+    atomic_store(&d.read_err, 1);
+    cr_assert_eq(urt_spawn(rt, drainio_slow, &d, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&d.slow_running), 5000));
+    cr_assert_eq(urt_spawn(rt, drainio_late, &d, 0), 0); /* queued behind the slow task */
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_eq(atomic_load(&d.read_err), -ESHUTDOWN, "the read during the drain: %d", atomic_load(&d.read_err));
+    cr_assert_eq(atomic_load(&d.spawned_ran), 1);
+    cr_assert_eq(atomic_load(&d.timed_ran), 1);
+}
+
 struct timed {
     _Atomic int runs, cancels;
 };
