@@ -10,7 +10,7 @@
  *
  * Memory-ordering contract: one writer per histogram (the worker that owns
  * it) stores with relaxed load+store pairs, never a read-modify-write, like
- * the counters in sched/sched.h; a histogram with several writers uses
+ * the counters in sched/core/sched.h; a histogram with several writers uses
  * hist_record_shared() (relaxed read-modify-writes) instead. Readers (urt_stats_snapshot, any thread)
  * load every field relaxed and merge; a histogram read while the owner
  * records is a slightly torn but monotone view (each field only grows), so

@@ -13,7 +13,7 @@
 #include <urt/runtime.h>
 
 #include "base/error.h"
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 struct wal;
 struct durability;

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 #include "base/error.h"
 

@@ -9,7 +9,7 @@
  * ---- Objects ---------------------------------------------------------------------------------
  * One sub-pool (struct blk_node) per NUMA node when the workers are bound and
  * the topology has several nodes, else one. Each has
- *   q        the queue: an intrusive MPSC FIFO of items (sched/inbox.h, the
+ *   q        the queue: an intrusive MPSC FIFO of items (sched/core/inbox.h, the
  *            workers' inbox): a producer's push is one exchange, wait-free;
  *   lock     the consumers' mutex: pool threads take items under it (a
  *            sweep too, with a trylock). No worker ever waits for it;

@@ -29,7 +29,7 @@
 
 #include <urt/blocking.h>
 
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 /* ---- the pool (sched/blocking.c) -------------------------------------------------------- */
 
@@ -69,7 +69,7 @@ int blocking_queue(struct sched *s, struct urt_task *t, uint32_t node, unsigned 
  * pool thread holds the queue, it does the sweep before it lets go. */
 void blocking_sweep(struct sched *s);
 
-/* Client entry points for the core's drain and stop (sched/start.c):
+/* Client entry points for the core's drain and stop (sched/core/start.c):
  * blocking_busy: offloads accepted and not finished (queued or running;
  * a finished one has delivered its continuation). blocking_quiesce (phase
  * STOPPING, before the workers are joined): refuse every submission, take
@@ -81,7 +81,7 @@ void blocking_quiesce(struct sched *s);
 void blocking_stop(struct sched *s);
 
 /* The watchdog (sched/watchdog.c): slots [0, blocking_watch_count) of the
- * pool's threads, each a struct watchdog_slot (sched/watchdog.h) the thread
+ * pool's threads, each a struct watchdog_slot (sched/core/watchdog_slot.h) the thread
  * writes around a function's run. read: as watchdog_read; *t the item. */
 uint32_t blocking_watch_count(const struct sched *s);
 bool blocking_watch_read(const struct sched *s, uint32_t i, uint64_t *seq, struct urt_task **t, struct urt_job **j);

@@ -30,7 +30,7 @@ struct blk_slot {
     uint32_t index;
     bool looking;                       /* starts with a spinning count (set before the thread starts) */
     struct blk_node *node;
-    struct watchdog_slot wd;            /* the running item (sched/watchdog.h; the thread writes) */
+    struct watchdog_slot wd;            /* the running item (sched/core/watchdog_slot.h; the thread writes) */
     _Atomic uint64_t done;              /* items run (the thread writes) */
 };
 

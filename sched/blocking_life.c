@@ -7,7 +7,7 @@
  *
  * Memory ordering: blocking_busy, blocking_quiesce and blocking_stop follow
  * B5 and B6 of sched/blocking.c; the watchdog reads a slot's seqlock
- * (sched/watchdog.h) through the slot pointer published by a release store;
+ * (sched/core/watchdog_slot.h) through the slot pointer published by a release store;
  * statistics are relaxed loads of counters (a consistent-enough view).
  */
 #include "sched/blocking_int.h"

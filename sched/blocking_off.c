@@ -22,7 +22,7 @@
  *     transaction may be gone (their live work is the continuation's).
  *   an offload taken out of the queue unrun (job cancelled, transaction
  *     aborting, destroy(CANCEL)) is delivered the same way with -ECANCELED.
- *   the continuation runs by the one run path (sched/run.h): off_cont clears
+ *   the continuation runs by the one run path (sched/core/run.h): off_cont clears
  *     the in-flight state, then calls b->done(b, res, arg). Cancelled as a
  *     task (its job was cancelled after the function ran, or destroy(CANCEL)
  *     found it queued), off_cont_cancel calls done just the same: exactly

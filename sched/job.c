@@ -27,7 +27,7 @@
  * callback instead.
  *
  * Deadline: a timer in one worker's timer queue (sched_timer_arm_at,
- * sched/timer.h): directly when the job is created on a worker, else by the embedded
+ * sched/core/timer.h): directly when the job is created on a worker, else by the embedded
  * arm_task handed to a worker. Its expiry (-ETIME) cancels the job with
  * -ETIME. The teardown disarms it: directly on that worker, else with the
  * embedded disarm_task sent to it. The arm task and the teardown meet by a
@@ -75,7 +75,7 @@
  *       scheduler's job_conds_cancelled hook (the watcher sweeps now). Missing
  *       it would only delay the cancel to the cond's next check, which looks
  *       at the job's status too.
- *  (J8) ios / status (I/O of the job's tasks, sched/uio.c): the same Dekker
+ *  (J8) ios / status (I/O of the job's tasks, io/uio.c): the same Dekker
  *       pair as J7 — job_io_begin increments ios then loads status, a cancel
  *       CASes status then loads ios (all seq_cst): either the submission
  *       sees the cancel (-ECANCELED) or the cancel sees the operation and

@@ -2,8 +2,8 @@
  * sched/job.h — jobs (SPEC C7, C8), private part. Design, lifecycle and
  * memory ordering in sched/job.c; the public API is urt/job.h.
  *
- * The core's run path (sched/run.h) and cancellation (sched_cancel_task)
- * call into jobs through the client table (sched/clients.c) at three points:
+ * The core's run path (sched/core/run.h) and cancellation (sched_cancel_task)
+ * call into jobs through the client table (runtime/sched_clients.c) at three points:
  *   job_is_cancelled(j)         before a job task's fn: the task is cancelled
  *                               and counted instead of run;
  *   job_task_finished(s, w, j)  after the task's fn returned DONE and the task
@@ -19,9 +19,9 @@
 
 #include <urt/job.h>
 
-#include "sched/io.h"
+#include "sched/core/io.h"
 #include "sched/lane.h"
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 /* status word: JOB_OPEN until the first cancel (a negative errno) or the
  * teardown's seal (JOB_SEALED_OK), whichever comes first; never changes again. */
@@ -36,7 +36,7 @@ struct urt_job {
     _Atomic uint32_t refs;               /* see job.c "References" */
     _Atomic uint32_t closed;             /* urt_job_close was called */
     _Atomic uint32_t conds;              /* watched conditions of the job (J7) */
-    _Atomic uint32_t ios;                /* its tasks' I/O in flight (J8, sched/uio.c) */
+    _Atomic uint32_t ios;                /* its tasks' I/O in flight (J8, io/uio.c) */
     _Atomic(struct worker *) timer_worker; /* the worker the deadline is armed on */
     struct sched *s;
     struct urt_job_options opt;
@@ -71,7 +71,7 @@ int job_cond_submit(struct urt_job *job, struct urt_task *t, unsigned flags);
  * is cancelled (-ECANCELED, unless it already has a reason) and counted down. */
 void job_task_cancelled(struct sched *s, struct worker *w, struct urt_job *job);
 
-/* I/O of a job's task (urt/io.h; sched/uio.c). job_io_begin, by a task of
+/* I/O of a job's task (urt/io.h; io/uio.c). job_io_begin, by a task of
  * the job: the operation counts as live work (its continuation task carries
  * the count) and as I/O in flight (ios); 0, or -ECANCELED when the job was
  * cancelled (nothing counted). job_io_end: its last completion arrived (ios

@@ -3,7 +3,7 @@
  * submission order, on the worker that owns the lane; never stolen.
  *
  * ---- Design: a strand on the owner's sticky queue ---------------------------
- * A lane holds its own FIFO (a Vyukov intrusive MPSC queue, sched/inbox.h),
+ * A lane holds its own FIFO (a Vyukov intrusive MPSC queue, sched/core/inbox.h),
  * a count `pending` and one embedded runner task. pending counts the lane's tasks that were submitted and have not finished
  * (queued, running or yielded).
  *
@@ -83,12 +83,12 @@
  *       (acquire). So task k+1 of a lane happens-after task k even when the
  *       lane moved to another worker.
  *  (M3) lanes_active (per worker, for balance) and the worker's idle mark
- *       (sched/worker.c, written by its owner on idle transitions) are
+ *       (sched/core/worker.c, written by its owner on idle transitions) are
  *       advisory: relaxed, paired with nothing. A stale value moves a lane
  *       to a worker that just got busy, or keeps it; the move itself is
  *       ordered by the sticky push (M2), whatever the mark said.
  *  (M4) Shutdown: a submitter that is not a worker brackets its push with
- *       foreign_inflight (seq_cst), exactly as sched/submit.c does, so
+ *       foreign_inflight (seq_cst), exactly as sched/core/submit.c does, so
  *       sched_stop either sees its push or the submitter sees the phase.
  *  (M6) Holds (below): the park CAS and the deliveries' CASes on `conts`
  *       are acq_rel (the stack's contents published, the runner's acquire
@@ -141,7 +141,7 @@
 
 #include <urt/lane.h>
 
-#include "sched/run.h"
+#include "sched/core/run.h"
 
 #include "base/error.h"
 
@@ -174,7 +174,7 @@ static struct worker *lane_pick(const struct urt_lane *l, struct sched *s, struc
 
 /* ---- running ------------------------------------------------------------------- */
 
-/* Runs t on w (the run path: sched/run.h, with the runner as the outer
+/* Runs t on w (the run path: sched/core/run.h, with the runner as the outer
  * watched task); returns what its fn returned (DONE also for a skipped or
  * refused task). */
 static inline enum urt_task_result run_one(struct worker *w, struct urt_lane *l, struct urt_task *t)

@@ -17,7 +17,7 @@
  *   enter(ctx, t)  — before t's fn: false = do not run t (its cancel callback
  *                    runs, it counts as finished);
  *   leave(ctx, t)  — after t's fn returned (DONE or YIELD).
- * and for the I/O of the lane's tasks (sched/uio.c; urt/io.h):
+ * and for the I/O of the lane's tasks (io/uio.c; urt/io.h):
  *   io_begin(ctx)  — a task of the lane submits an operation (false: refuse
  *                    it with -ECANCELED); its continuation task carries
  *                    TASK_IO_CONT and is counted from here, so enter lets it
@@ -33,8 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sched/inbox.h"
-#include "sched/sched.h"
+#include "sched/core/inbox.h"
+#include "sched/core/sched.h"
 
 struct lane_ops {
     void (*active)(void *ctx);

@@ -2,7 +2,7 @@
  * sched/watchdog.c — the watchdog's passes and the state dump (SPEC C10).
  *
  * Workers publish their running task and a run sequence (seqlock contract in
- * sched/watchdog.h), and so do the blocking pool's threads around each
+ * sched/core/watchdog_slot.h), and so do the blocking pool's threads around each
  * function (sched/blocking.c). A pass, on the watcher thread every quarter of the
  * limit (at least 100 µs), stamps a run the first time it sees it and
  * reports it once when now - first seen > task_runtime_limit_us: the
@@ -13,7 +13,7 @@
  * relaxed atomics so that urt_dump_state() may read them from any thread (a
  * snapshot); the callback pointer is set and read under cb_lock.
  */
-#include "sched/watchdog.h"
+#include "sched/core/watchdog_slot.h"
 #include "sched/watchdog_pass.h"
 
 #include <errno.h>
@@ -29,7 +29,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "sched/blocking.h"
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 #define WATCHDOG_MIN_PERIOD_NS 100000ull
 

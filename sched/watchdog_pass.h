@@ -1,7 +1,7 @@
 /*
  * sched/watchdog_pass.h — the watchdog's passes (sched/watchdog.c), a client
  * of the core: they run on the watcher thread, as a timer of its queue, and
- * read the slots the workers publish (sched/watchdog.h).
+ * read the slots the workers publish (sched/core/watchdog_slot.h).
  */
 #ifndef URT_SCHED_WATCHDOG_PASS_H
 #define URT_SCHED_WATCHDOG_PASS_H

@@ -7,7 +7,7 @@
  * by a CQE of its own ring. Its loop:
  *
  *   take new tasks (MPSC add queue -> a timer each in the watcher's timer
- *   queue, sched/timer.h, due = now: the first check runs at once)
+ *   queue, sched/core/timer.h, due = now: the first check runs at once)
  *   -> drop cancelled tasks (only when a cancel was requested)
  *   -> retry hand-overs that the pending-task limit postponed
  *   -> run the due timers: checks (passed -> hand the body to a worker,
@@ -28,18 +28,18 @@
  *  - a WATCHING/CANCELLING cond is in exactly one place: the add queue, the
  *    timer queue or the ready list (passed, waiting for an admission slot);
  *  - a watched cond waiting for its next check is a timer in the watcher's
- *    timer queue (sched/timer.h); the watcher thread alone touches that
+ *    timer queue (sched/core/timer.h); the watcher thread alone touches that
  *    queue, the ready list and its ring;
  *  - cancel callbacks run after the walk that found them (never inside it).
  *
  * ---- Memory-ordering contract ---------------------------------------------
- * No lost wake-up: the one protocol of sched/sleeper.h, with the watcher as
+ * No lost wake-up: the one protocol of sched/core/sleeper.h, with the watcher as
  * the sleeper. W1 is a push on the add queue (seq_cst exchange, inbox.h I3),
  * a fetch_add of cancel_requests, or a store of stop (seq_cst); S3 is
  * watcher_has_work(); S4 is ring_wait without a timeout (the timer SQE of the
  * nearest due time completes the wait when one is armed).
  *
- * Add queue: the inbox's own contract (sched/inbox.h): the adder's writes to
+ * Add queue: the inbox's own contract (sched/core/inbox.h): the adder's writes to
  * the cond happen before its push (release), the watcher's pop acquires them.
  * cond state: ADDING -> WATCHING is a release store after the adder filled
  * priv; the canceller's and the watcher's CAS are acq_rel, so whoever wins
@@ -63,7 +63,7 @@
  */
 #include "sched/watcher.h"
 #include "sched/watcher_int.h"
-#include "sched/watchdog.h"
+#include "sched/core/watchdog_slot.h"
 #include "sched/watchdog_pass.h"
 
 #include <assert.h>
@@ -82,10 +82,10 @@
 
 #include "sched/admission.h"
 #include "sched/job.h"
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 #include "base/error.h"
-#include "sched/timer.h"
+#include "sched/core/timer.h"
 
 static _Thread_local struct watcher *tls_watcher; /* set on the watcher thread */
 
@@ -119,7 +119,7 @@ static void reap(struct watcher *w)
     ring_reap(&w->ring, on_tag, w);
 }
 
-/* ---- checks on the timer facility (owner only; sched/timer.h) ------------------------------- */
+/* ---- checks on the timer facility (owner only; sched/core/timer.h) ------------------------------- */
 
 static void cond_due(sched_timer *t, int32_t res);
 
@@ -461,7 +461,7 @@ static void *watcher_main(void *arg)
     struct sched *s = w->s;
     pthread_setname_np(pthread_self(), "urt-watcher");
     tls_watcher = w;
-    sched_set_service_thread(s); /* never blocks in the runtime (sched/sched.h) */
+    sched_set_service_thread(s); /* never blocks in the runtime (sched/core/sched.h) */
     int err = ring_init(&w->ring, &s->caps, 16, 64);
     pthread_mutex_lock(&w->start_lock);
     w->start_err = err;

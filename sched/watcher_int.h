@@ -13,11 +13,11 @@
 
 #include <urt/watcher.h>
 
-#include "sched/inbox.h"
-#include "sched/sched.h"
-#include "sched/sleeper.h"
-#include "sched/timer.h"
-#include "sched/watchdog.h"
+#include "sched/core/inbox.h"
+#include "sched/core/sched.h"
+#include "sched/core/sleeper.h"
+#include "sched/core/timer.h"
+#include "sched/core/watchdog_slot.h"
 #include "sched/watchdog_pass.h"
 
 enum cond_state {
@@ -40,7 +40,7 @@ struct watcher {
     struct sched *s;
 
     /* --- read and written by other threads --- */
-    struct sleeper sl;                  /* sched/sleeper.h */
+    struct sleeper sl;                  /* sched/core/sleeper.h */
     _Atomic uint32_t stop;
     int ring_fd;
     alignas(64) _Atomic uint32_t closed; /* adds and cancels refused */
@@ -56,7 +56,7 @@ struct watcher {
 
     /* --- owner (the watcher thread) only --- */
     alignas(64) struct ring ring;
-    struct timerq timers;                     /* conds' checks, retry, watchdog (sched/timer.h) */
+    struct timerq timers;                     /* conds' checks, retry, watchdog (sched/core/timer.h) */
     sched_timer retry_timer;                  /* passed conds wait for a slot / the add queue backs off */
     sched_timer wd_timer;                     /* the watchdog's next pass */
     struct urt_cond *ready_head, *ready_tail; /* passed, waiting for an admission slot */
@@ -100,7 +100,7 @@ static inline uint64_t now_ns(void)
     return watchdog_now_ns();
 }
 
-/* Wakes the watcher if it sleeps (sched/sleeper.h W3 + W4), after the
+/* Wakes the watcher if it sleeps (sched/core/sleeper.h W3 + W4), after the
  * caller's W1. Any thread. */
 void watcher_notify(struct watcher *w);
 

@@ -6,7 +6,7 @@
 #   scripts/longest.sh          top 15 of each, limits marked with '!'
 #   N=40 scripts/longest.sh     top 40
 #
-# Production = base/ uring/ sched/ tx/ runtime/ bpf/ dispatch/ graph/ batch/ tools/ bench/ (.c files;
+# Production = base/ backend/ sched/ io/ tx/ runtime/ bpf/ dispatch/ graph/ batch/ tools/ bench/ (.c files;
 # tests/ are not counted). A function is what the project's style makes it: a
 # signature starting in column 0, a body from a '{' alone in column 0 to the
 # next '}' in column 0; its length counts the lines from the signature's first
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 N=${N:-15}
 FILE_LIMIT=800
 FUNC_LIMIT=80
-mapfile -t files < <(find base uring sched tx runtime bpf dispatch graph batch tools bench -name '*.c' ! -name '*.bpf.c' 2>/dev/null | sort)
+mapfile -t files < <(find base backend sched io tx runtime bpf dispatch graph batch tools bench -name '*.c' ! -name '*.bpf.c' 2>/dev/null | sort)
 mapfile -t bpf < <(find bpf -name '*.bpf.c' 2>/dev/null | sort)
 files+=("${bpf[@]}")
 

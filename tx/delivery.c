@@ -33,7 +33,7 @@
 #include "base/clock.h"
 #include "bpf/probes.h"
 #include "base/heap.h"
-#include "sched/io.h"
+#include "sched/core/io.h"
 #include "tx/delivery.h"
 
 /* ---- the heap of waiting stored commits (base/heap.h, heap_lock held) ------------------ */

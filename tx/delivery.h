@@ -14,7 +14,7 @@
 #include <urt/log.h>
 
 #include "base/heap.h"
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 /* Where a commit is (rule 4 of wal.c): exactly one place at a time. */
 enum commit_state { CS_IDLE = 0, CS_HOP, CS_BATCH, CS_HEAP, CS_RELEASE };

@@ -7,7 +7,7 @@
 
 #include <urt/log.h>
 
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 struct durability;
 struct tx_log;

@@ -63,7 +63,7 @@
  *  (T3) final (ABORTED / COMMITTED) is stored with release after the hook /
  *       response and read with acquire by urt_tx_state.
  *  (T4) the log registration: release store / acquire load (commit_hook.h rule 1).
- *  (T5) I/O of the transaction's tasks (sched/uio.c): an operation counts as
+ *  (T5) I/O of the transaction's tasks (io/uio.c): an operation counts as
  *       a task in flight from its submission (tx_io_begin: the enter CAS)
  *       until its continuation leaves, so a commit waits for it. ios counts
  *       the operations whose completion has not arrived: tx_io_begin
@@ -90,7 +90,7 @@
 #include <urt/tx.h>
 
 #include "sched/lane.h"
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 #include "tx/commit_hook.h"
 
 #include "base/error.h"

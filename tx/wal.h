@@ -12,7 +12,7 @@
 
 #include <urt/log.h>
 
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 struct wal;
 

@@ -26,7 +26,7 @@
 #include <stdatomic.h>
 
 #include "base/clock.h"
-#include "sched/io.h"
+#include "sched/core/io.h"
 #include "tx/commit_hook.h"
 #include "tx/delivery.h"
 #include "tx/wal.h"

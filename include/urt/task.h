@@ -49,7 +49,7 @@ struct urt_task_private {
     struct urt_lane *lane;         /* owning lane, or NULL */
     uint64_t enqueue_ns;           /* submission stamp (only when timing is on) */
     uint64_t id;                   /* sequence for tracing (only when timing is on) */
-    uint32_t flags;                /* the runtime's own task flags (internal: sched/sched.h TASK_*) */
+    uint32_t flags;                /* the runtime's own task flags (internal: sched/core/sched.h TASK_*) */
     uint32_t submit_flags;         /* the URT_SUBMIT_* flags of the submission */
 };
 

@@ -30,7 +30,7 @@
 
 #include <liburing.h>
 
-#include "sched/io.h"
+#include "sched/core/io.h"
 
 static struct {
     pthread_mutex_t lock;

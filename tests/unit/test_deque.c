@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "sched/deque.h"
+#include "sched/core/deque.h"
 #include "tests/helpers.h"
 
 /* ---- 1. reference model -------------------------------------------------------- */

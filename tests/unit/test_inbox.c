@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_inbox.c — the Vyukov intrusive MPSC queue (sched/inbox.h).
+ * tests/unit/test_inbox.c — the Vyukov intrusive MPSC queue (sched/core/inbox.h).
  *
  * 1. Reference model: seeded random push/pop sequences on one thread compared
  *    with a FIFO array; inbox_maybe_nonempty() must equal "model not empty"
@@ -15,7 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "sched/inbox.h"
+#include "sched/core/inbox.h"
 #include "tests/helpers.h"
 
 /* ---- 1. reference model -------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_timer.c — the one timer facility (sched/timer.h).
+ * tests/unit/test_timer.c — the one timer facility (sched/core/timer.h).
  *
  *  - model: random add / move / remove / cancel / run on a queue, against a
  *    plain array of (due, id): every timer runs exactly once (-ETIME at or
@@ -14,8 +14,8 @@
  */
 #include "helpers.h"
 
-#include "sched/io.h"
-#include "sched/timer.h"
+#include "sched/core/io.h"
+#include "sched/core/timer.h"
 
 #include "base/clock.h"
 

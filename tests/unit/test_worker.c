@@ -253,7 +253,7 @@ Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
 }
 
 
-/* ---- adaptive spin (sched/worker.c spin_adapt) --------------------------------------- */
+/* ---- adaptive spin (sched/core/worker.c spin_adapt) --------------------------------------- */
 
 static uint64_t spin_polls_of(uint32_t worker)
 {

@@ -1,5 +1,5 @@
 /*
- * sched/run.h — the one task run/finish path, used by the worker loop
+ * sched/core/run.h — the one task run/finish path, used by the worker loop
  * (worker.c run_task) and by the lane runner (lane.c) for each lane task.
  *
  * Phases of one run:
@@ -22,9 +22,9 @@
 #define URT_SCHED_RUN_H
 
 #include "bpf/probes.h"
-#include "sched/sched.h"
-#include "sched/taskpool.h"
-#include "sched/watchdog.h"
+#include "sched/core/sched.h"
+#include "sched/core/taskpool.h"
+#include "sched/core/watchdog_slot.h"
 
 struct run_result {
     enum urt_task_result r;

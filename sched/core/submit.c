@@ -1,5 +1,5 @@
 /*
- * sched/submit.c — placement (SPEC C5) and the public submission entry points.
+ * sched/core/submit.c — placement (SPEC C5) and the public submission entry points.
  *
  * Placement:
  *  - from a worker of the runtime: that worker's own deque (no atomic RMW);
@@ -21,7 +21,7 @@
 #include <urt/runtime.h>
 #include <urt/task.h>
 
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 #include "base/error.h"
 

@@ -1,18 +1,18 @@
 /*
- * sched/clients.c — the table through which the scheduler's core calls its
- * clients (struct sched_client_ops, sched/sched.h): the admission limit,
- * jobs, lanes, the watcher, the tasks' I/O (sched/uio.c) and the blocking
+ * runtime/sched_clients.c — the table through which the scheduler's core calls its
+ * clients (struct sched_client_ops, sched/core/sched.h): the admission limit,
+ * jobs, lanes, the watcher, the tasks' I/O (io/uio.c) and the blocking
  * pool (sched/blocking.c). This file is the one place that knows both sides;
  * the core includes none of the clients' headers.
  *
  * No memory ordering of its own: each entry carries its function's contract.
  */
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 #include "sched/admission.h"
 #include "sched/blocking.h"
 #include "sched/job.h"
 #include "sched/lane.h"
-#include "sched/uio.h"
+#include "io/uio.h"
 #include "sched/watcher.h"
 
 #include <inttypes.h>

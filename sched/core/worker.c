@@ -1,5 +1,5 @@
 /*
- * sched/worker.c — the worker loop, suspend and wake, stealing, shutdown.
+ * sched/core/worker.c — the worker loop, suspend and wake, stealing, shutdown.
  *
  * A worker is a thread pinned by its placement that owns one io_uring ring
  * (created in its own thread: single issuer). Its loop:
@@ -13,7 +13,7 @@
  *   suspend
  *
  * ---- No lost wakeup ------------------------------------------------------------
- * The one protocol of sched/sleeper.h (the argument is written there): a
+ * The one protocol of sched/core/sleeper.h (the argument is written there): a
  * worker is its sleeper. W1 is the push of the task (inbox/sticky exchange of
  * the head, seq_cst; a local deque push is seen by the owner itself); S3 is
  * has_work() over every queue; S4 is ring_wait with the suspend timeout
@@ -28,10 +28,10 @@
  * without it, its owner runs it.
  *
  * Starting and stopping (the workers' memory and threads, the drain):
- * sched/start.c.
+ * sched/core/start.c.
  */
-#include "sched/sched.h"
-#include "sched/run.h"
+#include "sched/core/sched.h"
+#include "sched/core/run.h"
 #include "base/clock.h"
 
 #include <assert.h>
@@ -99,7 +99,7 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
 
 bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
 {
-    /* W3 + W4 (sched/sleeper.h), after the caller's seq_cst push (W1). */
+    /* W3 + W4 (sched/core/sleeper.h), after the caller's seq_cst push (W1). */
     enum sleeper_claim c = sleeper_claim_wake(&w->sl);
     if (c != SLEEPER_SEND)
         return c == SLEEPER_IN_FLIGHT;
@@ -344,7 +344,7 @@ static bool has_work(struct worker *w)
 
 /* ---- running ------------------------------------------------------------------- */
 
-/* One task on the worker's own loop (the run path: sched/run.h). */
+/* One task on the worker's own loop (the run path: sched/core/run.h). */
 static inline void run_task(struct worker *w, struct urt_task *t)
 {
     uint32_t flags = t->priv.flags;     /* read before fn: fn may free t */
@@ -480,7 +480,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
         return;
     atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
-    sleeper_announce(&w->sl); /* S1, S2 (sched/sleeper.h) */
+    sleeper_announce(&w->sl); /* S1, S2 (sched/core/sleeper.h) */
     bool adapt = s->cfg->worker_spin_adaptive;
     uint64_t slept_ns = 0;
     if (!has_work(w) && atomic_load_explicit(&s->phase, memory_order_relaxed) != PHASE_STOPPING) { /* S3 */
@@ -555,12 +555,12 @@ static void worker_loop(struct worker *w)
             w->idle_polls = 0;
             run_task(w, t);
             if (__builtin_expect(w->ring.unsubmitted != 0, 0))
-                ring_submit(&w->ring); /* what the task prepared (sched/io.h rule 4) */
+                ring_submit(&w->ring); /* what the task prepared (sched/core/io.h rule 4) */
             continue;
         }
         reap(w);
         if (__builtin_expect(w->timers.dirty, 0))
-            timerq_sync(&w->timers); /* the SQ was full when a timer moved (sched/timer.h rule 3) */
+            timerq_sync(&w->timers); /* the SQ was full when a timer moved (sched/core/timer.h rule 3) */
         if (++w->idle_polls == IDLE_MARK_POLLS)
             atomic_store_explicit(&w->idle, 1, memory_order_relaxed); /* advisory: sched/lane.c V5 */
         if (__builtin_expect(phase == PHASE_DRAINING, 0)) {

@@ -1,5 +1,5 @@
 /*
- * uring/ring.c — ring setup and feature probing, wake messages, waiting.
+ * backend/uring/ring.c — ring setup and feature probing, wake messages, waiting.
  *
  * Probe order for a worker ring (each step skipped if the caller forbids it):
  *   1. IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN  (Linux 6.1):
@@ -19,9 +19,9 @@
  *
  * Memory ordering: none here. The ring's head/tail protocol is liburing's;
  * everything that needs ordering against a message (the queues the message
- * announces) is ordered by the caller (sched/worker.c).
+ * announces) is ordered by the caller (sched/core/worker.c).
  */
-#include "uring/ring.h"
+#include "backend/uring/ring.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /*
- * sched/uio_buf.c — a worker's buffers and files for tasks' I/O (urt/io.h):
+ * io/uio_buf.c — a worker's buffers and files for tasks' I/O (urt/io.h):
  * buffer rings for multishot receives, the registered file table, the
  * registered buffers.
  *
@@ -10,7 +10,7 @@
  * CQE names it; urt_bufring_put adds it back to the ring's tail
  * (io_uring_buf_ring_add + advance). Without them the same buffers form a
  * pool (a stack of free ids) that the fallback receive takes from at
- * completion (sched/uio_multi.c). Either way `held` marks the buffers the
+ * completion (io/uio_multi.c). Either way `held` marks the buffers the
  * caller has (delivered, not put back), so a double put is refused instead
  * of corrupting the ring, and a put with receives waiting (the ring ran dry)
  * re-arms them.
@@ -22,13 +22,13 @@
  * taken by fetch_add on rtail, the id + 1 stored with release; never more
  * than `count` returns are pending, one per buffer, so a slot is always free
  * again when its turn comes) and posts the worker's returns task (at most
- * once queued, like sched/uio.c's sweeps: the poster's exchange of
+ * once queued, like io/uio.c's sweeps: the poster's exchange of
  * returns_queued and the task's store of 0 + fence are seq_cst, so a queued
  * task sees every return queued before the poster found it queued). The
  * task, on the ring's worker, takes every consecutive filled slot (acquire),
  * gives those buffers back and re-arms who waited.
  *
- * Teardown (sched/uio.c "Shutdown"): a ring outlives its worker's loop. The
+ * Teardown (io/uio.c "Shutdown"): a ring outlives its worker's loop. The
  * worker unregisters its kernel rings as it leaves (uio_buf_detach: the
  * ring's single issuer); their memory is freed by the destroying thread once
  * every worker was joined (uio_buf_release), so a late put from another
@@ -57,7 +57,7 @@
  * store of rq[slot]; the ring's worker gives the buffer back (to the kernel
  * or the pool) only after its acquire load of that slot.
  */
-#include "sched/uio.h"
+#include "io/uio.h"
 
 #include <errno.h>
 #include <stdlib.h>

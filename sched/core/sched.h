@@ -1,5 +1,5 @@
 /*
- * sched/sched.h — the scheduler: workers, their queues, placement, suspend/wake.
+ * sched/core/sched.h — the scheduler: workers, their queues, placement, suspend/wake.
  *
  * Internal interface between sched/ and the layers above it (tx/, runtime/).
  * struct sched is embedded as the FIRST member of struct urt_runtime, so the
@@ -33,20 +33,20 @@
 #include <urt/task.h>
 
 #include "bpf/probes.h"
-#include "sched/deque.h"
-#include "sched/inbox.h"
-#include "sched/sleeper.h"
-#include "sched/taskpool.h"
-#include "sched/timer.h"
-#include "sched/watchdog.h"
-#include "uring/ring.h"
+#include "sched/core/deque.h"
+#include "sched/core/inbox.h"
+#include "sched/core/sleeper.h"
+#include "sched/core/taskpool.h"
+#include "sched/core/timer.h"
+#include "sched/core/watchdog_slot.h"
+#include "backend/uring/ring.h"
 
 /* task->priv.flags */
 #define TASK_POOLED 0x1u   /* from the task pool: returned there after it ran */
 #define TASK_QUEUED 0x2u   /* debug: between submit and run */
 #define TASK_ADMITTED 0x4u /* holds a pending-task slot (sched/admission.h) */
 #define TASK_LANE_RUNNER 0x8u /* the runner task of a lane (sched/lane.c) */
-#define TASK_IO_CONT 0x10u    /* an I/O continuation (sched/uio.c): the lane's owner counted it when
+#define TASK_IO_CONT 0x10u    /* an I/O continuation (io/uio.c): the lane's owner counted it when
                                  the I/O was submitted (lane_ops io_begin), so enter lets it run */
 
 
@@ -61,7 +61,7 @@ enum sched_phase {
 struct worker_counters {
     _Atomic uint64_t tasks_run, tasks_stolen, steal_attempts, suspends, wakes_sent, wakes_received,
         inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures, lanes_moved,
-        spin_polls; /* a gauge: empty polls before suspending now (sched/worker.c spin_adapt) */
+        spin_polls; /* a gauge: empty polls before suspending now (sched/core/worker.c spin_adapt) */
 };
 
 #define STAT_ADD(w, field, n)                                                                             \
@@ -86,7 +86,7 @@ struct worker;
 /* The core's clients (sched/admission.c, job.c, lane.c, watcher.c). The
  * core — worker.c, start.c, submit.c, run.h, io.c, timer.c and the queues —
  * includes none of their headers and calls them only through this table,
- * which sched/clients.c fills (scripts/check_layers.py checks the includes). */
+ * which runtime/sched_clients.c fills (scripts/check_layers.py checks the includes). */
 struct urt_job;
 struct sched_client_ops {
     /* admission: take a slot and queue t (to target when not NULL), or
@@ -104,7 +104,7 @@ struct sched_client_ops {
     void (*stop_watcher)(struct sched *s);
     /* urt_dump_state's lines about the watcher and the admission limit */
     void (*dump_state)(struct sched *s, int fd);
-    /* I/O for tasks (sched/uio.c). io_sweep (any thread): cancel, on every
+    /* I/O for tasks (io/uio.c). io_sweep (any thread): cancel, on every
      * worker, the operations of cancelled jobs, aborting transactions and
      * cancel requests from other workers. io_stop (on w; idempotent, cheap
      * when repeated): destroy began — cancel w's operations in flight;
@@ -144,7 +144,7 @@ struct sched_hooks {
 
 struct worker {
     /* --- read by other threads, written by the owner at suspend/resume --- */
-    struct sleeper sl;                    /* state and wake_pending (sched/sleeper.h) */
+    struct sleeper sl;                    /* state and wake_pending (sched/core/sleeper.h) */
     _Atomic uint64_t wake_sent_ns;        /* stamp of that message (0: none); written by its sender */
     int ring_fd;                          /* target of wake messages */
     _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
@@ -177,17 +177,17 @@ struct worker {
     uint32_t ratio_acc;     /* dev_thousandths_ratio_check_local_first accumulator */
     uint32_t io_inflight;   /* SQEs whose CQE is still to come (I/O users maintain it) */
     struct worker_counters stats;
-    struct watchdog_slot wd; /* running task, for the watchdog (sched/watchdog.h; owner writes) */
+    struct watchdog_slot wd; /* running task, for the watchdog (sched/core/watchdog_slot.h; owner writes) */
     struct urt_job *running_job; /* job of the task whose fn runs now, or NULL (sched/job.c: who may
                                     submit to a closed job) */
     struct urt_lane *running_lane; /* lane of the task whose fn runs now, or NULL (sched/lane.c; the
-                                      context an I/O's continuation returns to, sched/uio.c) */
+                                      context an I/O's continuation returns to, io/uio.c) */
     pthread_t thread;
     int start_err;
     struct probe_hists hists; /* latency histograms (owner writes; bpf/probes.h) */
-    struct timerq timers;     /* the worker's timers (sched/timer.h; its one timeout SQE counts in
+    struct timerq timers;     /* the worker's timers (sched/core/timer.h; its one timeout SQE counts in
                                  io_inflight); cold: off the lines the task loop touches */
-    /* I/O for tasks (sched/uio.c), cold */
+    /* I/O for tasks (io/uio.c), cold */
     void *uio;                /* its per-worker state (owner only; NULL until the first operation) */
     _Atomic uint32_t io_sweep_queued; /* io_sweep is queued on the sticky queue (whoever sets it
                                          from 0 owns the task until it runs) */
@@ -223,7 +223,7 @@ struct sched {
     alignas(64) _Atomic uint64_t foreign_inflight; /* foreign submissions between phase check and push */
     _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
-    struct ring_shared wake_fallback;        /* threads without a wake ring of their own (uring/ring.h) */
+    struct ring_shared wake_fallback;        /* threads without a wake ring of their own (backend/uring/ring.h) */
 
     pthread_mutex_t start_lock;
     pthread_cond_t start_cond;
@@ -259,7 +259,7 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
 /* Stops the workers (drain or cancel, see urt/runtime.h), cancels what is left
  * and frees everything. Returns the number of tasks cancelled. */
 int sched_stop(struct sched *s, bool drain);
-/* A worker thread's body (sched/worker.c), started by sched_start (sched/start.c). */
+/* A worker thread's body (sched/core/worker.c), started by sched_start (sched/core/start.c). */
 void *sched_worker_main(void *arg);
 
 /* The argument checks of every public submission entry point (fn names it

@@ -1,16 +1,16 @@
 /*
- * sched/uio.h — I/O for tasks (urt/io.h, SPEC C20), the private part shared
- * by sched/uio.c (submission, completion, the continuation, cancel,
- * shutdown), sched/uio_ops.c (the operations), sched/uio_buf.c (buffer
+ * io/uio.h — I/O for tasks (urt/io.h, SPEC C20), the private part shared
+ * by io/uio.c (submission, completion, the continuation, cancel,
+ * shutdown), io/uio_ops.c (the operations), io/uio_buf.c (buffer
  * rings, registered files and buffers, the feature probe's use) and
- * sched/uio_timed.c (timed submission).
+ * io/uio_timed.c (timed submission).
  *
  * An operation's private state (struct uio) lives in the caller's struct
  * urt_io (its priv words): no allocation per operation. It is built on the
- * one I/O path of sched/io.h (an SQE tagged with struct sched_io, completed
+ * one I/O path of sched/core/io.h (an SQE tagged with struct sched_io, completed
  * on the worker that prepared it) and the one timer facility of
- * sched/timer.h (sleeps); the continuation is the io's embedded urt_task,
- * run by the one run path (sched/run.h) like any task.
+ * sched/core/timer.h (sleeps); the continuation is the io's embedded urt_task,
+ * run by the one run path (sched/core/run.h) like any task.
  *
  * State of an io (tag, and the owner's fields):
  *   idle      tag has no UIO_T_INFLIGHT; the caller's.
@@ -29,7 +29,7 @@
  * with release stores / RMWs; a canceller on another worker sets
  * UIO_T_CANCEL by CAS (only while INFLIGHT and not DELIVERING; the owner
  * sets DELIVERING by fetch_or, so after that nobody else writes the tag) and
- * then posts the owner's sweep task (sched/uio.c "Sweeps"), which reads it.
+ * then posts the owner's sweep task (io/uio.c "Sweeps"), which reads it.
  */
 #ifndef URT_SCHED_UIO_H
 #define URT_SCHED_UIO_H
@@ -40,8 +40,8 @@
 
 #include <urt/io.h>
 
-#include "sched/io.h"
-#include "sched/sched.h"
+#include "sched/core/io.h"
+#include "sched/core/sched.h"
 
 /* tag bits */
 #define UIO_T_WORKER 0xffffull        /* worker index + 1 of the last submission (0: never) */
@@ -103,7 +103,7 @@ struct uio_more {
 };
 
 struct uio {
-    struct sched_io sio;   /* the operation's CQE (sched/io.h) or its timer; sio.ts: the linked timeout */
+    struct sched_io sio;   /* the operation's CQE (sched/core/io.h) or its timer; sio.ts: the linked timeout */
     struct ring_op tmo;    /* the linked timeout's CQE */
     _Atomic uint64_t tag;  /* UIO_T_* (see the header comment) */
     int32_t res;           /* the completion being delivered */
@@ -135,7 +135,7 @@ static inline struct urt_io *uio_io(struct uio *u)
     return (struct urt_io *)(void *)((char *)u - offsetof(struct urt_io, priv));
 }
 
-/* Timed submissions armed on a worker (sched/uio_timed.c). */
+/* Timed submissions armed on a worker (io/uio_timed.c). */
 struct uio_timed;
 
 /* Per-worker state (owner only), allocated on the worker's first operation. */
@@ -147,7 +147,7 @@ struct uio_worker {
     bool exiting;              /* the worker left its loop: continuations run in place */
     bool detached;             /* nothing in flight at its exit: the kernel's rings unregistered */
     bool retry;                /* a cancel found no SQE: io_stop tries again */
-    /* registered files (sched/uio_buf.c): a sparse table of `files` slots */
+    /* registered files (io/uio_buf.c): a sparse table of `files` slots */
     bool files_ready;          /* the table is registered */
     bool kernel_alloc;         /* the upper half is the kernel's (accept into the table) */
     uint32_t files;            /* slots (urt_config.io_fixed_files) */
@@ -162,7 +162,7 @@ struct uio_worker {
     uint16_t *free_bgid;
     uint32_t n_free_bgid;
     struct urt_bufring *rings;
-    _Atomic uint32_t returns_queued; /* returns_task is queued (sched/uio_buf.c) */
+    _Atomic uint32_t returns_queued; /* returns_task is queued (io/uio_buf.c) */
     struct urt_task returns_task;    /* gives back buffers other workers put */
 };
 
@@ -199,7 +199,7 @@ void uio_cancel_now(struct worker *w, struct uio_worker *uw, struct uio *u);
 /* Removes u from its worker's in-flight array (its last completion). */
 void uio_ops_remove(struct uio_worker *uw, struct uio *u);
 
-/* Multishot (sched/uio_multi.c). uio_multi_cqe: a CQE of a multishot kind
+/* Multishot (io/uio_multi.c). uio_multi_cqe: a CQE of a multishot kind
  * (re-arms, waits for buffers, queues completions). uio_multi_end: ends a
  * multishot io that has no request in the kernel (a receive waiting for a
  * buffer) with res, on its worker. uio_push: queues one completion for the
@@ -211,7 +211,7 @@ void uio_push(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags);
 /* Frees a multishot io's state after its last delivery. */
 void uio_more_free(struct uio *u);
 
-/* Buffers and files (sched/uio_buf.c). */
+/* Buffers and files (io/uio_buf.c). */
 struct urt_bufring;
 bool uio_bufring_kernel(const struct urt_bufring *br);  /* a kernel buffer ring (else the pool) */
 uint16_t uio_bufring_bgid(const struct urt_bufring *br);
@@ -223,13 +223,13 @@ uint32_t uio_bufring_count(const struct urt_bufring *br);
 int uio_bufring_take(struct urt_bufring *br, void **buf, uint32_t *size);
 void uio_bufring_return(struct urt_bufring *br, uint16_t bid);
 void uio_bufring_mark(struct urt_bufring *br, uint16_t bid);
-/* URT_IO_FIXED_FILE on an accept (sched/uio_ops.c): the calling worker's
+/* URT_IO_FIXED_FILE on an accept (io/uio_ops.c): the calling worker's
  * table is made ready; *uflags := UIO_F_FIXED, plus UIO_F_INSTALL unless the
  * kernel allocates the slot (uio_worker.kernel_alloc). 0, or -ENOMEM with a
  * message (no table: io_fixed_files 0, or registering it failed); 0 with no
  * flags off a worker (uio_begin refuses the call). */
 int uio_accept_fixed(const char *fn, unsigned *uflags);
-/* urt_io_accept with URT_IO_MULTISHOT (sched/uio_multi.c). */
+/* urt_io_accept with URT_IO_MULTISHOT (io/uio_multi.c). */
 int uio_multi_accept(struct urt_io *io, int fd, unsigned flags);
 void uio_bufring_use(struct urt_bufring *br, int delta); /* receives using it */
 /* The receives waiting for a buffer (a list through uio_more.next_wait). */
@@ -247,7 +247,7 @@ int uio_files_ready(struct worker *w, struct uio_worker *uw);
  * delivered is closed (its slot freed). */
 int32_t uio_accepted_fixed(struct worker *w, struct uio *u, int32_t res);
 void uio_drop_accepted(struct worker *w, struct uio *u, int32_t res);
-/* Teardown, in two phases (sched/uio.c "Shutdown"). detach: on w as it
+/* Teardown, in two phases (io/uio.c "Shutdown"). detach: on w as it
  * leaves (its ring's single issuer), once nothing is in flight: the kernel's
  * buffer rings are unregistered; the memory stays, since tasks on other
  * workers and continuations cancelled on the destroying thread may still
@@ -260,7 +260,7 @@ void uio_multi_resume(struct worker *w, struct uio *u);
 /* Tags a re-armed multishot SQE (no deadline) with u (sched_io_bind). */
 void uio_rebind(struct worker *w, struct io_uring_sqe *sqe, struct uio *u);
 
-/* The client entry points (sched/clients.c). */
+/* The client entry points (runtime/sched_clients.c). */
 void uio_sweep_post(struct sched *s);
 void uio_stop(struct worker *w, bool exiting);
 uint32_t uio_pending(const struct worker *w);
@@ -271,7 +271,7 @@ void uio_release(struct worker *w);
 bool uio_off_worker_shutdown(void);
 
 /* Timed submissions on w at shutdown: cancelled (their tasks' cancel
- * callbacks run). sched/uio_timed.c. */
+ * callbacks run). io/uio_timed.c. */
 void uio_timed_cancel_all(struct worker *w, struct uio_worker *uw);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * sched/inbox.h — multi-producer, single-consumer intrusive FIFO of tasks.
+ * sched/core/inbox.h — multi-producer, single-consumer intrusive FIFO of tasks.
  *
  * Algorithm: Dmitry Vyukov's intrusive MPSC node-based queue
  * ("Intrusive MPSC node-based queue", 1024cores.net, 2010). Push is
@@ -23,7 +23,7 @@
  *       consumer sees the task's contents.
  *  (I2) the exchange's acquire side orders a producer after the previous
  *       producer's exchange, so prev is a node that is really in the queue.
- *  (I3) the exchange is seq_cst: the wake protocol (sched/worker.c, W1) uses
+ *  (I3) the exchange is seq_cst: the wake protocol (sched/core/worker.c, W1) uses
  *       it as the waker's half of a Dekker pair without a separate fence.
  */
 #ifndef URT_SCHED_INBOX_H

@@ -1,5 +1,5 @@
 /*
- * sched/taskpool.h — where urt_spawn() gets its tasks.
+ * sched/core/taskpool.h — where urt_spawn() gets its tasks.
  *
  * A two-level cache after Bonwick and Adams' magazine allocator ("Magazines
  * and Vmem", USENIX 2001): every thread (worker or not) keeps a private free

@@ -1,5 +1,5 @@
 /*
- * uring/probe_io.c — which io_uring features tasks' I/O (urt/io.h) may use
+ * backend/uring/probe_io.c — which io_uring features tasks' I/O (urt/io.h) may use
  * on the running kernel, each found by trying it on the probe ring (a flag
  * in an SQE's ioprio cannot be looked up like an opcode):
  *   link timeouts, zero-copy send   the opcode probe (IORING_REGISTER_PROBE);
@@ -17,7 +17,7 @@
  *
  * Memory ordering: none (one thread, its own ring).
  */
-#include "uring/ring.h"
+#include "backend/uring/ring.h"
 
 #include <errno.h>
 #include <stdlib.h>

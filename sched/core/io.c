@@ -1,12 +1,12 @@
 /*
- * sched/io.c — per-worker I/O (rules in io.h), and the worker's side of the
- * timer facility (sched/timer.h: sched_timer_arm puts a timer in the
+ * sched/core/io.c — per-worker I/O (rules in io.h), and the worker's side of the
+ * timer facility (sched/core/timer.h: sched_timer_arm puts a timer in the
  * worker's queue).
  *
  * No memory ordering of its own: everything happens on the owning worker's
  * thread (prep, submit, reap, done). io_inflight is owner-only.
  */
-#include "sched/io.h"
+#include "sched/core/io.h"
 
 #include <assert.h>
 #include <errno.h>

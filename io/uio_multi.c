@@ -1,5 +1,5 @@
 /*
- * sched/uio_multi.c — multishot operations of urt/io.h (rule 7): accept
+ * io/uio_multi.c — multishot operations of urt/io.h (rule 7): accept
  * with URT_IO_MULTISHOT and urt_io_recv_bufring, on the kernel's multishot
  * requests where the probe found them, else on their fallbacks:
  *
@@ -12,7 +12,7 @@
  *   UIO_K_POLLRECV  one POLLIN poll, re-armed           recv(2, MSG_DONTWAIT) into a
  *                   (a pool: no kernel buffer ring)     buffer taken from the pool
  *
- * Completions are queued in kernel order (uio_push, sched/uio.c) and
+ * Completions are queued in kernel order (uio_push, io/uio.c) and
  * delivered one at a time, each with IORING_CQE_F_MORE, and the last
  * without it. The kernel may end a multishot request on its own with a
  * result (a CQE with data but no F_MORE): that result is delivered as an
@@ -28,9 +28,9 @@
  * operation with -EAGAIN.
  *
  * No memory ordering of its own: everything runs on the io's worker (the
- * continuation's hop back to it is sched/uio.c's multi_after).
+ * continuation's hop back to it is io/uio.c's multi_after).
  */
-#include "sched/uio.h"
+#include "io/uio.h"
 
 #include <errno.h>
 #include <poll.h>

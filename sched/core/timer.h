@@ -1,5 +1,5 @@
 /*
- * sched/timer.h — the one timer facility of the runtime.
+ * sched/core/timer.h — the one timer facility of the runtime.
  *
  * Every thread that owns a ring (each worker, the watcher) owns one timer
  * queue: a binary min-heap of timers by due time (base/heap.h) and ONE
@@ -11,7 +11,7 @@
  * timers cost one SQE in the kernel, not a thousand hrtimers.
  *
  * Users: job deadlines and readiness re-checks (sched/job.c, through
- * sched_timer_arm() of sched/io.h), the watcher's condition checks, its
+ * sched_timer_arm() of sched/core/io.h), the watcher's condition checks, its
  * retry of passed conditions and the watchdog's passes (sched/watcher.c).
  *
  * Rules:
@@ -48,7 +48,7 @@
 #include <urt/common.h>
 
 #include "base/heap.h"
-#include "uring/ring.h"
+#include "backend/uring/ring.h"
 
 /* A timer: due (absolute, urt_clock_ns()), fn, slot (heap index + 1; 0:
  * not queued). Its type is in the public headers because public structs

@@ -1,5 +1,5 @@
 /*
- * sched/deque.h — a worker's local work-stealing deque.
+ * sched/core/deque.h — a worker's local work-stealing deque.
  *
  * Algorithm: the dynamic circular work-stealing deque of Chase and Lev
  * ("Dynamic Circular Work-Stealing Deque", SPAA 2005), with the C11 memory

@@ -1,15 +1,15 @@
 /*
- * sched/uio_ops.c — the operations of urt/io.h: each checks its arguments
+ * io/uio_ops.c — the operations of urt/io.h: each checks its arguments
  * (a message naming the offending one), takes its SQE through uio_begin
- * (sched/uio.c: context, room, counting), prepares it with liburing's
+ * (io/uio.c: context, room, counting), prepares it with liburing's
  * io_uring_prep_* and hands it to uio_submit_sqe. Sleeps arm a timer of the
- * worker's one timer queue instead (sched/timer.h). Every refusal goes out
+ * worker's one timer queue instead (sched/core/timer.h). Every refusal goes out
  * through uio_refused: the io's deadline goes with it (rule 8).
  *
  * No memory ordering of its own: it runs on the submitting worker, and the
- * io is the caller's until uio_submit_* publishes it (sched/uio.h).
+ * io is the caller's until uio_submit_* publishes it (io/uio.h).
  */
-#include "sched/uio.h"
+#include "io/uio.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,9 @@
 /*
- * sched/timer.c — the one timer facility (rules and design in timer.h).
+ * sched/core/timer.c — the one timer facility (rules and design in timer.h).
  *
  * No memory ordering: everything runs on the queue owner's thread.
  */
-#include "sched/timer.h"
+#include "sched/core/timer.h"
 
 #include <assert.h>
 #include <errno.h>

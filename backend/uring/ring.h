@@ -1,5 +1,5 @@
 /*
- * uring/ring.h — one io_uring ring, its wake messages, timers and I/O.
+ * backend/uring/ring.h — one io_uring ring, its wake messages, timers and I/O.
  *
  * This layer knows nothing about tasks. A ring is owned by one thread (single
  * issuer): only that thread submits to it or reaps its completions. Other
@@ -68,12 +68,12 @@ struct ring_caps {
 /* Probes the running kernel from the calling thread: tries DEFER_TASKRUN +
  * SINGLE_ISSUER, then COOP_TASKRUN + TASKRUN_FLAG, then no flags (each
  * forbidden one skipped), whether ring-less messages work, and the I/O
- * features (uring/probe_io.c). Returns 0 or -errno (e.g. -ENOSYS without
+ * features (backend/uring/probe_io.c). Returns 0 or -errno (e.g. -ENOSYS without
  * io_uring). */
 int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ring_caps *out);
 /* The RING_IO_* features that work on ring r (an idle ring of the calling
  * thread; each tried for real where a flag cannot be probed), minus those
- * disabled (ring_disable bits 6..11). uring/probe_io.c. */
+ * disabled (ring_disable bits 6..11). backend/uring/probe_io.c. */
 uint32_t ring_probe_io(struct io_uring *r, uint32_t disable);
 
 struct ring {

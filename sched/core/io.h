@@ -1,5 +1,5 @@
 /*
- * sched/io.h — I/O and timers on a worker's own ring, continued on that worker.
+ * sched/core/io.h — I/O and timers on a worker's own ring, continued on that worker.
  *
  * One mechanism, several users (docs/design.md, "The I/O path"): job
  * deadlines (timeout SQEs), the write-ahead log (write linked with fdatasync),
@@ -32,8 +32,8 @@
 #ifndef URT_SCHED_IO_H
 #define URT_SCHED_IO_H
 
-#include "sched/sched.h"
-#include "sched/timer.h"
+#include "sched/core/sched.h"
+#include "sched/core/timer.h"
 
 struct sched_io;
 typedef void sched_io_done_fn(struct sched_io *io, struct worker *w, int32_t res, uint32_t cqe_flags);
@@ -44,7 +44,7 @@ struct sched_io {
     struct worker *w;
     union {
         struct __kernel_timespec ts; /* I/O that takes a timespec (read by the kernel at submission) */
-        sched_timer tm;       /* sched_timer_arm(): the worker's timer queue (sched/timer.h) */
+        sched_timer tm;       /* sched_timer_arm(): the worker's timer queue (sched/core/timer.h) */
     };
 };
 
@@ -64,7 +64,7 @@ void sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *
 /* Worker only: submits what is prepared. Returns the count or -errno. */
 int sched_io_flush(struct worker *w);
 
-/* Timers: the worker's one timer queue (sched/timer.h), not an SQE each.
+/* Timers: the worker's one timer queue (sched/core/timer.h), not an SQE each.
  * Worker only: done(io, w, -ETIME, 0) runs on w from its loop ns nanoseconds
  * from now (sched_timer_arm) or once urt_clock_ns() >= due_ns
  * (sched_timer_arm_at). 0, -EBUSY (io is armed already) or -ENOMEM. */

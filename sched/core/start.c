@@ -1,5 +1,5 @@
 /*
- * sched/start.c — starting and stopping the scheduler: the workers' memory
+ * sched/core/start.c — starting and stopping the scheduler: the workers' memory
  * (on their NUMA node), their threads and rings, the drain, the leftovers.
  *
  * Start: allocate every worker, launch the threads (sched_worker_main in
@@ -30,10 +30,10 @@
  * start_lock/start_cond order the workers' start reports (start_err, ring)
  * before the starter reads them, and the starter's phase store before the
  * workers read it. phase is stored seq_cst by the stopper; foreign_inflight
- * (seq_cst) is the fence with foreign submitters (sched/submit.c); tasks_run
+ * (seq_cst) is the fence with foreign submitters (sched/core/submit.c); tasks_run
  * and idle_sweeps are read with acquire (the workers store release).
  */
-#include "sched/sched.h"
+#include "sched/core/sched.h"
 
 #include <errno.h>
 #include <numa.h>

@@ -1,8 +1,8 @@
 /*
- * sched/uio.c — I/O for tasks (urt/io.h, SPEC C20): submission, completion,
+ * io/uio.c — I/O for tasks (urt/io.h, SPEC C20): submission, completion,
  * the continuation, cancel, sweeps and shutdown. The operations themselves
- * are in sched/uio_ops.c; the state machine and the memory-ordering contract
- * of an io are in sched/uio.h.
+ * are in io/uio_ops.c; the state machine and the memory-ordering contract
+ * of an io are in io/uio.h.
  *
  * ---- The path of one operation ------------------------------------------------
  *   urt_io_read(io, ...) on worker W, inside a task T
@@ -11,7 +11,7 @@
  *                 (job_io_begin: live work, J8 of sched/job.c), else T's lane
  *                 (a transaction's counts it: lane_ops io_begin, T5 of
  *                 tx/tx.c), else W itself;
- *     prep + uio_submit_sqe: the SQE tagged through sched_io_bind (sched/io.h),
+ *     prep + uio_submit_sqe: the SQE tagged through sched_io_bind (sched/core/io.h),
  *                 a linked timeout behind it if one was set; the io's task is
  *                 made its continuation; tag := INFLIGHT | W
  *   submitted with what T prepared when T returns (one io_uring_enter)
@@ -20,7 +20,7 @@
  *     fired become -ETIME; tag |= DELIVERING; deliver: the io's task goes to
  *     the job (its lane if serial), else the lane, else W's sticky queue (its
  *     deque with URT_IO_STEALABLE)
- *   the task runs by the one run path (sched/run.h): cont_run clears the tag
+ *   the task runs by the one run path (sched/core/run.h): cont_run clears the tag
  *     and calls fn(io, res, arg). A task of a cancelled job gets its cancel
  *     callback instead (cont_cancel), which calls fn just the same.
  *
@@ -48,7 +48,7 @@
  * except a lane's (or a serial job's), which is queued on its lane as usual:
  * the lane may be running a task on a worker that has not stopped yet, and
  * it runs there after that task, or is cancelled with the leftovers.
- * Timed submissions still armed then are cancelled (sched/uio_timed.c). A
+ * Timed submissions still armed then are cancelled (io/uio_timed.c). A
  * continuation already queued when destroy(CANCEL) stops the workers is
  * cancelled with the queues: its cancel callback, on the destroying thread,
  * calls fn with the operation's result (a buffer's data included).
@@ -58,12 +58,12 @@
  * it back. Phase 1, on the worker once nothing is in flight (uio_stop): the
  * kernel's buffer rings are unregistered — only the ring's issuer may.
  * Phase 2, on the destroying thread once every worker was joined and the
- * leftovers were cancelled (uio_release, sched/start.c): the memory goes.
+ * leftovers were cancelled (uio_release, sched/core/start.c): the memory goes.
  * Between the two, a put from a worker lands in the ring's returns queue and
  * its returns task (queued on a worker that left) is cancelled with the
  * leftovers; a put on the destroying thread only clears `held`.
  */
-#include "sched/uio.h"
+#include "io/uio.h"
 #include "sched/job.h"
 #include "sched/lane.h"
 

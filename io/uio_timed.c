@@ -1,7 +1,7 @@
 /*
- * sched/uio_timed.c — timed submission (urt/io.h: urt_task_submit_at,
+ * io/uio_timed.c — timed submission (urt/io.h: urt_task_submit_at,
  * urt_spawn_at): a task runs at or after a point in time, through the one
- * timer facility of a worker's ring (sched/timer.h), from any thread.
+ * timer facility of a worker's ring (sched/core/timer.h), from any thread.
  *
  * A submission allocates a holder (struct uio_timed: the timer, the task,
  * its flags). On a worker of the runtime the holder's timer goes into that
@@ -22,10 +22,10 @@
  * queued gets its cancel callback, which cancels the task.
  *
  * Memory ordering: a holder is touched by the submitting thread until it is
- * queued (the sticky queue's push and pop order it, sched/inbox.h), then by
+ * queued (the sticky queue's push and pop order it, sched/core/inbox.h), then by
  * its worker only; the worker's list is owner-only.
  */
-#include "sched/uio.h"
+#include "io/uio.h"
 #include "sched/admission.h"
 
 #include <errno.h>

@@ -1,9 +1,9 @@
 /*
- * sched/deque.c — Chase–Lev work-stealing deque (Lê et al. 2013 orderings).
+ * sched/core/deque.c — Chase–Lev work-stealing deque (Lê et al. 2013 orderings).
  * The design, the changes from the paper and the memory-ordering contract
  * (D1–D3) are at the top of deque.h.
  */
-#include "sched/deque.h"
+#include "sched/core/deque.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * sched/watchdog.h — what a worker publishes about its running task, for the
+ * sched/core/watchdog_slot.h — what a worker publishes about its running task, for the
  * watchdog on the watcher thread (SPEC C10). Part of the core (the run path
  * writes the slot); the watchdog's passes, a client, are declared in
  * sched/watchdog_pass.h.

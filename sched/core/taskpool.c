@@ -1,7 +1,7 @@
 /*
- * sched/taskpool.c — magazine-style task cache (design in taskpool.h).
+ * sched/core/taskpool.c — magazine-style task cache (design in taskpool.h).
  */
-#include "sched/taskpool.h"
+#include "sched/core/taskpool.h"
 
 #include <errno.h>
 #include <stdatomic.h>

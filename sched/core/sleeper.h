@@ -1,5 +1,5 @@
 /*
- * sched/sleeper.h — the one sleep/wake protocol: a thread that owns an
+ * sched/core/sleeper.h — the one sleep/wake protocol: a thread that owns an
  * io_uring ring sleeps in it; others wake it with a message (MSG_RING).
  * Used by every worker (worker.c worker_suspend / sched_notify) and by the
  * watcher thread (watcher.c watcher_sleep / watcher_notify).
