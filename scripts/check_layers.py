@@ -38,6 +38,10 @@ They are accepted but printed on stdout as debt. A violation not listed
 fails the check (exit 1, one line per violation); so does a listed line that
 no longer matches anything (the debt was paid: delete the line).
 
+Every source file of the library (the layers and graph/, batch/, dispatch/)
+opens with its design: a comment whose first line names the file by its path
+("sched/core/worker.c — ..."); a file moved without its header fails.
+
 Usage: check_layers.py [SOURCE_ROOT]   (default: the parent of scripts/)
 """
 import os
@@ -137,6 +141,7 @@ def check(root):
                                       f"re-declares runtime's private {r.group(1)}(): layer {layer}/ may not reach into runtime/"))
 
     found += check_sched_core(root)
+    found += check_headers(root)
 
     for client in CLIENTS + API_CLIENTS:
         allowed = "<urt/...>, base/ and its own local headers" if client in API_CLIENTS \
@@ -232,8 +237,23 @@ def check_sched_core(root):
     return found
 
 
+def check_headers(root):
+    """Each library source opens with a comment naming its own path."""
+    found = []
+    for top in sorted({l.split("/")[0] for l in LAYERS} | set(API_CLIENTS)):
+        for rel in sources(root, top):
+            if rel.endswith(".bpf.c"):
+                continue
+            with open(os.path.join(root, rel), errors="replace") as fh:
+                head = [fh.readline() for _ in range(2)]
+            if not head[0].startswith("/*") or (rel + " ") not in head[1] and not head[1].rstrip().endswith(rel):
+                found.append((rel, 1, rel, "does not open with its design comment naming the file "
+                                           "(\"/*\\n * %s — ...\")" % rel))
+    return found
+
+
 def describe(target, msg):
-    if msg.startswith("re-declares"):
+    if msg.startswith(("re-declares", "does not open", "a file of sched/")):
         return msg
     return f"includes {target}, {msg}"
 
