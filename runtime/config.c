@@ -65,7 +65,7 @@ static const struct field FIELDS[] = {
     U32(inbox_check_interval, 1, 1000000, "61", "look at the inbox first every n tasks (fairness)"),
     U32(lightweight_job_level, 0, 60, "0", "jobs with work_level <= this run serially on one worker (own lane)"),
     BOOL(lane_balance, "true",
-         "an activated lane goes to the less loaded of the placement choice and a round-robin candidate"),
+         "a lane activated by a worker goes to the less loaded of the placement choice and a round-robin candidate"),
     U32(ring_entries, 2, 32768, "256", "SQ entries per worker ring (power of two)"),
     U32(ring_cq_entries, 0, 65536, "0", "CQ entries (power of two); 0 = 4 x ring_entries"),
     U32(ring_disable, 0, URT_RING_ALL_FEATURES, "0",

@@ -67,10 +67,18 @@
  * Placement at 0 -> 1 (C5, plus balance, plus V5 later): from a worker, that worker; from
  * any other thread, its preferred worker (or round robin, per
  * use_preferred_worker_for_current_thread); URT_SUBMIT_URGENT prefers a
- * suspended worker. Because lanes cannot be stolen, a busy worker cannot shed
- * them later; with lane_balance (default true) the C5 choice is compared with
- * one round-robin candidate and the one owning fewer active lanes wins (the
- * "power of two choices"). lane_balance = false keeps the C5 choice strictly.
+ * suspended worker. From a worker, with lane_balance (default true) the C5
+ * choice is compared with one round-robin candidate and the one owning fewer
+ * active lanes wins (the "power of two choices"); lane_balance = false keeps
+ * the C5 choice strictly. From any other thread the C5 choice is kept too,
+ * balance or not: its lanes gather on its preferred worker and idle peers get
+ * them by shedding (V5), just as they get its plain tasks by stealing. Balanced
+ * at activation, a submitting thread that feeds many lanes activated them on
+ * suspended workers, paying their wakes itself (~1,000 system calls in
+ * sticky_tx_remote's 12 iterations), and spread fine-grained lanes over both
+ * CPUs of a 2-CPU machine while it needed one itself: with 10-step bodies
+ * that ran at 0.6x urt's plain tasks under a mutex, which stay on the
+ * preferred worker (docs/benchmarks.md, sticky family).
  * A lane made by urt_lane_create_on (pinned >= 0) always goes to its worker.
  *
  * ---- Memory ordering (the contract, once) -----------------------------------
@@ -159,8 +167,8 @@ static struct worker *lane_pick(const struct urt_lane *l, struct sched *s, struc
         w = sched_find_sleeping(s);
     if (!w)
         w = self ? self : sched_pick_worker(s);
-    if (!s->cfg->lane_balance || s->n_workers == 1)
-        return w;
+    if (!s->cfg->lane_balance || s->n_workers == 1 || !self)
+        return w; /* strict C5; always from a thread that is not a worker (see the top) */
     uint32_t i = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n_workers;
     struct worker *c = s->workers[i];
     if (c == w)

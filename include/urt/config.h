@@ -103,9 +103,11 @@ struct urt_config {
     /* --- C6/C8 lanes and hybrid scheduling ----------------------------- */
     uint32_t lightweight_job_level; /* jobs with work_level <= this run serially on one
                                        worker through their own lane (0..60, default 0) */
-    bool lane_balance;              /* a lane becoming active goes to the worker with fewer
+    bool lane_balance;              /* a lane a worker activates goes to the worker with fewer
                                        active lanes among the placement rule's choice and
-                                       one round-robin candidate (default true) */
+                                       one round-robin candidate (default true); a lane
+                                       activated from another thread always goes to the
+                                       placement rule's choice */
 
     /* --- C2 rings ------------------------------------------------------- */
     uint32_t ring_entries;          /* SQ entries per worker ring, power of two (default 256) */

@@ -7,8 +7,9 @@
  * are never stolen. A task of a lane that yields (URT_TASK_YIELD) keeps its
  * place: the lane's next task runs only after it finished. The lane's owner
  * is chosen when the lane becomes active (its pending count goes from 0 to
- * 1) by the placement rules of urt_task_submit, balanced with
- * lane_balance (urt/config.h), and stays until the count is 0 again, with
+ * 1) by the placement rules of urt_task_submit (on a worker balanced with
+ * lane_balance, urt/config.h; from another thread its preferred worker, as
+ * for its tasks), and stays until the count is 0 again, with
  * one exception: between two batches of its tasks (never while one runs,
  * never while its head task has yielded) a worker that owns two or more
  * busy lanes hands one to an idle peer (suspended, or spinning with nothing

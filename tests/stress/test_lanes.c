@@ -453,3 +453,61 @@ Test(lanes, pinned_lanes_never_move, .timeout = 120)
     cr_assert_eq(moved, 0, "pinned lanes moved %lu times", (unsigned long)moved);
     cr_assert_eq(on1, 0, "%lu tasks of lanes pinned to worker 0 ran on worker 1", (unsigned long)on1);
 }
+
+/* Placement at activation from a thread that is not a worker: the C5 worker
+ * (the thread's preferred worker), even with lane_balance on and that worker
+ * busy with another lane; idle peers get lanes by shedding (V5), as they get
+ * a foreign thread's plain tasks by stealing. Lane A's task holds worker P
+ * (the thread's preferred one: the first activation, both workers idle); lane
+ * B, activated while A's task runs, must run on P after it. Balancing at
+ * activation sent B to the other worker (it owned fewer lanes), which made a
+ * submitting thread wake suspended workers and spread fine-grained lanes over
+ * the CPUs it needed itself (sticky_tx_remote). */
+static _Atomic int g_where_a = -1, g_where_b = -1;
+static _Atomic bool g_hold_release;
+
+static enum urt_task_result hold_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&g_where_a, urt_current_worker(g_rt));
+    while (!atomic_load(&g_hold_release))
+        sched_yield();
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result where_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&g_where_b, urt_current_worker(g_rt));
+    return URT_TASK_DONE;
+}
+
+Test(lanes, foreign_activation_goes_to_the_preferred_worker, .timeout = 30)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    cfg.lane_balance = true;
+    cfg.use_preferred_worker_for_current_thread = true;
+    g_rt = rt_create_or_skip(&cfg);
+    urt_lane *a, *b;
+    cr_assert_eq(urt_lane_create(g_rt, &a), 0);
+    cr_assert_eq(urt_lane_create(g_rt, &b), 0);
+    struct urt_task ta, tb;
+    urt_task_init(&ta, hold_fn, NULL);
+    urt_task_init(&tb, where_fn, NULL);
+    cr_assert_eq(urt_lane_submit(a, &ta, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_where_a) >= 0, 10000), "lane A's task did not start");
+    cr_assert_eq(urt_lane_submit(b, &tb, 0), 0);
+    sleep_us(20000); /* on the other worker B would run now */
+    int early = atomic_load(&g_where_b);
+    atomic_store(&g_hold_release, true);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_where_b) >= 0, 10000), "lane B's task did not run");
+    cr_assert_eq(early, -1, "lane B ran on worker %d while A's task held worker %d", early, atomic_load(&g_where_a));
+    cr_assert_eq(atomic_load(&g_where_b), atomic_load(&g_where_a), "lane B ran on worker %d, not on the preferred %d",
+                 atomic_load(&g_where_b), atomic_load(&g_where_a));
+    cr_assert_eq(urt_lane_destroy(a), 0);
+    cr_assert_eq(urt_lane_destroy(b), 0);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
