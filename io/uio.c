@@ -6,16 +6,17 @@
  *
  * ---- The path of one operation ------------------------------------------------
  *   urt_io_read(io, ...) on worker W, inside a task T
- *     uio_begin:  checks; room for the SQEs (sched_io_reserve) and in W's
+ *     uio_begin:  checks; room for a chain (sched_io_reserve) and in W's
  *                 in-flight array; the context of T is captured — T's job
  *                 (job_io_begin: live work, J8 of sched/job.c), else T's lane
  *                 (a transaction's counts it: lane_ops io_begin, T5 of
  *                 tx/tx.c), else W itself;
- *     prep + uio_submit_sqe: the SQE tagged through sched_io_bind (sched/core/io.h),
- *                 a linked timeout behind it if one was set; the io's task is
+ *     uio_submit_op: the operation (a struct be_op, backend/backend.h)
+ *                 submitted through sched_io_submit (sched/core/io.h), a
+ *                 linked timeout behind it if one was set; the io's task is
  *                 made its continuation; tag := INFLIGHT | W
- *   submitted with what T prepared when T returns (one io_uring_enter)
- *   W's loop reaps the CQE (the one completion path) -> uio_cqe -> finish:
+ *   handed to the kernel with what T submitted when T returns (one system call)
+ *   W's loop reaps the completion (the one completion path) -> uio_cqe -> finish:
  *     out of the in-flight array; -ECANCELED / -EINTR after the linked timeout
  *     fired become -ETIME; tag |= DELIVERING; deliver: the io's task goes to
  *     the job (its lane if serial), else the lane, else W's sticky queue (its
@@ -25,8 +26,8 @@
  *     callback instead (cont_cancel), which calls fn just the same.
  *
  * ---- Sweeps: cancelling what other threads decide ------------------------------
- * Only W may cancel W's operations (the ring is single-issuer; an async
- * cancel finds requests of its own ring only). A job cancel, a transaction
+ * Only W may cancel W's operations (its backend context is single-issuer; a
+ * cancel finds operations of its own context only). A job cancel, a transaction
  * abort or urt_io_cancel from another worker therefore posts W's sweep task
  * (uio_sweep_post: the per-worker io_sweep task on the sticky queue, at most
  * once queued) and the sweep, on W, cancels every operation whose job is
@@ -156,7 +157,7 @@ int uio_refused(struct urt_io *io, int err)
     return err;
 }
 
-static int begin_checks(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sqes, struct uio_ctx *cx)
+static int begin_checks(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned ops, struct uio_ctx *cx)
 {
     if (!io || !io->fn)
         return urt__error(-EINVAL, "%s: %s is NULL", fn, io ? "io->fn" : "io");
@@ -179,9 +180,9 @@ static int begin_checks(struct urt_io *io, const char *fn, enum uio_kind kind, u
     struct uio_worker *uw = uio_worker(w);
     if (!uw || ops_reserve(uw))
         return urt__error(-ENOMEM, "%s: out of memory for the worker's table of operations", fn);
-    if (sqes && sched_io_reserve(w, sqes + (tmo ? 1 : 0)))
-        return urt__error(-EAGAIN, "%s: the ring's submission queue is full and the kernel takes no more now", fn);
-    bool timer = kind == UIO_K_SLEEP || (tmo && !(uio_features(w) & RING_IO_LINK_TIMEOUT));
+    if (ops)
+        sched_io_reserve(w, ops + (tmo ? 1 : 0)); /* never refused: sched/core/io.h rule 7 */
+    bool timer = kind == UIO_K_SLEEP || (tmo && !(uio_features(w) & BE_IO_LINK_TIMEOUT));
     if (timer && timerq_reserve(&w->timers, 1))
         return urt__error(-ENOMEM, "%s: out of memory for the worker's timer queue", fn);
     int err = ctx_capture(w, cx, kind, fn);
@@ -192,34 +193,31 @@ static int begin_checks(struct urt_io *io, const char *fn, enum uio_kind kind, u
     return 0;
 }
 
-int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sqes, struct uio_ctx *cx)
+int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned ops, struct uio_ctx *cx)
 {
-    return uio_refused(io, begin_checks(io, fn, kind, sqes, cx));
+    return uio_refused(io, begin_checks(io, fn, kind, ops, cx));
 }
 
 static enum urt_task_result cont_run(struct urt_task *t, void *arg);
 static void cont_cancel(struct urt_task *t, void *arg);
 static void uio_cqe(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags);
-static void uio_tmo_cqe(struct ring_op *op, int32_t res, uint32_t cqe_flags);
+static void uio_tmo_cqe(struct be_tag *tag, int32_t res, uint32_t flags);
 static void uio_tmo_fire(sched_timer *t, int32_t res);
 
-/* The deadline of rule 8: a linked timeout SQE behind the operation, or,
- * without the kernel feature, a timer of the worker that cancels it. Either
- * way it counts from the submitting call: the linked timeout is absolute
- * (IORING_TIMEOUT_ABS, CLOCK_MONOTONIC like urt_now_ns), because the SQEs a
- * task prepares reach the kernel only when the task returns, and a relative
- * one would start then — a task that went on working for 200 µs after its
+/* The deadline of rule 8: a linked timeout behind the operation
+ * (BE_LINK_TIMEOUT), or, without the kernel feature, a timer of the worker
+ * that cancels it. Either way it counts from the submitting call: the
+ * linked timeout is absolute (CLOCK_MONOTONIC like urt_now_ns), because the
+ * operations a task submits reach the kernel only when the task returns,
+ * and a relative one would start then — a task that went on working for 200 µs after its
  * submission saw its deadline fire 200 µs late (bench: io_deadline). */
 static void arm_deadline(struct worker *w, struct uio *u)
 {
-    uint64_t due = urt_now_ns() + (uint64_t)u->sio.ts.tv_sec * 1000000000ull + (uint64_t)u->sio.ts.tv_nsec;
-    if (uio_features(w) & RING_IO_LINK_TIMEOUT) {
-        struct io_uring_sqe *t = sched_io_sqe(w); /* reserved by uio_begin */
-        u->sio.ts.tv_sec = (long long)(due / 1000000000ull); /* read by the kernel at submission */
-        u->sio.ts.tv_nsec = (long long)(due % 1000000000ull);
-        io_uring_prep_link_timeout(t, &u->sio.ts, IORING_TIMEOUT_ABS);
+    uint64_t due = urt_now_ns() + u->sio.ns;
+    if (uio_features(w) & BE_IO_LINK_TIMEOUT) {
+        struct be_op t = {.kind = BE_LINK_TIMEOUT, .off = due}; /* reserved by uio_begin */
         u->tmo.complete = uio_tmo_cqe;
-        io_uring_sqe_set_data(t, &u->tmo);
+        be_submit(&w->be, &t, &u->tmo);
         w->io_inflight++;
         u->cqes++;
         return;
@@ -230,23 +228,24 @@ static void arm_deadline(struct worker *w, struct uio *u)
     u->flags |= UIO_F_TMO_TIMER;
 }
 
-void uio_submit_sqe(struct uio_ctx *cx, struct urt_io *io, struct io_uring_sqe *sqe)
+void uio_submit_op(struct uio_ctx *cx, struct urt_io *io, struct be_op *op)
 {
     struct uio *u = uio_of(io);
     struct worker *w = cx->w;
     bool tmo = u->flags & UIO_F_TIMEOUT;
-    bool link = tmo && (uio_features(w) & RING_IO_LINK_TIMEOUT);
+    if (tmo && (uio_features(w) & BE_IO_LINK_TIMEOUT))
+        op->flags |= BE_F_LINK;
     u->flags &= ~UIO_F_TIMEOUT;
-    sched_io_bind(w, sqe, &u->sio, uio_cqe, link);
+    sched_io_submit(w, op, &u->sio, uio_cqe);
     u->cqes = 1;
     if (tmo)
         arm_deadline(w, u);
     uio_submit_done(cx, io);
 }
 
-void uio_rebind(struct worker *w, struct io_uring_sqe *sqe, struct uio *u)
+void uio_resubmit(struct worker *w, const struct be_op *op, struct uio *u)
 {
-    sched_io_bind(w, sqe, &u->sio, uio_cqe, false);
+    sched_io_submit(w, op, &u->sio, uio_cqe);
 }
 
 void uio_submit_done(struct uio_ctx *cx, struct urt_io *io)
@@ -270,12 +269,12 @@ void uio_submit_done(struct uio_ctx *cx, struct urt_io *io)
 
 /* Calls fn with the completion being delivered. The last one makes the io
  * the caller's again first (rule 3); a multishot one with more to come
- * (IORING_CQE_F_MORE) leaves it in flight. */
+ * (BE_CF_MORE) leaves it in flight. */
 static void cont_call(struct urt_io *io)
 {
     struct uio *u = uio_of(io);
     int32_t res = u->res;
-    if (uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE)) {
+    if (uio_kind_multi(u->kind) && (u->cflags & BE_CF_MORE)) {
         io->fn(io, res, io->arg);
         return;
     }
@@ -339,7 +338,7 @@ static enum urt_task_result pump_run(struct urt_task *t, void *arg)
 static enum urt_task_result cont_run(struct urt_task *t, void *arg)
 {
     struct uio *u = uio_of(arg);
-    bool more = uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE);
+    bool more = uio_kind_multi(u->kind) && (u->cflags & BE_CF_MORE);
     (void)t;
     cont_call(arg);
     multi_after(arg, more);
@@ -358,7 +357,7 @@ static bool more_pop(struct uio *u)
     m->n--;
     u->res = e.res;
     u->cflags = e.cflags;
-    return !(e.cflags & IORING_CQE_F_MORE);
+    return !(e.cflags & BE_CF_MORE);
 }
 
 /* Destroy cancelled a multishot delivery after the workers stopped: the
@@ -406,7 +405,7 @@ static void cont_cancel(struct urt_task *t, void *arg)
     struct urt_lane *lane = t->priv.job ? NULL : t->priv.lane;
     uint32_t tf = t->priv.flags;
     struct uio *u = uio_of(arg);
-    bool more = uio_kind_multi(u->kind) && (u->cflags & IORING_CQE_F_MORE);
+    bool more = uio_kind_multi(u->kind) && (u->cflags & BE_CF_MORE);
     if (w) {
         struct urt_job *saved = w->running_job;
         w->running_job = t->priv.job; /* its submissions see the cancelled job (-ECANCELED) */
@@ -526,7 +525,7 @@ static int more_grow(struct uio_more *m)
 void uio_push(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags)
 {
     struct uio_more *m = u->more;
-    bool last = !(cqe_flags & IORING_CQE_F_MORE);
+    bool last = !(cqe_flags & BE_CF_MORE);
     if (last)
         uio_ops_remove(w->uio, u);
     if (m->n == m->cap && more_grow(m)) {
@@ -569,12 +568,12 @@ static void uio_cqe(struct sched_io *sio, struct worker *w, int32_t res, uint32_
         uio_multi_cqe(w, u, res, cqe_flags);
         return;
     }
-    if (cqe_flags & IORING_CQE_F_NOTIF) {
-        u->cflags |= IORING_CQE_F_NOTIF; /* zero-copy send: the buffer is the caller's again */
+    if (cqe_flags & BE_CF_NOTIF) {
+        u->cflags |= BE_CF_NOTIF; /* zero-copy send: the buffer is the caller's again */
     } else {
         u->res = res;
-        u->cflags = cqe_flags & ~IORING_CQE_F_MORE;
-        if (cqe_flags & IORING_CQE_F_MORE)
+        u->cflags = cqe_flags & ~BE_CF_MORE;
+        if (cqe_flags & BE_CF_MORE)
             u->cqes++; /* a zero-copy send's notification follows */
     }
     if (u->flags & UIO_F_TMO_TIMER) {
@@ -586,11 +585,11 @@ static void uio_cqe(struct sched_io *sio, struct worker *w, int32_t res, uint32_
         finish(w, u);
 }
 
-static void uio_tmo_cqe(struct ring_op *op, int32_t res, uint32_t cqe_flags)
+static void uio_tmo_cqe(struct be_tag *tag, int32_t res, uint32_t flags)
 {
-    struct uio *u = (struct uio *)(void *)((char *)op - offsetof(struct uio, tmo));
+    struct uio *u = (struct uio *)(void *)((char *)tag - offsetof(struct uio, tmo));
     struct worker *w = u->sio.w;
-    (void)cqe_flags;
+    (void)flags;
     w->io_inflight--;
     if (res == -ETIME)
         u->flags |= UIO_F_TIMED_OUT;
@@ -635,15 +634,9 @@ void uio_cancel_now(struct worker *w, struct uio_worker *uw, struct uio *u)
         uio_multi_end(w, u, -ECANCELED); /* nothing in the kernel: it ends here */
         return;
     }
-    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
-    if (!sqe) {
-        u->flags &= ~UIO_F_CANCEL_SENT;
-        uw->retry = true;
-        return;
-    }
-    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&u->sio.op, 0);
-    io_uring_sqe_set_data64(sqe, 0); /* its own CQE (a failure only) is ignored */
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    (void)uw;
+    struct be_op op = {.kind = BE_CANCEL, .target = &u->sio.tag, .flags = BE_F_SKIP_SUCCESS};
+    sched_io_submit(w, &op, NULL, NULL); /* its own completion (a failure only) is ignored */
 }
 
 static bool sweep_wants(struct uio *u)
@@ -662,7 +655,6 @@ static bool sweep_wants(struct uio *u)
  * the array at once, moving the last entry, already visited, into its slot). */
 static void cancel_walk(struct worker *w, struct uio_worker *uw, bool all)
 {
-    uw->retry = false;
     for (uint32_t i = uw->n; i-- > 0;) {
         if (i >= uw->n)
             continue;
@@ -684,8 +676,6 @@ static enum urt_task_result sweep_run(struct urt_task *t, void *arg)
     if (!uw)
         return URT_TASK_DONE;
     cancel_walk(w, uw, uw->stopped);
-    if (uw->retry)
-        sweep_post_one(w->s, w); /* the SQ was full: again, after this task's SQEs went out */
     return URT_TASK_DONE;
 }
 
@@ -718,7 +708,7 @@ void uio_stop(struct worker *w, bool exiting)
     struct uio_worker *uw = w->uio;
     if (!uw)
         return;
-    bool walk = !uw->stopped || uw->retry;
+    bool walk = !uw->stopped;
     if (exiting && !uw->exiting) {
         uw->exiting = true;
         uio_timed_cancel_all(w, uw);
@@ -786,8 +776,7 @@ URT_API int urt_io_set_timeout(struct urt_io *io, uint64_t ns)
     struct uio *u = uio_of(io);
     if (atomic_load_explicit(&u->tag, memory_order_acquire) & UIO_T_INFLIGHT)
         return urt__error(-EBUSY, "urt_io_set_timeout: io %p is in flight (rule 2)", (void *)io);
-    u->sio.ts.tv_sec = (long long)(ns / 1000000000ull);
-    u->sio.ts.tv_nsec = (long long)(ns % 1000000000ull);
+    u->sio.ns = ns;
     u->flags |= UIO_F_TIMEOUT;
     return 0;
 }
@@ -827,8 +816,8 @@ URT_API unsigned urt_io_flags(const struct urt_io *io)
     if (!io)
         return 0;
     uint32_t f = uio_of_const(io)->cflags;
-    return (f & IORING_CQE_F_MORE ? URT_IO_F_MORE : 0) | (f & IORING_CQE_F_BUFFER ? URT_IO_F_BUFFER : 0) |
-           (f & IORING_CQE_F_NOTIF ? URT_IO_F_NOTIF : 0);
+    return (f & BE_CF_MORE ? URT_IO_F_MORE : 0) | (f & BE_CF_BUFFER ? URT_IO_F_BUFFER : 0) |
+           (f & BE_CF_NOTIF ? URT_IO_F_NOTIF : 0);
 }
 
 URT_API int urt_io_worker(const struct urt_io *io)

@@ -7,19 +7,19 @@
  *
  * An operation's private state (struct uio) lives in the caller's struct
  * urt_io (its priv words): no allocation per operation. It is built on the
- * one I/O path of sched/core/io.h (an SQE tagged with struct sched_io, completed
+ * one I/O path of sched/core/io.h (a struct be_op submitted with a struct sched_io, completed
  * on the worker that prepared it) and the one timer facility of
  * sched/core/timer.h (sleeps); the continuation is the io's embedded urt_task,
  * run by the one run path (sched/core/run.h) like any task.
  *
  * State of an io (tag, and the owner's fields):
  *   idle      tag has no UIO_T_INFLIGHT; the caller's.
- *   in flight UIO_T_INFLIGHT: SQE(s) or a timer on worker `tag & UIO_T_WORKER`
+ *   in flight UIO_T_INFLIGHT: operation(s) or a timer on worker `tag & UIO_T_WORKER`
  *             - 1, listed in that worker's in-flight array (uio_worker.ops);
  *   delivering UIO_T_DELIVERING too: the last completion arrived, the
  *             continuation task is queued; urt_io_cancel says -EALREADY.
  *   The continuation clears both bits right before it calls fn (rule 3).
- * Multishot: intermediate completions (IORING_CQE_F_MORE) are delivered one
+ * Multishot: intermediate completions (BE_CF_MORE) are delivered one
  * at a time through the same task; those that arrive while one is being
  * delivered wait in a FIFO (uio_more) in kernel order.
  *
@@ -53,10 +53,10 @@
 
 /* kinds */
 enum uio_kind {
-    UIO_K_OP = 0,       /* one SQE (plus an optional linked timeout), one CQE; a zero-copy send
+    UIO_K_OP = 0,       /* one operation (plus an optional linked timeout), one completion; a zero-copy send
                            also its notification (one continuation call for both) */
     UIO_K_SLEEP = 1,    /* a timer of the worker's timer queue */
-    UIO_K_MULTI = 2,    /* multishot SQE: CQEs with IORING_CQE_F_MORE, then a last one */
+    UIO_K_MULTI = 2,    /* multishot operation: completions with BE_CF_MORE, then a last one */
     UIO_K_REARM = 3,    /* multishot by a single-shot accept / buffer-selecting recv, re-armed */
     UIO_K_POLLRECV = 4, /* multishot receive by readiness (poll) and recv(2) into a pool buffer */
 };
@@ -90,7 +90,7 @@ enum uio_mop { UIO_MOP_ACCEPT = 0, UIO_MOP_RECV = 1 };
 
 struct uio_ent {
     int32_t res;
-    uint32_t cflags; /* IORING_CQE_F_* (F_BUFFER with the buffer id in the high 16 bits) */
+    uint32_t cflags; /* BE_CF_* (F_BUFFER with the buffer id in the high 16 bits) */
 };
 
 struct uio_more {
@@ -103,15 +103,15 @@ struct uio_more {
 };
 
 struct uio {
-    struct sched_io sio;   /* the operation's CQE (sched/core/io.h) or its timer; sio.ts: the linked timeout */
-    struct ring_op tmo;    /* the linked timeout's CQE */
+    struct sched_io sio;   /* the operation's completion (sched/core/io.h) or its timer; sio.ns: the timeout */
+    struct be_tag tmo;     /* the linked timeout's completion */
     _Atomic uint64_t tag;  /* UIO_T_* (see the header comment) */
     int32_t res;           /* the completion being delivered */
-    uint32_t cflags;       /* its CQE flags */
+    uint32_t cflags;       /* its completion flags (BE_CF_*) */
     uint32_t slot;         /* index in the worker's in-flight array */
     uint8_t kind;          /* enum uio_kind */
     uint8_t flags;         /* UIO_F_* */
-    uint8_t cqes;          /* CQEs still to come for this submission (operation + linked timeout) */
+    uint8_t cqes;          /* completions still to come for this submission (operation + linked timeout) */
     uint8_t opts;          /* urt_io_init2 flags */
     void *ext;             /* the buffer ring of urt_io_recv_bufring, or NULL */
     struct uio_more *more; /* multishot completions waiting for their turn, or NULL */
@@ -146,7 +146,6 @@ struct uio_worker {
     bool stopped;              /* destroy began: everything in flight was asked to cancel */
     bool exiting;              /* the worker left its loop: continuations run in place */
     bool detached;             /* nothing in flight at its exit: the kernel's rings unregistered */
-    bool retry;                /* a cancel found no SQE: io_stop tries again */
     /* registered files (io/uio_buf.c): a sparse table of `files` slots */
     bool files_ready;          /* the table is registered */
     bool kernel_alloc;         /* the upper half is the kernel's (accept into the table) */
@@ -170,14 +169,14 @@ struct uio_worker {
 struct uio_worker *uio_worker(struct worker *w);
 
 /* Submission (worker only). uio_begin checks the io and the calling context
- * (fn names the public function for messages), reserves `sqes` SQEs (one
+ * (fn names the public function for messages), reserves room for `ops` operations (one
  * more for a linked timeout) and room in the in-flight array, and counts the
  * operation in its job or transaction: 0, or -errno with a message; nothing
  * is held on failure. After 0 the caller prepares the operation and calls
- * uio_submit_sqe (SQE kinds) or arms its timer and calls uio_submit_done —
+ * uio_submit_op (operation kinds) or arms its timer and calls uio_submit_done —
  * neither can fail. */
-int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned sqes, struct uio_ctx *cx);
-void uio_submit_sqe(struct uio_ctx *cx, struct urt_io *io, struct io_uring_sqe *sqe);
+int uio_begin(struct urt_io *io, const char *fn, enum uio_kind kind, unsigned ops, struct uio_ctx *cx);
+void uio_submit_op(struct uio_ctx *cx, struct urt_io *io, struct be_op *op);
 void uio_submit_done(struct uio_ctx *cx, struct urt_io *io);
 /* The done callback of a sleep's timer (sched_timer_arm). */
 void uio_timer_done(struct sched_io *sio, struct worker *w, int32_t res, uint32_t cqe_flags);
@@ -188,7 +187,7 @@ void uio_timer_done(struct sched_io *sio, struct worker *w, int32_t res, uint32_
 int uio_refused(struct urt_io *io, int err);
 /* Records the message of a refused argument: "fn: what" (returns err). */
 int uio_arg_error(int err, const char *fn, const char *what);
-/* The runtime's RING_IO_* features (what the probe found minus ring_disable). */
+/* The runtime's BE_IO_* features (what the probe found minus ring_disable). */
 static inline uint32_t uio_features(const struct worker *w)
 {
     return w->s->caps.io_features;
@@ -203,7 +202,7 @@ void uio_ops_remove(struct uio_worker *uw, struct uio *u);
  * (re-arms, waits for buffers, queues completions). uio_multi_end: ends a
  * multishot io that has no request in the kernel (a receive waiting for a
  * buffer) with res, on its worker. uio_push: queues one completion for the
- * continuation (the last one: no IORING_CQE_F_MORE) and delivers it if none
+ * continuation (the last one: no BE_CF_MORE) and delivers it if none
  * is out; uio_rearm_wanted: re-arms the receives waiting on br. */
 void uio_multi_cqe(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags);
 void uio_multi_end(struct worker *w, struct uio *u, int32_t res);
@@ -257,8 +256,8 @@ void uio_buf_detach(struct worker *w, struct uio_worker *uw);
 void uio_buf_release(struct uio_worker *uw);
 /* Re-arms the receives that waited for a buffer of br (on its worker). */
 void uio_multi_resume(struct worker *w, struct uio *u);
-/* Tags a re-armed multishot SQE (no deadline) with u (sched_io_bind). */
-void uio_rebind(struct worker *w, struct io_uring_sqe *sqe, struct uio *u);
+/* Submits a re-armed multishot operation (no deadline) for u. */
+void uio_resubmit(struct worker *w, const struct be_op *op, struct uio *u);
 
 /* The client entry points (runtime/sched_clients.c). */
 void uio_sweep_post(struct sched *s);

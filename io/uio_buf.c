@@ -5,10 +5,10 @@
  *
  * Buffer rings. count buffers of size bytes, allocated here, belong to the
  * calling worker. Where the probe found buffer rings the buffers are handed
- * to the kernel in a ring (IORING_REGISTER_PBUF_RING, group id from the
+ * to the kernel in a ring (be_bufring_create of backend/backend.h, group id from the
  * worker's allocator): a receive selects one (IOSQE_BUFFER_SELECT) and the
  * CQE names it; urt_bufring_put adds it back to the ring's tail
- * (io_uring_buf_ring_add + advance). Without them the same buffers form a
+ * (be_bufring_add). Without them the same buffers form a
  * pool (a stack of free ids) that the fallback receive takes from at
  * completion (io/uio_multi.c). Either way `held` marks the buffers the
  * caller has (delivered, not put back), so a double put is refused instead
@@ -39,9 +39,9 @@
  * registered on first use. The lower half is urt_io_register_file's (a stack
  * of free slots); the upper half takes accepted connections with
  * URT_IO_FIXED_FILE: the kernel picks a slot there (its allocation range is
- * set to the upper half, IORING_REGISTER_FILE_ALLOC_RANGE) where it can,
+ * set to the upper half, be_files_alloc_range) where it can,
  * else the accepted descriptor is installed into a free slot here
- * (io_uring_register_files_update) and closed. `used` marks every slot in
+ * (be_files_update) and closed. `used` marks every slot in
  * use, so urt_io_unregister_file refuses a slot that is not.
  *
  * Registered buffers: urt_io_register_buffers registers iov[0..n) once per
@@ -62,15 +62,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/error.h"
 
 struct urt_bufring {
     struct worker *w;
-    struct io_uring_buf_ring *ring; /* the kernel's ring, or NULL: the pool */
-    size_t ring_bytes;
+    struct be_bufring *ring;        /* the kernel's ring, or NULL: the pool */
     char *bufs;
     uint32_t count, size;
     uint16_t bgid;
@@ -130,9 +128,7 @@ static void give_back(struct urt_bufring *br, uint16_t bid)
 {
     atomic_store_explicit(&br->held[bid], 0, memory_order_relaxed);
     if (br->ring) {
-        io_uring_buf_ring_add(br->ring, br->bufs + (size_t)bid * br->size, br->size, bid,
-                              io_uring_buf_ring_mask(br->count), 0);
-        io_uring_buf_ring_advance(br->ring, 1);
+        be_bufring_add(br->ring, br->bufs + (size_t)bid * br->size, br->size, bid, br->count);
     } else {
         br->free[br->n_free++] = bid;
     }
@@ -172,32 +168,18 @@ static int kernel_ring(struct worker *w, struct uio_worker *uw, struct urt_bufri
     if (uw->n_free_bgid == 0 && uw->next_bgid == UINT16_MAX)
         return -ENOSPC;
     uint16_t bgid = uw->n_free_bgid ? uw->free_bgid[uw->n_free_bgid - 1] : uw->next_bgid;
-    size_t bytes = ((size_t)br->count * sizeof(struct io_uring_buf) + 4095) & ~(size_t)4095;
-    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED)
-        return -ENOMEM;
-    struct io_uring_buf_reg reg;
-    memset(&reg, 0, sizeof(reg));
-    reg.ring_addr = (uint64_t)(uintptr_t)mem;
-    reg.ring_entries = br->count;
-    reg.bgid = bgid;
-    int err = io_uring_register_buf_ring(&w->ring.uring, &reg, 0);
-    if (err) {
-        munmap(mem, bytes);
+    struct be_bufring *ring;
+    int err = be_bufring_create(&w->be, bgid, br->count, &ring);
+    if (err)
         return err;
-    }
     if (uw->n_free_bgid)
         uw->n_free_bgid--;
     else
         uw->next_bgid++;
-    br->ring = mem;
-    br->ring_bytes = bytes;
+    br->ring = ring;
     br->bgid = bgid;
-    io_uring_buf_ring_init(br->ring);
     for (uint32_t i = 0; i < br->count; i++)
-        io_uring_buf_ring_add(br->ring, br->bufs + (size_t)i * br->size, br->size, (unsigned short)i,
-                              io_uring_buf_ring_mask(br->count), (int)i);
-    io_uring_buf_ring_advance(br->ring, (int)br->count);
+        be_bufring_add(br->ring, br->bufs + (size_t)i * br->size, br->size, (uint16_t)i, br->count);
     return 0;
 }
 
@@ -207,7 +189,7 @@ static void bufring_unregister(struct worker *w, struct uio_worker *uw, struct u
 {
     if (!br->ring || br->unregistered)
         return;
-    io_uring_unregister_buf_ring(&w->ring.uring, br->bgid);
+    be_bufring_unregister(&w->be, br->ring, br->bgid);
     br->unregistered = true;
     uint16_t *f = realloc(uw->free_bgid, (uw->n_free_bgid + 1) * sizeof(*f));
     if (f) { /* no memory: the group id is not reused */
@@ -226,7 +208,7 @@ static void bufring_release(struct uio_worker *uw, struct urt_bufring *br)
     if (br->next)
         br->next->prev = br->prev;
     if (br->ring)
-        munmap(br->ring, br->ring_bytes);
+        be_bufring_free(br->ring, br->count);
     free(br->bufs);
     free(br->free);
     free((void *)br->held);
@@ -331,7 +313,7 @@ URT_API int urt_bufring_create(unsigned count, unsigned size, struct urt_bufring
     br->w = w;
     br->count = count;
     br->size = size;
-    if (!(uio_features(w) & RING_IO_BUFRING) || kernel_ring(w, uw, br) != 0) {
+    if (!(uio_features(w) & BE_IO_BUFRING) || kernel_ring(w, uw, br) != 0) {
         for (uint32_t i = 0; i < count; i++) /* the pool: ids taken from the top */
             br->free[i] = (uint16_t)(count - 1 - i);
         br->n_free = count;
@@ -387,9 +369,9 @@ URT_API void *urt_io_buffer(const struct urt_io *io, uint16_t *bid)
         return NULL;
     const struct uio *u = uio_of_const(io);
     const struct urt_bufring *br = u->ext;
-    if (!br || !(u->cflags & IORING_CQE_F_BUFFER))
+    if (!br || !(u->cflags & BE_CF_BUFFER))
         return NULL;
-    uint16_t id = (uint16_t)(u->cflags >> IORING_CQE_BUFFER_SHIFT);
+    uint16_t id = (uint16_t)(u->cflags >> BE_CF_BUFFER_SHIFT);
     if (bid)
         *bid = id;
     return br->bufs + (size_t)id * br->size;
@@ -407,7 +389,7 @@ int uio_files_ready(struct worker *w, struct uio_worker *uw)
     uw->used = calloc(n, 1);
     uw->free_lo = malloc((n / 2) * sizeof(*uw->free_lo));
     uw->free_hi = malloc((n - n / 2) * sizeof(*uw->free_hi));
-    int err = (uw->used && uw->free_lo && uw->free_hi) ? io_uring_register_files_sparse(&w->ring.uring, n) : -ENOMEM;
+    int err = (uw->used && uw->free_lo && uw->free_hi) ? be_files_register(&w->be, n) : -ENOMEM;
     if (err) {
         free(uw->used);
         free(uw->free_lo);
@@ -419,16 +401,15 @@ int uio_files_ready(struct worker *w, struct uio_worker *uw)
     uw->files = n;
     uw->lo_next = 0;
     uw->hi_next = n / 2;
-    uw->kernel_alloc = (uio_features(w) & RING_IO_FIXED_ACCEPT) &&
-                       io_uring_register_file_alloc_range(&w->ring.uring, n / 2, n - n / 2) == 0;
+    uw->kernel_alloc = (uio_features(w) & BE_IO_FIXED_ACCEPT) &&
+                       be_files_alloc_range(&w->be, n / 2, n - n / 2) == 0;
     uw->files_ready = true;
     return 0;
 }
 
 static int slot_update(struct worker *w, uint32_t slot, int fd)
 {
-    int err = io_uring_register_files_update(&w->ring.uring, slot, &fd, 1);
-    return err < 0 ? err : 0;
+    return be_files_update(&w->be, slot, fd);
 }
 
 int32_t uio_accepted_fixed(struct worker *w, struct uio *u, int32_t res)
@@ -534,7 +515,7 @@ URT_API int urt_io_register_buffers(const struct iovec *iov, unsigned n)
     struct iovec *copy = malloc(n * sizeof(*copy));
     if (!copy)
         return urt__error(-ENOMEM, "urt_io_register_buffers: out of memory");
-    int err = io_uring_register_buffers(&w->ring.uring, iov, n);
+    int err = be_buffers_register(&w->be, iov, n);
     if (err) {
         free(copy);
         return urt__error(err, "urt_io_register_buffers: the kernel refused them: %s", strerror(-err));

@@ -13,7 +13,7 @@
  *                   (a pool: no kernel buffer ring)     buffer taken from the pool
  *
  * Completions are queued in kernel order (uio_push, io/uio.c) and
- * delivered one at a time, each with IORING_CQE_F_MORE, and the last
+ * delivered one at a time, each with BE_CF_MORE, and the last
  * without it. The kernel may end a multishot request on its own with a
  * result (a CQE with data but no F_MORE): that result is delivered as an
  * ordinary completion and the request is re-armed, so the caller sees one
@@ -64,36 +64,28 @@ void uio_more_free(struct uio *u)
 
 /* ---- arming ------------------------------------------------------------------------------- */
 
-static void prep(struct uio *u, struct io_uring_sqe *sqe)
+/* The operation that (re-)arms u: a multishot receive selecting buffers of
+ * its ring or accept (UIO_K_MULTI), one such receive or accept re-armed at
+ * each completion (UIO_K_REARM), else a poll for input. */
+static struct be_op describe(const struct uio *u)
 {
-    struct uio_more *m = u->more;
+    const struct uio_more *m = u->more;
     bool direct = (u->flags & UIO_F_FIXED) && !(u->flags & UIO_F_INSTALL);
-    switch (u->kind) {
-    case UIO_K_MULTI:
-        if (m->op == UIO_MOP_RECV) {
-            io_uring_prep_recv_multishot(sqe, m->fd, NULL, 0, m->msg_flags);
-            sqe->flags |= IOSQE_BUFFER_SELECT;
-            sqe->buf_group = uio_bufring_bgid(u->ext);
-        } else if (direct) {
-            io_uring_prep_multishot_accept_direct(sqe, m->fd, NULL, NULL, 0);
-        } else {
-            io_uring_prep_multishot_accept(sqe, m->fd, NULL, NULL, SOCK_CLOEXEC);
-        }
-        break;
-    case UIO_K_REARM:
-        if (m->op == UIO_MOP_RECV) { /* one receive selecting a buffer (len 0: the buffer's size) */
-            io_uring_prep_recv(sqe, m->fd, NULL, 0, m->msg_flags);
-            sqe->flags |= IOSQE_BUFFER_SELECT;
-            sqe->buf_group = uio_bufring_bgid(u->ext);
-        } else if (direct) /* liburing adds 1 to the index: ALLOC - 1 lets the kernel pick */
-            io_uring_prep_accept_direct(sqe, m->fd, NULL, NULL, 0, IORING_FILE_INDEX_ALLOC - 1);
-        else
-            io_uring_prep_accept(sqe, m->fd, NULL, NULL, SOCK_CLOEXEC);
-        break;
-    default:
-        io_uring_prep_poll_add(sqe, m->fd, POLLIN);
-        break;
+    struct be_op op = {.kind = BE_POLL, .fd = m->fd, .arg = POLLIN};
+    if (u->kind != UIO_K_MULTI && u->kind != UIO_K_REARM)
+        return op;
+    op.flags = u->kind == UIO_K_MULTI ? BE_F_MULTISHOT : 0;
+    if (m->op == UIO_MOP_RECV) { /* len 0: the buffer's size */
+        op.kind = BE_RECV;
+        op.arg = (uint32_t)m->msg_flags;
+        op.flags |= BE_F_BUF_SELECT;
+        op.buf = uio_bufring_bgid(u->ext);
+    } else {
+        op.kind = BE_ACCEPT;
+        op.arg = direct ? 0 : SOCK_CLOEXEC;
+        op.flags |= direct ? BE_F_DIRECT : 0; /* into the file table: the kernel picks the slot */
     }
+    return op;
 }
 
 /* Ends the operation: its last completion (no F_MORE). */
@@ -114,13 +106,8 @@ static void go_on(struct worker *w, struct uio *u, bool in_task)
         end(w, u, -ECANCELED);
         return;
     }
-    struct io_uring_sqe *sqe = ring_get_sqe(&w->ring);
-    if (!sqe) {
-        end(w, u, -EAGAIN);
-        return;
-    }
-    prep(u, sqe);
-    uio_rebind(w, sqe, u);
+    struct be_op op = describe(u);
+    uio_resubmit(w, &op, u);
     if (!in_task)
         sched_io_flush(w);
 }
@@ -165,7 +152,7 @@ static void poll_recv(struct worker *w, struct uio *u)
     }
     ssize_t n = recv(m->fd, buf, size, MSG_DONTWAIT | m->msg_flags);
     if (n > 0) {
-        uio_push(w, u, (int32_t)n, IORING_CQE_F_MORE | IORING_CQE_F_BUFFER | ((uint32_t)bid << IORING_CQE_BUFFER_SHIFT));
+        uio_push(w, u, (int32_t)n, BE_CF_MORE | BE_CF_BUFFER | ((uint32_t)bid << BE_CF_BUFFER_SHIFT));
         go_on(w, u, false);
         return;
     }
@@ -180,7 +167,7 @@ static void poll_recv(struct worker *w, struct uio *u)
 void uio_multi_cqe(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_flags)
 {
     struct uio_more *m = u->more;
-    bool more = cqe_flags & IORING_CQE_F_MORE;
+    bool more = cqe_flags & BE_CF_MORE;
     if (u->kind == UIO_K_POLLRECV) {
         if (res < 0)
             end(w, u, res);
@@ -199,15 +186,15 @@ void uio_multi_cqe(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_fl
             end(w, u, res);
             return;
         }
-        uio_push(w, u, res, IORING_CQE_F_MORE);
+        uio_push(w, u, res, BE_CF_MORE);
         if (!more) /* the kernel ended it (or it is the single-shot fallback) */
             go_on(w, u, false);
         return;
     }
     /* multishot receive into the buffer ring */
     if (res > 0) {
-        uio_bufring_mark(u->ext, (uint16_t)(cqe_flags >> IORING_CQE_BUFFER_SHIFT)); /* the caller's now */
-        uio_push(w, u, res, cqe_flags | IORING_CQE_F_MORE);
+        uio_bufring_mark(u->ext, (uint16_t)(cqe_flags >> BE_CF_BUFFER_SHIFT)); /* the caller's now */
+        uio_push(w, u, res, cqe_flags | BE_CF_MORE);
         if (!more)
             go_on(w, u, false);
     } else if (res == -ENOBUFS) {
@@ -235,9 +222,8 @@ static int multi_submit(struct urt_io *io, const char *fn, enum uio_kind kind, s
     u->flags |= (uint8_t)fixed;
     if (br)
         uio_bufring_use(br, 1);
-    struct io_uring_sqe *sqe = sched_io_sqe(cx.w);
-    prep(u, sqe);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = describe(u);
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
@@ -254,11 +240,11 @@ int uio_multi_accept(struct urt_io *io, int fd, unsigned flags)
     m->fd = fd;
     m->op = UIO_MOP_ACCEPT;
     /* An accept into the table by the kernel (no UIO_F_INSTALL) implies
-     * RING_IO_FIXED_ACCEPT. One we install is re-armed after each
+     * BE_IO_FIXED_ACCEPT. One we install is re-armed after each
      * connection (never the kernel's multishot): when the table is full it
      * must end there, as the kernel's does, with the connections that come
      * after still waiting in the backlog. */
-    bool kernel = w && (uio_features(w) & RING_IO_MULTISHOT_ACCEPT) && !(fixed & UIO_F_INSTALL);
+    bool kernel = w && (uio_features(w) & BE_IO_MULTISHOT_ACCEPT) && !(fixed & UIO_F_INSTALL);
     return multi_submit(io, "urt_io_accept", kernel ? UIO_K_MULTI : UIO_K_REARM, m, NULL, fixed);
 }
 
@@ -278,6 +264,6 @@ URT_API int urt_io_recv_bufring(struct urt_io *io, int fd, struct urt_bufring *b
     m->op = UIO_MOP_RECV;
     enum uio_kind kind = UIO_K_POLLRECV; /* the pool: readiness, then recv(2) into a buffer taken here */
     if (uio_bufring_kernel(br))
-        kind = w && (uio_features(w) & RING_IO_MULTISHOT_RECV) ? UIO_K_MULTI : UIO_K_REARM;
+        kind = w && (uio_features(w) & BE_IO_MULTISHOT_RECV) ? UIO_K_MULTI : UIO_K_REARM;
     return multi_submit(io, "urt_io_recv_bufring", kind, m, br, 0);
 }

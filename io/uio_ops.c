@@ -1,8 +1,8 @@
 /*
  * io/uio_ops.c — the operations of urt/io.h: each checks its arguments
- * (a message naming the offending one), takes its SQE through uio_begin
- * (io/uio.c: context, room, counting), prepares it with liburing's
- * io_uring_prep_* and hands it to uio_submit_sqe. Sleeps arm a timer of the
+ * (a message naming the offending one), begins through uio_begin
+ * (io/uio.c: context, room, counting), describes the operation as a struct
+ * be_op (backend/backend.h) and hands it to uio_submit_op. Sleeps arm a timer of the
  * worker's one timer queue instead (sched/core/timer.h). Every refusal goes out
  * through uio_refused: the io's deadline goes with it (rule 8).
  *
@@ -61,14 +61,10 @@ static int check_flags(const char *fn, unsigned flags, unsigned allowed)
     return 0;
 }
 
-/* One SQE: begin, then the caller preps *sqe and calls uio_submit_sqe. */
-static int op_begin(struct urt_io *io, const char *fn, struct uio_ctx *cx, struct io_uring_sqe **sqe)
+/* One operation: begin, then the caller describes it and calls uio_submit_op. */
+static int op_begin(struct urt_io *io, const char *fn, struct uio_ctx *cx)
 {
-    int err = uio_begin(io, fn, UIO_K_OP, 1, cx);
-    if (err)
-        return err;
-    *sqe = sched_io_sqe(cx->w);
-    return 0;
+    return uio_begin(io, fn, UIO_K_OP, 1, cx);
 }
 
 /* ---- files -------------------------------------------------------------------------------- */
@@ -76,96 +72,85 @@ static int op_begin(struct urt_io *io, const char *fn, struct uio_ctx *cx, struc
 URT_API int urt_io_read(struct urt_io *io, int fd, void *buf, size_t len, int64_t off)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_read", buf, len);
-    if (err || (err = check_off("urt_io_read", off)) || (err = op_begin(io, "urt_io_read", &cx, &sqe)))
+    if (err || (err = check_off("urt_io_read", off)) || (err = op_begin(io, "urt_io_read", &cx)))
         return uio_refused(io, err);
     int bi = uio_fixed_buf(cx.w, buf, len); /* in a registered buffer: the fixed-buffer read */
-    if (bi >= 0)
-        io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, (uint64_t)off, bi);
-    else
-        io_uring_prep_read(sqe, fd, buf, (unsigned)len, (uint64_t)off);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = bi >= 0 ? BE_READ_FIXED : BE_READ, .fd = fd, .addr = buf, .len = (uint32_t)len,
+                       .off = (uint64_t)off, .buf = (uint16_t)(bi >= 0 ? bi : 0)};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_write(struct urt_io *io, int fd, const void *buf, size_t len, int64_t off)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_write", buf, len);
-    if (err || (err = check_off("urt_io_write", off)) || (err = op_begin(io, "urt_io_write", &cx, &sqe)))
+    if (err || (err = check_off("urt_io_write", off)) || (err = op_begin(io, "urt_io_write", &cx)))
         return uio_refused(io, err);
     int bi = uio_fixed_buf(cx.w, buf, len);
-    if (bi >= 0)
-        io_uring_prep_write_fixed(sqe, fd, buf, (unsigned)len, (uint64_t)off, bi);
-    else
-        io_uring_prep_write(sqe, fd, buf, (unsigned)len, (uint64_t)off);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = bi >= 0 ? BE_WRITE_FIXED : BE_WRITE, .fd = fd, .caddr = buf, .len = (uint32_t)len,
+                       .off = (uint64_t)off, .buf = (uint16_t)(bi >= 0 ? bi : 0)};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_readv(struct urt_io *io, int fd, const struct iovec *iov, unsigned iovcnt, int64_t off)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     int err = check_iov("urt_io_readv", iov, iovcnt);
-    if (err || (err = check_off("urt_io_readv", off)) || (err = op_begin(io, "urt_io_readv", &cx, &sqe)))
+    if (err || (err = check_off("urt_io_readv", off)) || (err = op_begin(io, "urt_io_readv", &cx)))
         return uio_refused(io, err);
-    io_uring_prep_readv(sqe, fd, iov, iovcnt, (uint64_t)off);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_READV, .fd = fd, .caddr = iov, .len = iovcnt, .off = (uint64_t)off};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_writev(struct urt_io *io, int fd, const struct iovec *iov, unsigned iovcnt, int64_t off)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     int err = check_iov("urt_io_writev", iov, iovcnt);
-    if (err || (err = check_off("urt_io_writev", off)) || (err = op_begin(io, "urt_io_writev", &cx, &sqe)))
+    if (err || (err = check_off("urt_io_writev", off)) || (err = op_begin(io, "urt_io_writev", &cx)))
         return uio_refused(io, err);
-    io_uring_prep_writev(sqe, fd, iov, iovcnt, (uint64_t)off);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_WRITEV, .fd = fd, .caddr = iov, .len = iovcnt, .off = (uint64_t)off};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_fsync(struct urt_io *io, int fd, unsigned flags)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (flags & ~URT_IO_FSYNC_DATA)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_fsync: unknown flags 0x%x", flags & ~URT_IO_FSYNC_DATA));
-    int err = op_begin(io, "urt_io_fsync", &cx, &sqe);
+    int err = op_begin(io, "urt_io_fsync", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_fsync(sqe, fd, (flags & URT_IO_FSYNC_DATA) ? IORING_FSYNC_DATASYNC : 0);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = (flags & URT_IO_FSYNC_DATA) ? BE_FDATASYNC : BE_FSYNC, .fd = fd};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_openat(struct urt_io *io, int dirfd, const char *path, int flags, mode_t mode)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (!path)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_openat: path is NULL"));
-    int err = op_begin(io, "urt_io_openat", &cx, &sqe);
+    int err = op_begin(io, "urt_io_openat", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_openat(sqe, dirfd, path, flags | O_CLOEXEC, mode);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_OPENAT, .fd = dirfd, .caddr = path, .arg = (uint32_t)(flags | O_CLOEXEC), .len = mode};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_close(struct urt_io *io, int fd)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
-    int err = op_begin(io, "urt_io_close", &cx, &sqe);
+    int err = op_begin(io, "urt_io_close", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_close(sqe, fd);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_CLOSE, .fd = fd};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
@@ -173,29 +158,27 @@ URT_API int urt_io_statx(struct urt_io *io, int dirfd, const char *path, int fla
                          struct statx *out)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (!path || !out)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_statx: %s is NULL", path ? "out" : "path"));
-    int err = op_begin(io, "urt_io_statx", &cx, &sqe);
+    int err = op_begin(io, "urt_io_statx", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_statx(sqe, dirfd, path, flags, mask, out);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_STATX, .fd = dirfd, .caddr = path, .arg = (uint32_t)flags, .len = mask, .addr2 = out};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_fallocate(struct urt_io *io, int fd, int mode, int64_t off, int64_t len)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (off < 0 || len <= 0)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_fallocate: %s %lld is out of range",
                                           off < 0 ? "off" : "len", (long long)(off < 0 ? off : len)));
-    int err = op_begin(io, "urt_io_fallocate", &cx, &sqe);
+    int err = op_begin(io, "urt_io_fallocate", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_fallocate(sqe, fd, mode, (uint64_t)off, (uint64_t)len);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_FALLOCATE, .fd = fd, .arg = (uint32_t)mode, .off = (uint64_t)off, .len64 = (uint64_t)len};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
@@ -211,14 +194,13 @@ int uio_accept_fixed(const char *fn, unsigned *uflags)
     if (err)
         return urt__error(-ENOMEM, "%s: no registered file table on this worker (io_fixed_files %u): %s", fn,
                           w->s->cfg->io_fixed_files, strerror(-err));
-    *uflags = UIO_F_FIXED | (uw->kernel_alloc ? 0 : UIO_F_INSTALL); /* kernel_alloc implies RING_IO_FIXED_ACCEPT */
+    *uflags = UIO_F_FIXED | (uw->kernel_alloc ? 0 : UIO_F_INSTALL); /* kernel_alloc implies BE_IO_FIXED_ACCEPT */
     return 0;
 }
 
 URT_API int urt_io_accept(struct urt_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, unsigned flags)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     unsigned fixed = 0;
     int err = check_flags("urt_io_accept", flags, URT_IO_FIXED_FILE | URT_IO_MULTISHOT);
     if (err)
@@ -233,47 +215,45 @@ URT_API int urt_io_accept(struct urt_io *io, int fd, struct sockaddr *addr, sock
     }
     if ((flags & URT_IO_FIXED_FILE) && (err = uio_accept_fixed("urt_io_accept", &fixed)))
         return uio_refused(io, err);
-    if ((err = op_begin(io, "urt_io_accept", &cx, &sqe)))
+    if ((err = op_begin(io, "urt_io_accept", &cx)))
         return uio_refused(io, err);
-    if (fixed && !(fixed & UIO_F_INSTALL)) /* liburing adds 1 to the index: ALLOC - 1 lets the kernel pick */
-        io_uring_prep_accept_direct(sqe, fd, addr, addrlen, 0, IORING_FILE_INDEX_ALLOC - 1);
-    else
-        io_uring_prep_accept(sqe, fd, addr, addrlen, SOCK_CLOEXEC);
+    struct be_op op = {.kind = BE_ACCEPT, .fd = fd, .addr = addr, .addr2 = addrlen, .arg = SOCK_CLOEXEC};
+    if (fixed && !(fixed & UIO_F_INSTALL)) { /* into the file table: the kernel picks the slot */
+        op.flags = BE_F_DIRECT;
+        op.arg = 0;
+    }
     uio_of(io)->flags |= (uint8_t)fixed;
-    uio_submit_sqe(&cx, io, sqe);
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_connect(struct urt_io *io, int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (!addr || addrlen == 0)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_connect: %s", addr ? "addrlen is 0" : "addr is NULL"));
-    int err = op_begin(io, "urt_io_connect", &cx, &sqe);
+    int err = op_begin(io, "urt_io_connect", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_connect(sqe, fd, addr, addrlen);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_CONNECT, .fd = fd, .caddr = addr, .len = addrlen};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_recv(struct urt_io *io, int fd, void *buf, size_t len, int msg_flags)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_recv", buf, len);
-    if (err || (err = op_begin(io, "urt_io_recv", &cx, &sqe)))
+    if (err || (err = op_begin(io, "urt_io_recv", &cx)))
         return uio_refused(io, err);
-    io_uring_prep_recv(sqe, fd, buf, len, msg_flags);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_RECV, .fd = fd, .addr = buf, .len = (uint32_t)len, .arg = (uint32_t)msg_flags};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_send(struct urt_io *io, int fd, const void *buf, size_t len, int msg_flags, unsigned flags)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     int err = check_buf("urt_io_send", buf, len);
     if (err || (err = check_flags("urt_io_send", flags, URT_IO_FIXED_FILE | URT_IO_ZEROCOPY | URT_IO_FIXED_BUF)))
         return uio_refused(io, err);
@@ -282,61 +262,58 @@ URT_API int urt_io_send(struct urt_io *io, int fd, const void *buf, size_t len, 
     if ((flags & URT_IO_FIXED_BUF) && self && bi < 0)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_send: URT_IO_FIXED_BUF but buf is not in a buffer "
                                                    "registered on this worker (urt_io_register_buffers)"));
-    if ((err = op_begin(io, "urt_io_send", &cx, &sqe)))
+    if ((err = op_begin(io, "urt_io_send", &cx)))
         return uio_refused(io, err);
-    if ((flags & URT_IO_ZEROCOPY) && (uio_features(cx.w) & RING_IO_SEND_ZC)) {
-        if (bi >= 0)
-            io_uring_prep_send_zc_fixed(sqe, fd, buf, len, msg_flags, 0, (unsigned)bi);
-        else
-            io_uring_prep_send_zc(sqe, fd, buf, len, msg_flags, 0);
-    } else {
-        io_uring_prep_send(sqe, fd, buf, len, msg_flags); /* URT_IO_ZEROCOPY without the feature: a copy */
-    }
+    struct be_op op = {.kind = BE_SEND, .fd = fd, .caddr = buf, .len = (uint32_t)len, .arg = (uint32_t)msg_flags};
+    if ((flags & URT_IO_ZEROCOPY) && (uio_features(cx.w) & BE_IO_SEND_ZC)) {
+        op.kind = BE_SEND_ZC;
+        if (bi >= 0) {
+            op.flags = BE_F_FIXED_BUF;
+            op.buf = (uint16_t)bi;
+        }
+    } /* else URT_IO_ZEROCOPY without the feature: a copy */
     if (flags & URT_IO_FIXED_FILE)
-        sqe->flags |= IOSQE_FIXED_FILE;
-    uio_submit_sqe(&cx, io, sqe);
+        op.flags |= BE_F_FIXED_FILE;
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_sendmsg(struct urt_io *io, int fd, const struct msghdr *msg, int msg_flags)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (!msg)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_sendmsg: msg is NULL"));
-    int err = op_begin(io, "urt_io_sendmsg", &cx, &sqe);
+    int err = op_begin(io, "urt_io_sendmsg", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_sendmsg(sqe, fd, msg, (unsigned)msg_flags);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_SENDMSG, .fd = fd, .caddr = msg, .arg = (uint32_t)msg_flags};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_recvmsg(struct urt_io *io, int fd, struct msghdr *msg, int msg_flags)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (!msg)
         return uio_refused(io, urt__error(-EINVAL, "urt_io_recvmsg: msg is NULL"));
-    int err = op_begin(io, "urt_io_recvmsg", &cx, &sqe);
+    int err = op_begin(io, "urt_io_recvmsg", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_recvmsg(sqe, fd, msg, (unsigned)msg_flags);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_RECVMSG, .fd = fd, .addr = msg, .arg = (uint32_t)msg_flags};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 
 URT_API int urt_io_poll(struct urt_io *io, int fd, unsigned events)
 {
     struct uio_ctx cx;
-    struct io_uring_sqe *sqe;
     if (events == 0 || (events & ~0xffffu))
         return uio_refused(io, urt__error(-EINVAL, "urt_io_poll: events 0x%x is not a set of poll(2) events", events));
-    int err = op_begin(io, "urt_io_poll", &cx, &sqe);
+    int err = op_begin(io, "urt_io_poll", &cx);
     if (err)
         return uio_refused(io, err);
-    io_uring_prep_poll_add(sqe, fd, events);
-    uio_submit_sqe(&cx, io, sqe);
+    struct be_op op = {.kind = BE_POLL, .fd = fd, .arg = events};
+    uio_submit_op(&cx, io, &op);
     return 0;
 }
 

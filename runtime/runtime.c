@@ -49,7 +49,7 @@ static int copy_config(struct urt_runtime *rt, const struct urt_config *cfg)
 
 static int probe_rings(struct urt_runtime *rt)
 {
-    int err = ring_probe(rt->cfg.ring_disable, rt->cfg.sqpoll, rt->cfg.sqpoll_idle_ms, &rt->caps);
+    int err = be_probe(rt->cfg.ring_disable, rt->cfg.sqpoll, rt->cfg.sqpoll_idle_ms, &rt->caps);
     if (err == -ENOSYS)
         return urt__error(err, "io_uring: not available in this kernel (ENOSYS)");
     if (err == -EPERM)
@@ -198,18 +198,8 @@ URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *f)
     memset(f, 0, sizeof(*f));
     if (!rt)
         return;
-    const struct ring_caps *c = &rt->caps;
-    f->setup_flags = c->setup_flags;
-    f->kernel_features = c->kernel_features;
-    f->defer_taskrun = c->setup_flags & IORING_SETUP_DEFER_TASKRUN;
-    f->coop_taskrun = c->setup_flags & IORING_SETUP_COOP_TASKRUN;
-    f->single_issuer = c->setup_flags & IORING_SETUP_SINGLE_ISSUER;
-    f->registered_ring_fd = c->registered_fd;
-    f->ringless_msg = c->ringless_msg;
-    f->ext_arg = c->ext_arg;
-    f->sqpoll = c->sqpoll;
+    be_features(&rt->caps, f);
     f->numa_nodes = rt->topo.n_nodes;
-    f->io_features = c->io_features;
 }
 
 static void describe_io(uint32_t io, char *buf, size_t len)
@@ -232,7 +222,7 @@ URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_
     if (!buf && len)
         return urt__error(-EINVAL, "urt_features_describe: buf is NULL and len is %zu", len);
     char setup[128], io[128];
-    ring_describe_setup(f->setup_flags, setup, sizeof(setup));
+    be_describe_setup(f->setup_flags, setup, sizeof(setup));
     describe_io(f->io_features, io, sizeof(io));
     return snprintf(buf, len, "setup=%s ringfd=%s wake-from-foreign=%s ext_arg=%s numa_nodes=%u io=%s", setup,
                     f->registered_ring_fd ? "registered" : "plain", f->ringless_msg ? "ringless" : "per-thread-ring",

@@ -33,7 +33,7 @@ struct urt_runtime {
     struct urt_config cfg;
     char *topology_copy;
     struct topology topo;
-    struct ring_caps caps;
+    struct be_caps caps;
     char *log_dir_copy;
     struct wal *wal;    /* write-ahead log (tx/wal.h), NULL without log_dir */
     /* An engine's durability source (tx/durability.h), or NULL. Set once by

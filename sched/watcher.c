@@ -2,9 +2,10 @@
  * sched/watcher.c — the watcher thread: conditional tasks (SPEC C9) and the
  * watchdog (SPEC C10).
  *
- * One thread per runtime with its own io_uring ring, created in that thread
- * (single issuer), woken exactly like a worker: by a MSG_RING wake message or
- * by a CQE of its own ring. Its loop:
+ * One thread per runtime with its own backend context (backend/backend.h),
+ * created in that thread (single issuer), woken exactly like a worker: by the
+ * one send-wake (be_wake, the same sender and fallback as the workers') or by
+ * a completion on its own context. Its loop:
  *
  *   take new tasks (MPSC add queue -> a timer each in the watcher's timer
  *   queue, sched/core/timer.h, due = now: the first check runs at once)
@@ -13,10 +14,10 @@
  *   -> run the due timers: checks (passed -> hand the body to a worker,
  *      urgent placement, through the normal submit path; failed -> due +=
  *      interval) and the watchdog's pass (task_runtime_limit_us > 0)
- *   -> the timer queue moves its ONE IORING_OP_TIMEOUT (absolute,
+ *   -> the timer queue moves its ONE kernel timeout (absolute,
  *      CLOCK_MONOTONIC) to the nearest due time, or removes it when there is
  *      nothing to wait for
- *   -> sleep in the ring until the timer or a wake message.
+ *   -> sleep in be_wait until the timer or a wake message.
  * With nothing watched and the watchdog off, no timer is armed: the watcher
  * sleeps until a message, without periodic wake-ups (stats: sleeps, wakeups).
  *
@@ -29,15 +30,17 @@
  *    timer queue or the ready list (passed, waiting for an admission slot);
  *  - a watched cond waiting for its next check is a timer in the watcher's
  *    timer queue (sched/core/timer.h); the watcher thread alone touches that
- *    queue, the ready list and its ring;
+ *    queue, the ready list and its context;
  *  - cancel callbacks run after the walk that found them (never inside it).
  *
  * ---- Memory-ordering contract ---------------------------------------------
  * No lost wake-up: the one protocol of sched/core/sleeper.h, with the watcher as
  * the sleeper. W1 is a push on the add queue (seq_cst exchange, inbox.h I3),
  * a fetch_add of cancel_requests, or a store of stop (seq_cst); S3 is
- * watcher_has_work(); S4 is ring_wait without a timeout (the timer SQE of the
- * nearest due time completes the wait when one is armed).
+ * watcher_has_work(); S4 is be_wait without a timeout (the one kernel timeout
+ * of the nearest due time completes the wait when one is armed). The stop
+ * (watcher_close) sends its wake until one is on its way: a failed send is
+ * reported at once, so the join that follows cannot wait for a lost wake.
  *
  * Add queue: the inbox's own contract (sched/core/inbox.h): the adder's writes to
  * the cond happen before its push (release), the watcher's pop acquires them.
@@ -94,19 +97,26 @@ static _Thread_local struct watcher *tls_watcher; /* set on the watcher thread *
 
 /* ---- wake ------------------------------------------------------------------------------ */
 
-void watcher_notify(struct watcher *w)
+/* The one send-wake (be_wake: a ring-less message or a per-thread ring,
+ * else the runtime's shared fallback). False when it could not be sent
+ * (then nothing is in flight and the next notify sends again). */
+bool watcher_notify(struct watcher *w)
 {
     if (sleeper_claim_wake(&w->sl) != SLEEPER_SEND) /* W3 + W4, after the caller's W1 */
-        return;
-    if (ring_send_wake_foreign(w->ring_fd, 0, w->s->caps.ringless_msg) < 0)
+        return true;
+    struct sched *s = w->s;
+    if (be_wake(&s->caps, &s->wake_fallback, NULL, w->peer, 0) < 0) {
         sleeper_send_failed(&w->sl); /* nothing in flight */
+        return false;
+    }
+    return true;
 }
 
-static void on_tag(void *ctx, uint64_t ud, int32_t res)
+static void on_event(void *ctx, enum be_event ev, uint32_t arg)
 {
     struct watcher *w = ctx;
-    (void)res;
-    if ((ud & RING_UD_TAG_MASK) == RING_UD_WAKE) {
+    (void)arg;
+    if (ev == BE_EV_WAKE) {
         sleeper_wake_reaped(&w->sl); /* R2 */
         WSTAT_INC(w, wake_messages);
     }
@@ -114,9 +124,8 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
 
 static void reap(struct watcher *w)
 {
-    if (w->ring.uring.flags & IORING_SETUP_DEFER_TASKRUN)
-        ring_get_events(&w->ring);
-    ring_reap(&w->ring, on_tag, w);
+    be_poll(&w->be);
+    be_reap(&w->be, on_event, w);
 }
 
 /* ---- checks on the timer facility (owner only; sched/core/timer.h) ------------------------------- */
@@ -409,7 +418,7 @@ static void watcher_sleep(struct watcher *w)
     sleeper_announce(&w->sl); /* S1, S2 */
     if (!watcher_has_work(w)) { /* S3 */
         WSTAT_INC(w, sleeps);
-        ring_wait(&w->ring, UINT64_MAX); /* S4 */
+        be_wait(&w->be, UINT64_MAX); /* S4 */
         WSTAT_INC(w, wakeups);
     }
     sleeper_awake(&w->sl); /* R1 */
@@ -455,6 +464,13 @@ static void watcher_loop(struct watcher *w)
     }
 }
 
+/* The drain at the end of the watcher's life: until its timeout's removal came back. */
+static bool timeout_armed(void *arg)
+{
+    struct watcher *w = arg;
+    return w->timers.armed;
+}
+
 static void *watcher_main(void *arg)
 {
     struct watcher *w = arg;
@@ -462,10 +478,10 @@ static void *watcher_main(void *arg)
     pthread_setname_np(pthread_self(), "urt-watcher");
     tls_watcher = w;
     sched_set_service_thread(s); /* never blocks in the runtime (sched/core/sched.h) */
-    int err = ring_init(&w->ring, &s->caps, 16, 64);
+    int err = be_init(&w->be, &s->caps, 16, 64);
     pthread_mutex_lock(&w->start_lock);
     w->start_err = err;
-    w->ring_fd = err ? -1 : w->ring.fd;
+    w->peer = err ? be_peer_none() : be_peer_of(&w->be);
     w->started = true;
     pthread_cond_broadcast(&w->start_cond);
     pthread_mutex_unlock(&w->start_lock);
@@ -474,11 +490,9 @@ static void *watcher_main(void *arg)
     watcher_loop(w);
     cancel_everything(w);
     timerq_sync(&w->timers); /* removes the timeout */
-    ring_submit(&w->ring);
-    ring_get_events(&w->ring);
-    ring_reap(&w->ring, on_tag, w);
+    be_drain(&w->be, 10 * 1000 * 1000, NULL, timeout_armed, w, on_event, w);
     timerq_destroy(&w->timers);
-    ring_exit(&w->ring);
+    be_exit(&w->be);
     tls_watcher = NULL;
     sched_set_service_thread(NULL);
     return NULL;
@@ -520,12 +534,12 @@ int watcher_start(struct sched *s)
     atomic_init(&w->cancel_requests, 0);
     atomic_init(&w->watching, 0);
     inbox_init(&w->adds);
-    w->ring_fd = -1;
+    w->peer = be_peer_none();
     w->interval_ns = s->cfg->watcher_interval_us * 1000ull;
     pthread_mutex_init(&w->start_lock, NULL);
     pthread_cond_init(&w->start_cond, NULL);
     /* Before the thread: urt_watcher_stats reads its fires counter from any thread. */
-    timerq_init(&w->timers, &w->ring, NULL);
+    timerq_init(&w->timers, &w->be, NULL);
     w->wd = watchdog_create(s);
     if (!w->wd) {
         watcher_dealloc(w);
@@ -560,7 +574,10 @@ void watcher_close(struct sched *s)
     while (atomic_load_explicit(&w->inflight, memory_order_seq_cst) != 0)
         sched_yield();
     atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
-    watcher_notify(w);
+    while (!watcher_notify(w)) { /* a failed send is reported at once (nothing in flight): send again */
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void watcher_stop(struct sched *s)
@@ -569,13 +586,7 @@ void watcher_stop(struct sched *s)
     if (!w || w->joined)
         return;
     watcher_close(s);
-    while (pthread_tryjoin_np(w->thread, NULL) == EBUSY) {
-        /* It may sleep with a wake already pending: keep poking. */
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
-        nanosleep(&ts, NULL);
-        sleeper_send_failed(&w->sl); /* re-arm: a lost message must not block the join */
-        watcher_notify(w);
-    }
+    pthread_join(w->thread, NULL); /* the stop's wake is on its way (watcher_close) */
     w->joined = true;
 }
 

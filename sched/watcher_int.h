@@ -42,7 +42,7 @@ struct watcher {
     /* --- read and written by other threads --- */
     struct sleeper sl;                  /* sched/core/sleeper.h */
     _Atomic uint32_t stop;
-    int ring_fd;
+    struct be_peer peer;                 /* target of wake messages (backend/backend.h) */
     alignas(64) _Atomic uint32_t closed; /* adds and cancels refused */
     _Atomic uint64_t inflight;           /* adders/cancellers past the closed check */
     _Atomic uint32_t cancel_requests;
@@ -55,7 +55,7 @@ struct watcher {
 
 
     /* --- owner (the watcher thread) only --- */
-    alignas(64) struct ring ring;
+    alignas(64) struct be_ctx be;       /* its backend context (backend/backend.h) */
     struct timerq timers;                     /* conds' checks, retry, watchdog (sched/core/timer.h) */
     sched_timer retry_timer;                  /* passed conds wait for a slot / the add queue backs off */
     sched_timer wd_timer;                     /* the watchdog's next pass */
@@ -102,6 +102,6 @@ static inline uint64_t now_ns(void)
 
 /* Wakes the watcher if it sleeps (sched/core/sleeper.h W3 + W4), after the
  * caller's W1. Any thread. */
-void watcher_notify(struct watcher *w);
+bool watcher_notify(struct watcher *w);
 
 #endif

@@ -25,7 +25,10 @@ a layer is a folder, and sched/core/ is a layer of its own under sched/):
     runtime/     lifecycle, configuration, topology, statistics, the log's API
 
 Inside backend/: only backend/ itself includes an implementation's folder
-(backend/uring/...); the layers above speak to the backend's interface.
+(backend/uring/...); the layers above speak to the backend's interface
+(backend/backend.h: operations, not SQEs): outside backend/ no file
+includes <liburing.h> nor names io_uring's API in its code (io_uring_*,
+IORING_*, IOSQE_*; comments and strings may).
 
 include/urt/ (public headers) may include only <urt/...> and system headers.
 It also finds re-declarations of runtime's private urt__error() outside
@@ -140,6 +143,7 @@ def check(root):
                         found.append((rel, n, r.group(1),
                                       f"re-declares runtime's private {r.group(1)}(): layer {layer}/ may not reach into runtime/"))
 
+    found += check_backend_names(root)
     found += check_sched_core(root)
     found += check_headers(root)
 
@@ -175,6 +179,56 @@ def check(root):
                 if m and (m.group(1) == '"' or layer_of(m.group(2)) in RANK):
                     found.append((rel, n, m.group(2),
                                   f"public headers may include only <urt/...> and system headers"))
+    return found
+
+
+URING_NAME_RE = re.compile(r'\b(io_uring_\w+|IORING_\w+|IOSQE_\w+)')
+
+
+def code_only(text, in_comment):
+    """text without comments and string literals; whether a /* */ comment is open at its end."""
+    out, i = [], 0
+    while i < len(text):
+        if in_comment:
+            j = text.find("*/", i)
+            if j < 0:
+                return "".join(out), True
+            i, in_comment = j + 2, False
+        elif text.startswith("/*", i):
+            in_comment, i = True, i + 2
+        elif text.startswith("//", i):
+            break
+        elif text[i] in "\"'":
+            q, i = text[i], i + 1
+            while i < len(text) and text[i] != q:
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out), in_comment
+
+
+def check_backend_names(root):
+    """Above backend/: no <liburing.h>, no io_uring names in code (the seam is backend/backend.h)."""
+    found = []
+    for layer in LAYERS:
+        if layer == "backend":
+            continue
+        for rel in layer_sources(root, layer):
+            in_comment = False
+            with open(os.path.join(root, rel), errors="replace") as fh:
+                for n, text in enumerate(fh, 1):
+                    m = INCLUDE_RE.match(text)
+                    if m and m.group(2) == "liburing.h":
+                        found.append((rel, n, "liburing.h", f"layer {layer}/ includes io_uring's header "
+                                                             f"(only backend/ may; use backend/backend.h)"))
+                        continue
+                    code, in_comment = code_only(text, in_comment)
+                    u = URING_NAME_RE.search(code)
+                    if u:
+                        found.append((rel, n, u.group(1), f"layer {layer}/ names io_uring's {u.group(1)} "
+                                                          f"(only backend/ may; use backend/backend.h)"))
     return found
 
 
@@ -253,6 +307,8 @@ def check_headers(root):
 
 
 def describe(target, msg):
+    if "names io_uring" in msg:
+        return msg
     if msg.startswith(("re-declares", "does not open", "a file of sched/")):
         return msg
     return f"includes {target}, {msg}"

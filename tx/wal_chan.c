@@ -101,12 +101,8 @@ static void timer_done(struct sched_io *io, struct worker *w, int32_t res, uint3
         return;
     /* The epoch timer: close the open epoch, flush what waits. */
     atomic_fetch_add_explicit(&ch->wal->epoch, 1, memory_order_seq_cst);
-    if (ch->write_due) {
-        ch->write_due = false;
-        write_again(ch);
-    } else if (chan_has_work(ch)) {
+    if (chan_has_work(ch))
         chan_flush_now(ch);
-    }
 }
 
 void chan_arm_timer(struct chan *ch)
@@ -184,27 +180,25 @@ static enum flush_form choose_form(struct chan *ch, bool chain_ok, uint64_t *p)
     return FLUSH_STRICT;
 }
 
-static void prep_sync(struct chan *ch, size_t n, bool link)
+static void submit_sync(struct chan *ch, size_t n, bool link)
 {
-    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
-    uint64_t off = ch->flight->base + ch->wr_from;
-    if (ch->form == FLUSH_SINGLE)
-        io_uring_prep_sync_file_range(sqe, ch->fd, (unsigned)n, off,
-                                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                          SYNC_FILE_RANGE_WAIT_AFTER);
-    else
-        io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
-    chan_bind(ch, sqe, &ch->sync, sync_done, link);
+    struct be_op op = {.kind = BE_FDATASYNC, .fd = ch->fd, .flags = link ? BE_F_LINK : 0};
+    if (ch->form == FLUSH_SINGLE) {
+        op.kind = BE_SYNC_FILE_RANGE;
+        op.len = (uint32_t)n;
+        op.off = ch->flight->base + ch->wr_from;
+        op.arg = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+    }
+    chan_submit(ch, &op, &ch->sync, sync_done);
     ch->cqes++;
 }
 
-/* Submits the flight buffer's [wr_from, wr_to) in the chosen form. false:
- * the ring cannot take the chain now (the epoch timer retries). */
-bool chan_submit_write(struct chan *ch, bool chain_ok)
+/* Submits the flight buffer's [wr_from, wr_to) in the chosen form: a chain
+ * of up to four operations (write, sync, slot, sync), reserved whole. */
+void chan_submit_write(struct chan *ch, bool chain_ok)
 {
     struct wal_buf *x = ch->flight;
-    if (sched_io_reserve(ch->w, 4))
-        return false;
+    sched_io_reserve(ch->w, 4);
     size_t n = ch->wr_to - ch->wr_from;
     bool injected = take_fault(ch, &n) != 0;
     ch->wr_len = n;
@@ -212,16 +206,16 @@ bool chan_submit_write(struct chan *ch, bool chain_ok)
     ch->form = choose_form(ch, chain_ok && !injected, &p);
     bool sfr = ch->form == FLUSH_SINGLE && !ch->wal->o_direct; /* O_DIRECT: the write itself reached the device */
     bool dsync = ch->form == FLUSH_DSYNC;
-    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
-    io_uring_prep_write(sqe, ch->fd, x->data + ch->wr_from, (unsigned)n, x->base + ch->wr_from);
-    if (dsync)
-        sqe->rw_flags = RWF_DSYNC; /* the write and the fdatasync of its range: one request */
-    chan_bind(ch, sqe, &ch->wr, wr_done, !dsync); /* else a sync, or the slot, follows */
+    struct be_op op = {.kind = BE_WRITE, .fd = ch->fd, .addr = x->data + ch->wr_from, .len = (uint32_t)n,
+                       .off = x->base + ch->wr_from,
+                       .arg = dsync ? RWF_DSYNC : 0, /* the write and the fdatasync of its range: one request */
+                       .flags = dsync ? 0 : BE_F_LINK}; /* else a sync, or the slot, follows */
+    chan_submit(ch, &op, &ch->wr, wr_done);
     ch->cqes = 1;
     ch->sync.res = 0;
     ch->io_start_ns = wal_poll_clock();
     if (!dsync && (ch->form != FLUSH_SINGLE || sfr))
-        prep_sync(ch, n, p != 0);
+        submit_sync(ch, n, p != 0);
     if (p) {
         size_t end = records_end(x, p); /* this write's records of epochs <= p */
         /* None: every record of epochs <= p on this channel was made durable
@@ -233,7 +227,6 @@ bool chan_submit_write(struct chan *ch, bool chain_ok)
     }
     wal_cnt_add(&ch->n_flushes, 1);
     sched_io_flush(ch->w);
-    return true;
 }
 
 /* ---- starting a flush --------------------------------------------------------------- */
@@ -317,10 +310,6 @@ void chan_flush_now(struct chan *ch)
         ch->ext = EXT_BUSY_FLUSH_WAITS; /* never write into a range being zero-filled */
         return;
     }
-    if (wal->dsync && sched_io_reserve(ch->w, 4)) {
-        chan_arm_timer(ch); /* ring full (before a claim raises target): try again after an epoch */
-        return;
-    }
     if (x->n_recs) {
         wal_fetch_max(&wal->epoch, x->max_epoch + 1); /* the epochs this write holds are closed */
         if (x->max_epoch > ch->seg_max_epoch)
@@ -339,11 +328,7 @@ void chan_flush_now(struct chan *ch)
     ch->flight_lsn = ch->lsn;
     ch->flush_start_ns = log_stamp();
     probe_flush((int)ch->index, ch->lsn, to - from);
-    if (!chan_submit_write(ch, x->n_recs != 0)) {
-        chan_unswap_buffers(ch); /* nothing gathered since the swap: nothing lost (reserved: not with a claim) */
-        chan_arm_timer(ch);      /* ring full: try again after an epoch */
-        return;
-    }
+    chan_submit_write(ch, x->n_recs != 0);
     chan_maybe_extend(ch, end_off);
 }
 
@@ -415,10 +400,7 @@ static void write_again(struct chan *ch)
         done &= ~(size_t)511;
     if (done < ch->wr_to - ch->wr_from)
         ch->wr_from += done;
-    if (!chan_submit_write(ch, false)) {
-        ch->write_due = true; /* ring full: the epoch timer submits it */
-        chan_arm_timer(ch);
-    }
+    chan_submit_write(ch, false);
 }
 
 /* The single-flush chain completed (all its CQEs are in). */
@@ -669,9 +651,9 @@ bool wal_before_suspend(struct wal *wal, struct worker *w)
     return chan_poll_own_write(ch, w); /* else its suspension ends at the completion */
 }
 
-static void ignore_tag(void *ctx, uint64_t ud, int32_t res)
+static void ignore_event(void *ctx, enum be_event ev, uint32_t arg)
 {
-    (void)ctx, (void)ud, (void)res;
+    (void)ctx, (void)ev, (void)arg;
 }
 
 /* At most this many writes start in wal_worker_stop (a device that keeps
@@ -679,13 +661,43 @@ static void ignore_tag(void *ctx, uint64_t ud, int32_t res)
  * answered -ECANCELED by wal_close. */
 #define STOP_FLUSHES 16
 
+struct stop_drain {
+    struct chan *ch;
+    int flushes, rounds, eretries;
+};
+
+/* One round of the stop's drain: retry a failed own slot write, start what
+ * the epoch timer would have started (bounded by STOP_FLUSHES). */
+static void stop_step(void *arg)
+{
+    struct stop_drain *d = arg;
+    struct chan *ch = d->ch;
+    if (ch->eretry && ch->ew == EW_IDLE && d->eretries < STOP_FLUSHES) {
+        ch->eretry = false;
+        d->eretries++;
+        marker_retry(ch); /* an own slot write that failed */
+    }
+    if (chan_has_work(ch) && d->flushes < STOP_FLUSHES) {
+        chan_flush_now(ch); /* may start nothing: an extension in flight flushes at its end */
+        d->flushes += ch->flight != NULL; /* count writes, not attempts */
+    }
+}
+
+static bool stop_more(void *arg)
+{
+    struct stop_drain *d = arg;
+    struct chan *ch = d->ch;
+    bool more = (chan_has_work(ch) && d->flushes < STOP_FLUSHES) || (ch->eretry && d->eretries < STOP_FLUSHES);
+    return (ch->inflight || more) && d->rounds++ < 100000;
+}
+
 void wal_worker_stop(struct wal *wal, struct worker *w)
 {
     struct chan *ch = own_chan(wal, w);
     if (!ch)
         return;
     /* Write what this channel holds, also what gathers behind a write in
-     * flight, and wait for every SQE of ours: the buffers must outlive the
+     * flight, and wait for every operation of ours: the buffers must outlive the
      * kernel's use of them (rule 3). From here the epoch timer, extension
      * and rollover start nothing (stopping): every write starts in this loop,
      * so STOP_FLUSHES bounds them all (a cancelled timer that flushed would
@@ -697,31 +709,6 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
     if (ch->retry_armed)
         sched_timer_cancel(w, &ch->io_r); /* retry_done: nothing while stopping */
     ch->backoff = false;                  /* this loop retries, bounded */
-    int flushes = 0, rounds = 0, eretries = 0;
-    for (;;) {
-        if (ch->eretry && ch->ew == EW_IDLE && eretries < STOP_FLUSHES) {
-            ch->eretry = false;
-            eretries++;
-            marker_retry(ch); /* an own slot write that failed */
-        }
-        bool more = ch->write_due || chan_has_work(ch); /* what the timer would have done */
-        if (more && flushes < STOP_FLUSHES) {
-            if (ch->write_due) {
-                ch->write_due = false;
-                write_again(ch);
-            } else {
-                chan_flush_now(ch); /* may start nothing: an extension in flight flushes at its end */
-            }
-            flushes += ch->flight != NULL; /* count writes, not attempts */
-        }
-        sched_io_flush(w);
-        more = ((ch->write_due || chan_has_work(ch)) && flushes < STOP_FLUSHES) ||
-               (ch->eretry && eretries < STOP_FLUSHES);
-        if ((!ch->inflight && !more) || rounds++ >= 100000)
-            break;
-        if (ch->inflight) {
-            ring_wait(&w->ring, 10 * 1000 * 1000);
-            ring_reap(&w->ring, ignore_tag, NULL);
-        }
-    }
+    struct stop_drain d = {.ch = ch};
+    be_drain(&w->be, 10 * 1000 * 1000, stop_step, stop_more, &d, ignore_event, NULL); /* the backend's one drain */
 }

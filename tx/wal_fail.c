@@ -206,11 +206,7 @@ void chan_repair_write(struct chan *ch)
     ch->flush_seq++;
     ch->flight_lsn = ch->lsn;
     ch->flush_start_ns = 0; /* not timed (no probe_flush either) */
-    if (!chan_submit_write(ch, false)) {
-        ch->flight = NULL; /* ring full: try again after an epoch */
-        ch->repair_flight = false;
-        chan_arm_timer(ch);
-    }
+    chan_submit_write(ch, false);
 }
 
 /* ---- retries --------------------------------------------------------------------------- */

@@ -63,16 +63,14 @@ void chan_maybe_extend(struct chan *ch, uint64_t end_off)
     struct wal *wal = ch->wal;
     if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + wal->chunk / 2 < ch->prealloc_end)
         return;
-    if (sched_io_reserve(ch->w, 2))
-        return; /* the next flush asks again */
+    sched_io_reserve(ch->w, 2);
     ch->x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
     ch->ext = EXT_BUSY;
-    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
-    io_uring_prep_write(sqe, ch->fd, wal->zeros, (unsigned)wal->chunk, ch->x_off);
-    chan_bind(ch, sqe, &ch->xwr, xwr_done, true);
-    sqe = sched_io_sqe(ch->w);
-    io_uring_prep_fsync(sqe, ch->fd, IORING_FSYNC_DATASYNC);
-    chan_bind(ch, sqe, &ch->xsync, xsync_done, false);
+    struct be_op wr = {.kind = BE_WRITE, .fd = ch->fd, .caddr = wal->zeros, .len = (uint32_t)wal->chunk,
+                       .off = ch->x_off, .flags = BE_F_LINK};
+    chan_submit(ch, &wr, &ch->xwr, xwr_done);
+    struct be_op sync = {.kind = BE_FDATASYNC, .fd = ch->fd};
+    chan_submit(ch, &sync, &ch->xsync, xsync_done);
     ch->xcqes = 2;
     sched_io_flush(ch->w);
 }

@@ -102,11 +102,10 @@ struct chan {
     alignas(64) struct wal_buf bufs[2];
     struct wal_buf *gather, *flight;
     uint64_t lsn;
-    uint32_t inflight;          /* our SQEs whose CQE is still to come (rule 3) */
+    uint32_t inflight;          /* our operations whose completion is still to come (rule 3) */
     bool stopping;              /* wal_worker_stop runs: the epoch timer, preallocation
                                    and rollover start nothing (its loop does the writes) */
     bool repair;                /* a write failed: the next one zeroes its range (repair_write) */
-    bool write_due;             /* the flight buffer must be written again; the ring had no room */
     uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
     bool repair_flight;         /* the flight is a repair write (zeros, no records) */
     bool repair_truncate;       /* a repair write failed for want of space: the next truncates */
@@ -227,12 +226,11 @@ static inline size_t wal_align_up(size_t v, size_t a)
     return (v + a - 1) & ~(a - 1);
 }
 
-/* One SQE of a chain of ch's (after sched_io_reserve): tagged, counted in
- * ch->inflight (rule 3). */
-static inline void chan_bind(struct chan *ch, struct io_uring_sqe *sqe, struct chan_io *x, sched_io_done_fn *done,
-                             bool link)
+/* One operation of ch's (a chain's member after sched_io_reserve): done
+ * runs at its completion; counted in ch->inflight (rule 3). */
+static inline void chan_submit(struct chan *ch, const struct be_op *op, struct chan_io *x, sched_io_done_fn *done)
 {
-    sched_io_bind(ch->w, sqe, &x->io, done, link);
+    sched_io_submit(ch->w, op, &x->io, done);
     ch->inflight++;
 }
 
@@ -270,8 +268,9 @@ void chan_flush_complete(struct chan *ch);
 bool chan_has_work(const struct chan *ch);
 /* The epoch timer (epoch_duration_us), if not armed yet. */
 void chan_arm_timer(struct chan *ch);
-/* Submits the flight buffer's [wr_from, wr_to); false: the ring is full. */
-bool chan_submit_write(struct chan *ch, bool chain_ok);
+/* Submits the flight buffer's [wr_from, wr_to) (never refused: the
+ * backend's full-queue policy, sched/core/io.h rule 7). */
+void chan_submit_write(struct chan *ch, bool chain_ok);
 /* The flight buffer back as the gathering one (the records gathered since
  * appended); returns the stored commits it could not keep (-ENOMEM). */
 struct urt_commit *chan_unswap_buffers(struct chan *ch);

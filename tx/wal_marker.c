@@ -97,28 +97,24 @@ static uint64_t marker_next_slot_offset(struct wal *wal)
 static void ewr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
 static void esync_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t flags);
 
-/* slot(m; condition end) -> fdatasync(epochs) on ch's ring (room reserved):
+/* slot(m; condition end) -> fdatasync(epochs) on ch's worker (room reserved):
  * the one way a marker goes to the epoch file, alone or chained. */
 static void prep_slot_pair(struct chan *ch, uint64_t m, uint64_t end)
 {
     struct wal *wal = ch->wal;
     ch->emarker = m;
     marker_encode_slot(ch, m, end);
-    struct io_uring_sqe *sqe = sched_io_sqe(ch->w);
-    io_uring_prep_write(sqe, wal->epochfd, ch->eslot, EPOCH_SLOT_SIZE, marker_next_slot_offset(wal));
-    chan_bind(ch, sqe, &ch->ewr, ewr_done, true);
-    sqe = sched_io_sqe(ch->w);
-    io_uring_prep_fsync(sqe, wal->epochfd, IORING_FSYNC_DATASYNC);
-    chan_bind(ch, sqe, &ch->esync, esync_done, false);
+    struct be_op wr = {.kind = BE_WRITE, .fd = wal->epochfd, .addr = ch->eslot, .len = EPOCH_SLOT_SIZE,
+                       .off = marker_next_slot_offset(wal), .flags = BE_F_LINK};
+    chan_submit(ch, &wr, &ch->ewr, ewr_done);
+    struct be_op sync = {.kind = BE_FDATASYNC, .fd = wal->epochfd};
+    chan_submit(ch, &sync, &ch->esync, esync_done);
 }
 
 /* slot -> fdatasync(epochs), after the data it covers is durable (no condition). */
 static void write_own(struct chan *ch, uint64_t m)
 {
-    if (sched_io_reserve(ch->w, 2)) {
-        ch->eagain = true; /* the ring is full: look again at the next completion */
-        return;
-    }
+    sched_io_reserve(ch->w, 2);
     ch->ew = EW_OWN;
     prep_slot_pair(ch, m, 0);
     ch->ecqes = 2;

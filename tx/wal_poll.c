@@ -96,7 +96,7 @@ bool chan_poll_own_write(struct chan *ch, struct worker *w)
         ch->poll_skip = POLL_SKIP_WRITES;
         return false;
     }
-    ring_get_events(&w->ring); /* DEFER_TASKRUN: completions are posted when we ask */
+    be_poll(&w->be); /* DEFER_TASKRUN: completions are posted when we ask */
     return true;
 }
 

@@ -65,7 +65,7 @@ static bool probe_ringless(struct io_uring *r)
     return ok;
 }
 
-int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ring_caps *out)
+int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct be_caps *out)
 {
     uint32_t candidates[4];
     unsigned n = 0;
@@ -118,7 +118,7 @@ int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ri
     return err;
 }
 
-int ring_init(struct ring *r, const struct ring_caps *caps, uint32_t entries, uint32_t cq_entries)
+int ring_init(struct ring *r, const struct be_caps *caps, uint32_t entries, uint32_t cq_entries)
 {
     struct io_uring_params p;
     memset(r, 0, sizeof(*r));
@@ -321,30 +321,6 @@ int ring_wait(struct ring *r, uint64_t timeout_ns)
 int ring_get_events(struct ring *r)
 {
     return io_uring_get_events(&r->uring);
-}
-
-unsigned ring_reap(struct ring *r, void (*on_tag)(void *ctx, uint64_t user_data, int32_t res), void *ctx)
-{
-    struct io_uring_cqe *cqe;
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(&r->uring, head, cqe)
-    {
-        uint64_t ud = cqe->user_data;
-        int32_t res = cqe->res;
-        uint32_t flags = cqe->flags;
-        seen++;
-        if (ud == 0 || ud == LIBURING_UDATA_TIMEOUT)
-            continue;
-        if ((ud & 7) != 0 || ud < 4096) {
-            on_tag(ctx, ud, res);
-            continue;
-        }
-        struct ring_op *op = (struct ring_op *)(uintptr_t)ud;
-        op->complete(op, res, flags);
-    }
-    if (seen)
-        io_uring_cq_advance(&r->uring, seen);
-    return seen;
 }
 
 int ring_describe_setup(uint32_t f, char *buf, size_t len)

@@ -1,5 +1,7 @@
 /*
- * backend/uring/ring.h — one io_uring ring, its wake messages, timers and I/O.
+ * backend/uring/ring.h — one io_uring ring, its set-up, probe and wake messages:
+ * the lower half of the io_uring backend (backend/uring/uring.h and
+ * backend.c build backend/backend.h's interface on it).
  *
  * This layer knows nothing about tasks. A ring is owned by one thread (single
  * issuer): only that thread submits to it or reaps its completions. Other
@@ -13,7 +15,8 @@
  *   RING_UD_MSG_FAILED     — a MSG_RING we sent failed (res = -errno); low 32 bits of
  *                            the CQE's user_data above the tag carry the target cookie
  *   LIBURING_UDATA_TIMEOUT — liburing's internal wait timeout (ignored)
- *   anything else          — a pointer to a struct ring_op, whose complete() is called
+ *   anything else          — a pointer to a struct be_tag, whose complete() is called
+ *                            (backend/uring/backend.c, be_reap)
  */
 #ifndef URT_URING_RING_H
 #define URT_URING_RING_H
@@ -28,14 +31,8 @@
 #define RING_UD_MSG_FAILED 2ull /* | (cookie << 8) */
 #define RING_UD_TAG_MASK 0xffull
 
-/* An operation whose CQE continues somewhere: embed it, set complete, and
- * pass its address as user_data (8-byte aligned, so never a tag value). */
-struct ring_op {
-    void (*complete)(struct ring_op *op, int32_t res, uint32_t cqe_flags);
-};
-
 /* What the start-up probe decided (see ring_probe()). */
-struct ring_caps {
+struct be_caps {
     uint32_t setup_flags;     /* IORING_SETUP_* for worker rings */
     uint32_t kernel_features; /* IORING_FEAT_* reported by the kernel */
     bool registered_fd;       /* io_uring_register_ring_fd() allowed */
@@ -70,7 +67,7 @@ struct ring_caps {
  * forbidden one skipped), whether ring-less messages work, and the I/O
  * features (backend/uring/probe_io.c). Returns 0 or -errno (e.g. -ENOSYS without
  * io_uring). */
-int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ring_caps *out);
+int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct be_caps *out);
 /* The RING_IO_* features that work on ring r (an idle ring of the calling
  * thread; each tried for real where a flag cannot be probed), minus those
  * disabled (ring_disable bits 6..11). backend/uring/probe_io.c. */
@@ -86,7 +83,7 @@ struct ring {
 };
 
 /* Creates the ring in the calling thread (which becomes its only issuer). */
-int ring_init(struct ring *r, const struct ring_caps *caps, uint32_t entries, uint32_t cq_entries);
+int ring_init(struct ring *r, const struct be_caps *caps, uint32_t entries, uint32_t cq_entries);
 void ring_exit(struct ring *r);
 
 /* An SQE of r, submitting what is queued if the SQ is full; NULL only if the
@@ -128,13 +125,6 @@ int ring_send_wake_foreign(int target_fd, int32_t value, bool ringless);
  * timeout_ns passed (0 = don't wait, UINT64_MAX = no timeout). Returns 0,
  * -ETIME on timeout, -EINTR, or -errno. Owner only. */
 int ring_wait(struct ring *r, uint64_t timeout_ns);
-
-/* Reaps every ready CQE: ring_ops complete, wake and failure CQEs go to
- * on_tag(ctx, user_data, res). Returns the number of CQEs seen. With
- * DEFER_TASKRUN, completions appear only after the kernel ran the ring's task
- * work (ring_wait, or ring_get_events). Owner only. */
-unsigned ring_reap(struct ring *r, void (*on_tag)(void *ctx, uint64_t user_data, int32_t res),
-                   void *ctx);
 
 /* Lets the kernel post deferred completions without waiting. Owner only. */
 int ring_get_events(struct ring *r);

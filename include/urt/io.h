@@ -63,10 +63,10 @@
  *     completions, each a call of the continuation with URT_IO_F_MORE set in
  *     urt_io_flags(io) while more will come; the call without it is the last
  *     (the io is the caller's again). A multishot operation ends by
- *     urt_io_cancel() (-ECANCELED), an error, end of file (a receive: 0),
- *     destroy (-ECANCELED), or -EAGAIN when the runtime could not re-arm it
- *     (its submission queue full); a caller that wants to go on submits
- *     again. When the kernel ends a multishot request on its own with a
+ *     urt_io_cancel() (-ECANCELED), an error, end of file (a receive: 0) or
+ *     destroy (-ECANCELED); a caller that wants to go on submits again. A
+ *     full submission queue refuses nothing: the operation waits for room
+ *     in the worker's overflow list, in order. When the kernel ends a multishot request on its own with a
  *     result, or a buffer ring runs dry (-ENOBUFS), the runtime re-arms it:
  *     the continuation never sees -ENOBUFS. Completions of one multishot io
  *     are delivered in kernel order, one continuation at a time (never two
@@ -198,9 +198,6 @@ URT_API int urt_io_init2(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned f
  *               kernel feature: those fall back);
  *   -ENOMEM     no room for the operation's state (fixed, registered tables
  *               full);
- *   -EAGAIN     the ring's submission queue is full and the kernel takes no
- *               more SQEs now (rare: it drains the queue first); try again
- *               from a later task;
  *   -ESHUTDOWN  the runtime is being destroyed (rule 9);
  *   -ECANCELED  the calling task's job was cancelled or the transaction ended.
  * Errors of the operation itself (-EBADF, -ECONNRESET, -ENOENT ...) arrive in

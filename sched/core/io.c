@@ -1,10 +1,10 @@
 /*
- * sched/core/io.c — per-worker I/O (rules in io.h), and the worker's side of the
+ * sched/core/io.c — per-worker operations (rules in io.h), and the worker's side of the
  * timer facility (sched/core/timer.h: sched_timer_arm puts a timer in the
  * worker's queue).
  *
  * No memory ordering of its own: everything happens on the owning worker's
- * thread (prep, submit, reap, done). io_inflight is owner-only.
+ * thread (submit, reap, done). io_inflight is owner-only.
  */
 #include "sched/core/io.h"
 
@@ -14,46 +14,31 @@
 
 #include "base/clock.h"
 
-static void io_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
+static void sched_io_complete(struct be_tag *tag, int32_t res, uint32_t flags)
 {
-    struct sched_io *io = (struct sched_io *)((char *)op - offsetof(struct sched_io, op));
+    struct sched_io *io = (struct sched_io *)((char *)tag - offsetof(struct sched_io, tag));
     struct worker *w = io->w;
-    if (!(cqe_flags & IORING_CQE_F_MORE))
-        w->io_inflight--; /* the SQE's last CQE (rule 2) */
-    io->done(io, w, res, cqe_flags);
+    if (!(flags & BE_CF_MORE))
+        w->io_inflight--; /* the operation's last completion (rule 2) */
+    io->done(io, w, res, flags);
 }
 
-int sched_io_reserve(struct worker *w, unsigned n)
+void sched_io_submit(struct worker *w, const struct be_op *op, struct sched_io *io, sched_io_done_fn *done)
 {
     assert(sched_self() == w);
-    if (io_uring_sq_space_left(&w->ring.uring) >= n)
-        return 0;
-    ring_submit(&w->ring);
-    return io_uring_sq_space_left(&w->ring.uring) >= n ? 0 : -EBUSY;
-}
-
-struct io_uring_sqe *sched_io_sqe(struct worker *w)
-{
-    assert(sched_self() == w);
-    return ring_get_sqe(&w->ring);
-}
-
-void sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *io, sched_io_done_fn *done,
-                   bool link)
-{
-    io->op.complete = io_complete;
-    io->done = done;
-    io->w = w;
-    io_uring_sqe_set_data(sqe, &io->op);
-    if (link)
-        sqe->flags |= IOSQE_IO_LINK;
-    w->io_inflight++;
+    if (io) {
+        io->tag.complete = sched_io_complete;
+        io->done = done;
+        io->w = w;
+        w->io_inflight++;
+    }
+    be_submit(&w->be, op, io ? &io->tag : NULL);
 }
 
 int sched_io_flush(struct worker *w)
 {
     assert(sched_self() == w);
-    return ring_submit(&w->ring);
+    return be_flush(&w->be);
 }
 
 static void io_timer_fired(sched_timer *t, int32_t res)

@@ -39,7 +39,7 @@
 #include "sched/core/taskpool.h"
 #include "sched/core/timer.h"
 #include "sched/core/watchdog_slot.h"
-#include "backend/uring/ring.h"
+#include "backend/backend.h"
 
 /* task->priv.flags */
 #define TASK_POOLED 0x1u   /* from the task pool: returned there after it ran */
@@ -146,7 +146,7 @@ struct worker {
     /* --- read by other threads, written by the owner at suspend/resume --- */
     struct sleeper sl;                    /* state and wake_pending (sched/core/sleeper.h) */
     _Atomic uint64_t wake_sent_ns;        /* stamp of that message (0: none); written by its sender */
-    int ring_fd;                          /* target of wake messages */
+    struct be_peer peer;                  /* target of wake messages (backend/backend.h) */
     _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
     uint32_t index;
     struct sched *s;
@@ -163,7 +163,7 @@ struct worker {
                                                  those transitions only; lane shedding reads it (relaxed) */
 
     /* --- owner only --- */
-    alignas(64) struct ring ring;
+    alignas(64) struct be_ctx be;         /* its backend context: I/O, timers, waits (backend/backend.h) */
     struct taskcache cache;
     struct urt_task *yield_head, *yield_tail;
     uint64_t tick;
@@ -198,7 +198,7 @@ struct sched {
     const struct urt_config *cfg;
     uint32_t n_workers;
     struct worker **workers;
-    struct ring_caps caps;
+    struct be_caps caps;
     uint64_t id;             /* unique per runtime in the process */
     struct taskpool pool;
     struct sched_hooks hooks;
@@ -223,7 +223,7 @@ struct sched {
     alignas(64) _Atomic uint64_t foreign_inflight; /* foreign submissions between phase check and push */
     _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
-    struct ring_shared wake_fallback;        /* threads without a wake ring of their own (backend/uring/ring.h) */
+    struct be_shared wake_fallback;          /* the one send-wake's fallback (be_wake, backend/backend.h) */
 
     pthread_mutex_t start_lock;
     pthread_cond_t start_cond;
@@ -253,7 +253,7 @@ bool sched_service_thread(const struct sched *s);
 /* Starts the workers (each creates its ring in its own thread). place has
  * n_workers entries. On failure nothing is left running and *failed_worker
  * names the worker whose start failed (or -1). */
-int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring_caps *caps,
+int sched_start(struct sched *s, const struct urt_config *cfg, const struct be_caps *caps,
                 const struct worker_placement *place, int *failed_worker);
 
 /* Stops the workers (drain or cancel, see urt/runtime.h), cancels what is left

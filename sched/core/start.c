@@ -72,7 +72,7 @@ static void free_workers(struct sched *s)
     s->workers = NULL;
 }
 
-static void sched_init_fields(struct sched *s, const struct urt_config *cfg, const struct ring_caps *caps)
+static void sched_init_fields(struct sched *s, const struct urt_config *cfg, const struct be_caps *caps)
 {
     static _Atomic uint64_t next_id = 1;
     s->cfg = cfg;
@@ -100,7 +100,7 @@ static void worker_init_fields(struct sched *s, struct worker *w, uint32_t i, co
     w->last_victim = i;
     w->inbox_countdown = s->cfg->inbox_check_interval;
     atomic_init(&w->stats.spin_polls, s->cfg->worker_try_count);
-    w->ring_fd = -1;
+    w->peer = be_peer_none();
     sleeper_init(&w->sl);
     atomic_init(&w->last_cpu, -1);
     atomic_init(&w->idle_sweeps, 0);
@@ -159,7 +159,7 @@ static int launch_workers(struct sched *s, int *failed_worker)
     return err;
 }
 
-int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring_caps *caps,
+int sched_start(struct sched *s, const struct urt_config *cfg, const struct be_caps *caps,
                 const struct worker_placement *place, int *failed_worker)
 {
     *failed_worker = -1;
@@ -167,11 +167,11 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
     int err = taskpool_init(&s->pool);
     if (err)
         goto fail_sync;
-    /* Threads that are not workers wake workers through rings of their own;
-     * one that cannot get its ring (no free fd) sends through this one. Best
-     * effort: without it, such a wake would wait for the suspend timeout. */
-    if (!caps->ringless_msg)
-        ring_shared_init(&s->wake_fallback);
+    /* Threads that are not workers wake workers (and the watcher) without a
+     * context of their own (be_wake); one that cannot (no free fd, no
+     * memory) sends through this one. Best effort: without it, such a wake
+     * would wait for the suspend timeout (the watcher's stop retries). */
+    be_shared_init(&s->wake_fallback);
     if ((err = alloc_workers(s, place)))
         goto fail_pool;
     if ((err = launch_workers(s, failed_worker)))
@@ -181,7 +181,7 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct ring
 fail_workers:
     free_workers(s);
 fail_pool:
-    ring_shared_exit(&s->wake_fallback);
+    be_shared_exit(&s->wake_fallback);
     taskpool_destroy(&s->pool);
 fail_sync:
     pthread_cond_destroy(&s->start_cond);
@@ -311,7 +311,7 @@ int sched_stop(struct sched *s, bool drain_first)
         sched_clients.io_release(s->workers[i]);
     sched_clients.blocking_stop(s); /* the pool's threads exit */
     free_workers(s);
-    ring_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
+    be_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
     pthread_cond_destroy(&s->start_cond);
     pthread_mutex_destroy(&s->start_lock);
     taskpool_destroy(&s->pool);
@@ -337,7 +337,7 @@ void sched_read_stats(const struct sched *s, uint32_t i, struct urt_worker_stats
     RD(lanes_moved);
     RD(spin_polls);
 #undef RD
-    o->io_submitted = atomic_load_explicit(&w->ring.submitted, memory_order_relaxed);
+    o->io_submitted = be_submitted(&w->be);
     o->node = w->place.node;
     o->cpu = w->place.cpu;
     o->sleeping = sleeper_sleeping(&w->sl);

@@ -16,11 +16,11 @@ static void timer_moved(void *p, uint32_t index)
     ((sched_timer *)p)->slot = index + 1;
 }
 
-/* The timeout's CQE: -ETIME (expired), -ECANCELED (removed) or an error. */
-static void timeout_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags)
+/* The timeout's completion: -ETIME (expired), -ECANCELED (removed) or an error. */
+static void timeout_complete(struct be_tag *tag, int32_t res, uint32_t flags)
 {
-    struct timerq *q = (struct timerq *)((char *)op - offsetof(struct timerq, op));
-    (void)cqe_flags;
+    struct timerq *q = (struct timerq *)((char *)tag - offsetof(struct timerq, tag));
+    (void)flags;
     q->armed = false;
     if (q->inflight)
         (*q->inflight)--;
@@ -33,14 +33,14 @@ static void timeout_complete(struct ring_op *op, int32_t res, uint32_t cqe_flags
     timerq_sync(q);
 }
 
-void timerq_init(struct timerq *q, struct ring *r, uint32_t *inflight)
+void timerq_init(struct timerq *q, struct be_ctx *c, uint32_t *inflight)
 {
     *q = (struct timerq){0};
     atomic_init(&q->fires, 0);
     q->heap.moved = timer_moved;
-    q->ring = r;
+    q->be = c;
     q->inflight = inflight;
-    q->op.complete = timeout_complete;
+    q->tag.complete = timeout_complete;
     q->armed_due = UINT64_MAX;
 }
 
@@ -107,49 +107,31 @@ unsigned timerq_run(struct timerq *q, uint64_t now)
     return n;
 }
 
-/* ---- the one timeout SQE ---------------------------------------------------------- */
+/* ---- the one timeout -------------------------------------------------------------------- */
 
-static void sqe_remove(struct timerq *q, struct io_uring_sqe *sqe)
+void timerq_sync(struct timerq *q)
 {
-    io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)&q->op, 0);
-    io_uring_sqe_set_data64(sqe, 0); /* its own CQE (a failure only) is ignored */
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-    q->armed_due = UINT64_MAX;
-}
-
-static void sqe_set(struct timerq *q, struct io_uring_sqe *sqe, uint64_t due)
-{
-    q->ts.tv_sec = (long long)(due / 1000000000ull);
-    q->ts.tv_nsec = (long long)(due % 1000000000ull);
-    if (q->armed) {
-        io_uring_prep_timeout_update(sqe, &q->ts, (uint64_t)(uintptr_t)&q->op, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data64(sqe, 0);
-        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    uint64_t due = timerq_next(q);
+    if (due == UINT64_MAX && (!q->armed || q->armed_due == UINT64_MAX))
+        return; /* nothing to wait for, nothing armed (or its removal is on its way) */
+    if (due != UINT64_MAX && q->armed && q->armed_due == due)
+        return;
+    struct be_op op = {.target = &q->tag, .off = due};
+    struct be_tag *tag = NULL; /* an update's or removal's own completion (a failure only) is ignored */
+    if (due == UINT64_MAX) {
+        op.kind = BE_TIMEOUT_REMOVE;
+        op.flags = BE_F_SKIP_SUCCESS;
+    } else if (q->armed) {
+        op.kind = BE_TIMEOUT_UPDATE;
+        op.flags = BE_F_SKIP_SUCCESS;
     } else {
-        io_uring_prep_timeout(sqe, &q->ts, 0, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data(sqe, &q->op);
+        op.kind = BE_TIMEOUT;
+        op.target = NULL;
+        tag = &q->tag;
         q->armed = true;
         if (q->inflight)
             (*q->inflight)++;
     }
     q->armed_due = due;
-}
-
-void timerq_sync(struct timerq *q)
-{
-    uint64_t due = timerq_next(q);
-    q->dirty = false;
-    if (due == UINT64_MAX && (!q->armed || q->armed_due == UINT64_MAX))
-        return; /* nothing to wait for, nothing armed (or its removal is on its way) */
-    if (due != UINT64_MAX && q->armed && q->armed_due == due)
-        return;
-    struct io_uring_sqe *sqe = ring_get_sqe(q->ring);
-    if (!sqe) {
-        q->dirty = true;
-        return;
-    }
-    if (due == UINT64_MAX)
-        sqe_remove(q, sqe);
-    else
-        sqe_set(q, sqe, due);
+    be_submit(q->be, &op, tag);
 }

@@ -1,14 +1,14 @@
 /*
  * sched/core/timer.h — the one timer facility of the runtime.
  *
- * Every thread that owns a ring (each worker, the watcher) owns one timer
- * queue: a binary min-heap of timers by due time (base/heap.h) and ONE
- * IORING_OP_TIMEOUT on that ring (absolute, CLOCK_MONOTONIC, the clock of
- * base/clock.h), armed for the earliest due time. Arming, moving or removing
- * a timer is a heap operation; the one timeout SQE is moved only when the
- * earliest due time changes (IORING_OP_TIMEOUT_REMOVE with
- * IORING_TIMEOUT_UPDATE, or a removal when nothing is left). A thousand
- * timers cost one SQE in the kernel, not a thousand hrtimers.
+ * Every thread that owns a backend context (each worker, the watcher) owns
+ * one timer queue: a binary min-heap of timers by due time (base/heap.h) and
+ * ONE kernel timeout on that context (BE_TIMEOUT of backend/backend.h:
+ * absolute, CLOCK_MONOTONIC, the clock of base/clock.h), armed for the
+ * earliest due time. Arming, moving or removing a timer is a heap
+ * operation; the one timeout is moved only when the earliest due time
+ * changes (BE_TIMEOUT_UPDATE, or BE_TIMEOUT_REMOVE when nothing is left). A
+ * thousand timers cost one timeout in the kernel, not a thousand hrtimers.
  *
  * Users: job deadlines and readiness re-checks (sched/job.c, through
  * sched_timer_arm() of sched/core/io.h), the watcher's condition checks, its
@@ -16,26 +16,26 @@
  *
  * Rules:
  *  1. Owner only: every function runs on the thread that owns the queue's
- *     ring (single issuer), and the callbacks run there too.
+ *     context (single issuer), and the callbacks run there too.
  *  2. fn(t, res) runs once per timerq_add(): with res = -ETIME from
  *     timerq_run() once now >= due, or with res = -ECANCELED inside
  *     timerq_cancel(). timerq_remove() takes a timer out without a call.
  *     A callback may add (re-arm) timers, its own included.
- *  3. The owner calls timerq_run() when the timeout's CQE arrived (the op's
+ *  3. The owner calls timerq_run() when the timeout completed (its tag's
  *     completion does it) and may call it at any other time; then
- *     timerq_sync() moves the one SQE to the new earliest due time. SQEs are
- *     prepared, not submitted: they go with the owner's next submission or
- *     wait (ring_wait submits). An SQ with no free entry leaves the queue
- *     `dirty`; the next timerq_sync() tries again.
+ *     timerq_sync() moves the one timeout to the new earliest due time. The
+ *     operations are queued, not submitted: they go with the owner's next
+ *     flush or wait (be_wait flushes); a full queue is the backend's
+ *     overflow list's business (backend/backend.h), never the timer's.
  *  4. An update or removal that loses the race with the expiry fails in the
- *     kernel (its CQE carries user_data 0 and is ignored); the expiry's CQE
+ *     kernel (it has no tag: its failure is ignored); the expiry's completion
  *     then marks the timeout unarmed, timerq_run() runs what is due and
  *     timerq_sync() arms it again.
  *
  * No memory ordering of its own: one thread (rule 1); `fires` alone is read
  * by other threads (statistics: relaxed load + store by the owner, relaxed
  * loads by readers). `inflight`, when
- * given, is the owner's count of SQEs in flight (a worker's io_inflight):
+ * given, is the owner's count of operations in flight (a worker's io_inflight):
  * the armed timeout counts as one, so the worker keeps looking for its CQE.
  */
 #ifndef URT_SCHED_TIMER_H
@@ -48,7 +48,7 @@
 #include <urt/common.h>
 
 #include "base/heap.h"
-#include "backend/uring/ring.h"
+#include "backend/backend.h"
 
 /* A timer: due (absolute, urt_clock_ns()), fn, slot (heap index + 1; 0:
  * not queued). Its type is in the public headers because public structs
@@ -59,15 +59,13 @@ typedef void sched_timer_fn(sched_timer *t, int32_t res);
 
 struct timerq {
     struct bheap heap;             /* sched_timer by due */
-    struct ring *ring;
-    uint32_t *inflight;            /* the owner's in-flight SQE count, or NULL */
-    struct ring_op op;             /* the one IORING_OP_TIMEOUT */
-    struct __kernel_timespec ts;   /* read by the kernel at submission */
-    uint64_t armed_due;            /* what the SQE is armed for; UINT64_MAX: removal sent */
-    bool armed;                    /* the timeout's CQE has not been reaped */
-    bool dirty;                    /* a sync found the SQ full */
+    struct be_ctx *be;
+    uint32_t *inflight;            /* the owner's in-flight operation count, or NULL */
+    struct be_tag tag;             /* the one BE_TIMEOUT */
+    uint64_t armed_due;            /* what the timeout is armed for; UINT64_MAX: removal sent */
+    bool armed;                    /* the timeout's completion has not been reaped */
     bool running;                  /* inside timerq_run (no recursion from the op's CQE) */
-    _Atomic uint64_t fires;        /* timeout CQEs with -ETIME (owner writes, anyone reads relaxed) */
+    _Atomic uint64_t fires;        /* timeout completions with -ETIME (owner writes, anyone reads relaxed) */
 };
 
 static inline bool sched_timer_queued(const sched_timer *t)
@@ -75,9 +73,9 @@ static inline bool sched_timer_queued(const sched_timer *t)
     return t->slot != 0;
 }
 
-/* Owner: an empty queue on ring r. */
-void timerq_init(struct timerq *q, struct ring *r, uint32_t *inflight);
-/* Frees the heap; the queued timers are dropped without a call (the ring is
+/* Owner: an empty queue on context c. */
+void timerq_init(struct timerq *q, struct be_ctx *c, uint32_t *inflight);
+/* Frees the heap; the queued timers are dropped without a call (the context is
  * gone or going: nothing will fire). */
 void timerq_destroy(struct timerq *q);
 
@@ -95,7 +93,7 @@ bool timerq_cancel(struct timerq *q, sched_timer *t);
 
 /* Runs fn(t, -ETIME) of every timer due at now (rule 2). Returns how many. */
 unsigned timerq_run(struct timerq *q, uint64_t now);
-/* Arms, moves or removes the one timeout SQE for the earliest due time. */
+/* Arms, moves or removes the one timeout for the earliest due time. */
 void timerq_sync(struct timerq *q);
 
 /* The earliest due time, UINT64_MAX when empty. */

@@ -1,10 +1,10 @@
 /*
  * sched/core/worker.c — the worker loop, suspend and wake, stealing, shutdown.
  *
- * A worker is a thread pinned by its placement that owns one io_uring ring
- * (created in its own thread: single issuer). Its loop:
+ * A worker is a thread pinned by its placement that owns one backend context
+ * (backend/backend.h; created in its own thread: single issuer). Its loop:
  *
- *   reap CQEs -> pick (sticky vs main by ratio; inbox first every
+ *   reap completions -> pick (sticky vs main by ratio; inbox first every
  *   inbox_check_interval tasks) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
  *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
@@ -16,7 +16,7 @@
  * The one protocol of sched/core/sleeper.h (the argument is written there): a
  * worker is its sleeper. W1 is the push of the task (inbox/sticky exchange of
  * the head, seq_cst; a local deque push is seen by the owner itself); S3 is
- * has_work() over every queue; S4 is ring_wait with the suspend timeout
+ * has_work() over every queue; S4 is be_wait with the suspend timeout
  * (worker_suspend_timeout_us: not part of the argument; tests run with a 60 s
  * timeout to prove it).
  *
@@ -79,15 +79,11 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
     uint64_t sent_ns = probe_wake_timing_on() ? probe_now_ns() : 0;
     atomic_store_explicit(&target->wake_sent_ns, sent_ns, memory_order_release);
     URT_PROBE_WAKE_SENT(self ? (int64_t)self->index : -1, target->index, sent_ns);
-    if (self) {
-        err = ring_send_wake(&self->ring, target->ring_fd, 0, target->index);
+    err = be_wake(&s->caps, &s->wake_fallback, self ? &self->be : NULL, target->peer, target->index);
+    if (self)
         STAT_INC(self, wakes_sent);
-    } else {
-        err = ring_send_wake_foreign(target->ring_fd, 0, s->caps.ringless_msg);
-        if (__builtin_expect(err < 0, 0) && s->wake_fallback.ready) /* no ring of its own: the shared one */
-            err = ring_shared_send_wake(&s->wake_fallback, target->ring_fd, 0);
+    else
         atomic_fetch_add_explicit(&s->foreign_wakes, 1, memory_order_relaxed);
-    }
     if (__builtin_expect(err < 0, 0)) {
         /* Nothing is in flight: let the next submitter try again. */
         sleeper_send_failed(&target->sl);
@@ -386,12 +382,11 @@ void sched_cancel_task(struct sched *s, struct worker *self, struct urt_task *t)
 
 /* ---- completions -------------------------------------------------------------------- */
 
-static void on_tag(void *ctx, uint64_t ud, int32_t res)
+static void on_event(void *ctx, enum be_event ev, uint32_t arg)
 {
     struct worker *w = ctx;
-    (void)res;
-    switch (ud & RING_UD_TAG_MASK) {
-    case RING_UD_WAKE: {
+    switch (ev) {
+    case BE_EV_WAKE: {
         /* Take the sender's stamp before freeing wake_pending (the next
          * sender writes it only after winning wake_pending again). */
         uint64_t sent_ns = atomic_load_explicit(&w->wake_sent_ns, memory_order_acquire); /* pairs with send_wake */
@@ -402,9 +397,9 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
         STAT_INC(w, wakes_received);
         break;
     }
-    case RING_UD_MSG_FAILED: {
+    case BE_EV_WAKE_FAILED: {
         /* A wake we sent did not arrive: free the target's flag and retry. */
-        uint32_t target = (uint32_t)(ud >> 8);
+        uint32_t target = arg;
         if (target < w->s->n_workers) {
             struct worker *tw = w->s->workers[target];
             STAT_INC(w, wake_failures);
@@ -420,8 +415,8 @@ static void on_tag(void *ctx, uint64_t ud, int32_t res)
 
 static inline void reap(struct worker *w)
 {
-    if (io_uring_cq_ready(&w->ring.uring))
-        ring_reap(&w->ring, on_tag, w);
+    if (be_ready(&w->be))
+        be_reap(&w->be, on_event, w);
 }
 
 /* ---- adaptive spin ------------------------------------------------------------------
@@ -487,7 +482,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
         STAT_INC(w, suspends);
         URT_PROBE_SUSPEND(w->index, timeout_ns);
         uint64_t t0 = adapt ? urt_clock_ns() : 0; /* the clock only for the adaptive spin */
-        ring_wait(&w->ring, timeout_ns); /* S4 */
+        be_wait(&w->be, timeout_ns); /* S4 */
         slept_ns = adapt ? urt_clock_ns() - t0 : 0;
     }
     sleeper_awake(&w->sl); /* R1 */
@@ -545,7 +540,7 @@ static void worker_loop(struct worker *w)
         if (__builtin_expect(phase == PHASE_STOPPING, 0))
             break;
         if (__builtin_expect(w->io_inflight != 0, 0) && (w->tick & 63) == 0) {
-            ring_get_events(&w->ring);
+            be_poll(&w->be);
             reap(w);
         }
         struct urt_task *t = find_task(w);
@@ -554,13 +549,13 @@ static void worker_loop(struct worker *w)
                 atomic_store_explicit(&w->idle, 0, memory_order_relaxed);
             w->idle_polls = 0;
             run_task(w, t);
-            if (__builtin_expect(w->ring.unsubmitted != 0, 0))
-                ring_submit(&w->ring); /* what the task prepared (sched/core/io.h rule 4) */
+            if (__builtin_expect(be_dirty(&w->be), 0))
+                be_flush(&w->be); /* what the task submitted (sched/core/io.h rule 4) */
             continue;
         }
         reap(w);
-        if (__builtin_expect(w->timers.dirty, 0))
-            timerq_sync(&w->timers); /* the SQ was full when a timer moved (sched/core/timer.h rule 3) */
+        if (__builtin_expect(be_backlog(&w->be), 0))
+            be_flush(&w->be); /* what waits in the overflow list moves on (sched/core/io.h rule 7) */
         if (++w->idle_polls == IDLE_MARK_POLLS)
             atomic_store_explicit(&w->idle, 1, memory_order_relaxed); /* advisory: sched/lane.c V5 */
         if (__builtin_expect(phase == PHASE_DRAINING, 0)) {
@@ -591,20 +586,23 @@ static void worker_loop(struct worker *w)
 
 /* ---- start and stop ------------------------------------------------------------------- */
 
+static bool io_exit_more(void *arg)
+{
+    return sched_clients.io_pending(arg);
+}
+
+static void io_exit_step(void *arg)
+{
+    sched_clients.io_stop(arg, true);
+}
+
 /* After the loop: the tasks' I/O still in flight is cancelled and its
- * completions are awaited here; their continuations run in place (urt/io.h
- * rule 9). io_stop is called again after each wait (a cancel that found the
- * SQ full is retried; with nothing pending it frees its state). */
+ * completions are awaited here (the backend's one drain); their
+ * continuations run in place (urt/io.h rule 9). io_stop is called again
+ * after each wait (with nothing pending it frees its state). */
 static void io_exit(struct worker *w)
 {
-    sched_clients.io_stop(w, true);
-    while (sched_clients.io_pending(w)) {
-        ring_wait(&w->ring, 10 * 1000 * 1000);
-        reap(w);
-        if (w->timers.dirty)
-            timerq_sync(&w->timers);
-        sched_clients.io_stop(w, true);
-    }
+    be_drain(&w->be, 10 * 1000 * 1000, io_exit_step, io_exit_more, w, on_event, w);
 }
 
 void *sched_worker_main(void *arg)
@@ -618,11 +616,11 @@ void *sched_worker_main(void *arg)
         pthread_setaffinity_np(pthread_self(), sizeof(w->place.cpus), &w->place.cpus);
     tls_worker = w;
 
-    int err = ring_init(&w->ring, &s->caps, s->cfg->ring_entries,
-                        s->cfg->ring_cq_entries ? s->cfg->ring_cq_entries : 4 * s->cfg->ring_entries);
+    int err = be_init(&w->be, &s->caps, s->cfg->ring_entries,
+                      s->cfg->ring_cq_entries ? s->cfg->ring_cq_entries : 4 * s->cfg->ring_entries);
     if (err == 0) {
-        w->ring_fd = w->ring.fd;
-        timerq_init(&w->timers, &w->ring, &w->io_inflight);
+        w->peer = be_peer_of(&w->be);
+        timerq_init(&w->timers, &w->be, &w->io_inflight);
     }
     pthread_mutex_lock(&s->start_lock);
     w->start_err = err;
@@ -646,14 +644,14 @@ void *sched_worker_main(void *arg)
         if (s->hooks.worker_stop)
             s->hooks.worker_stop(s->hooks.ctx, w);
     }
-    /* Deliver what is still in the ring (a late wake) before closing it. */
-    ring_get_events(&w->ring);
+    /* Deliver what is still in the context (a late wake) before closing it. */
+    be_poll(&w->be);
     reap(w);
     /* No wake message may target the ring from now on (sched_notify sends
      * only to sleeping workers), so its fd number can be reused safely. */
     sleeper_exit(&w->sl);
     timerq_destroy(&w->timers); /* what is still queued never fires (sched/job.c cancels its deadlines) */
-    ring_exit(&w->ring);
+    be_exit(&w->be);
     tls_worker = NULL;
     return NULL;
 }

@@ -10,8 +10,9 @@
  * files, epochs, epochs.tmp, checkpoint, checkpoint.tmp), not LOCK nor the
  * notes (cuts.log, sessions.log).
  *
- * Ring I/O: __wrap_sched_io_bind records the SQE (opcode, file, range, a
- * copy of the bytes to write) and binds the SQE to a trampoline; the log's
+ * The worker's I/O: __wrap_sched_io_submit records the operation (kind,
+ * file, range, a copy of the bytes to write) and submits it with a
+ * trampoline; the log's
  * own done callback is kept in a small table keyed by the sched_io and is
  * called by the trampoline after the end is recorded.
  */
@@ -28,7 +29,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <liburing.h>
 
 #include "sched/core/io.h"
 
@@ -340,9 +340,9 @@ int __wrap_unlinkat(int dirfd, const char *path, int flags)
     return r;
 }
 
-/* ---- ring I/O ---------------------------------------------------------------------------- */
+/* ---- the worker's I/O ---------------------------------------------------------------------------- */
 
-#define PT_BOUND 256 /* SQEs of traced files in flight at once (a few per channel) */
+#define PT_BOUND 256 /* operations on traced files in flight at once (a few per channel) */
 
 static struct {
     pthread_mutex_t lock;
@@ -387,46 +387,45 @@ static void trampoline(struct sched_io *io, struct worker *w, int32_t res, uint3
     done(io, w, res, flags);
 }
 
-void __real_sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *io, sched_io_done_fn *done,
-                          bool link);
-void __wrap_sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *io, sched_io_done_fn *done,
-                          bool link);
+void __real_sched_io_submit(struct worker *w, const struct be_op *op, struct sched_io *io, sched_io_done_fn *done);
+void __wrap_sched_io_submit(struct worker *w, const struct be_op *op, struct sched_io *io, sched_io_done_fn *done);
 
-/* The operation an SQE describes, when it is one the trace keeps. */
-static bool sqe_op(const struct io_uring_sqe *sqe, struct pt_op *op)
+/* The file operation a backend operation describes, when it is one the trace keeps. */
+static bool be_file_op(const struct be_op *b, struct pt_op *op)
 {
-    if (sqe->flags & IOSQE_FIXED_FILE)
+    if (b->flags & BE_F_FIXED_FILE)
         return false;
-    switch (sqe->opcode) {
-    case IORING_OP_WRITE:
-        *op = (struct pt_op){.kind = PT_WRITE, .off = sqe->off, .len = sqe->len,
-                             .dsync = (sqe->rw_flags & RWF_DSYNC) != 0, .direct = fd_direct(sqe->fd)};
-        op->data = copy_bytes((const void *)(uintptr_t)sqe->addr, sqe->len);
+    switch (b->kind) {
+    case BE_WRITE:
+        *op = (struct pt_op){.kind = PT_WRITE, .off = b->off, .len = b->len,
+                             .dsync = (b->arg & RWF_DSYNC) != 0, .direct = fd_direct(b->fd)};
+        op->data = copy_bytes(b->caddr, b->len);
         return true;
-    case IORING_OP_FSYNC:
+    case BE_FSYNC:
+    case BE_FDATASYNC:
         *op = (struct pt_op){.kind = PT_SYNC};
         return true;
-    case IORING_OP_SYNC_FILE_RANGE:
-        *op = (struct pt_op){.kind = PT_SFR, .off = sqe->off, .len = sqe->len};
+    case BE_SYNC_FILE_RANGE:
+        *op = (struct pt_op){.kind = PT_SFR, .off = b->off, .len = b->len};
         return true;
     default:
         return false;
     }
 }
 
-/* The previous SQE this thread tagged, and whether the next one is linked behind it. */
+/* The previous operation this thread submitted, and whether the next one is linked behind it. */
 static __thread size_t chain_prev = SIZE_MAX;
 static __thread bool chain_link;
 
-void __wrap_sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sched_io *io, sched_io_done_fn *done,
-                          bool link)
+void __wrap_sched_io_submit(struct worker *w, const struct be_op *b, struct sched_io *io, sched_io_done_fn *done)
 {
     char name[PT_NAME];
     struct pt_op op;
-    if (!tracing() || !fd_name(sqe->fd, name) || !sqe_op(sqe, &op)) {
+    bool link = b->flags & BE_F_LINK;
+    if (!io || !tracing() || !fd_name(b->fd, name) || !be_file_op(b, &op)) {
         chain_prev = SIZE_MAX;
         chain_link = link;
-        __real_sched_io_bind(w, sqe, io, done, link);
+        __real_sched_io_submit(w, b, io, done);
         return;
     }
     snprintf(op.name, PT_NAME, "%s", name);
@@ -439,10 +438,10 @@ void __wrap_sched_io_bind(struct worker *w, struct io_uring_sqe *sqe, struct sch
         g.t.overflow = true;
         pthread_mutex_unlock(&g.lock);
         finish(k, -ENOMEM);
-        __real_sched_io_bind(w, sqe, io, done, link);
+        __real_sched_io_submit(w, b, io, done);
         return;
     }
-    __real_sched_io_bind(w, sqe, io, trampoline, link);
+    __real_sched_io_submit(w, b, io, trampoline);
 }
 
 void pt_dump(FILE *out, uint64_t from, uint64_t to)

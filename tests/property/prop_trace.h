@@ -4,15 +4,15 @@
  *
  * The test executable is linked with -Wl,--wrap for the calls the log makes
  * on its files (pwrite64, pwritev64v2, fdatasync, fsync, ftruncate64,
- * openat64, renameat, unlinkat) and for sched_io_bind, through which every
- * SQE of the log's ring I/O is tagged (writes, fdatasync, sync_file_range;
- * RWF_DSYNC writes). No line of the library changes: the wrappers record
+ * openat64, renameat, unlinkat) and for sched_io_submit, through which every
+ * operation of the log's worker I/O passes (writes, fdatasync,
+ * sync_file_range; RWF_DSYNC writes). No line of the library changes: the wrappers record
  * each operation on a file of the traced directory (its name, range, the
  * bytes written, its result) with a start and an end number drawn from one
- * counter, then call the real function. A ring operation starts when it is
- * tagged (its SQE is filled, its buffer final) and ends when its CQE is
+ * counter, then call the real function. A worker operation starts when it is
+ * submitted (its buffer final) and ends when its completion is
  * handed to the log (a trampoline installed in place of the log's done
- * callback runs first); an SQE linked behind another (IOSQE_IO_LINK) names
+ * callback runs first); an operation linked behind another (BE_F_LINK) names
  * it (`after`): the kernel starts it only once that one completed. The workload adds acknowledgements (a commit
  * answered URT_COMMIT_STORED, status 0) and returned checkpoints to the same
  * sequence, so "acknowledged before the stop" and "written before the stop"

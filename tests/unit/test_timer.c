@@ -5,8 +5,8 @@
  *    plain array of (due, id): every timer runs exactly once (-ETIME at or
  *    after its due, in due order; -ECANCELED when cancelled), removed ones
  *    never; the queue's next due time is the model's minimum;
- *  - the one SQE on a real ring: timers far apart fire through the ring's
- *    timeout CQE, in order, none early, and an emptied queue removes its
+ *  - the one kernel timeout on a real backend context: timers far apart fire
+ *    through its completion, in order, none early, and an emptied queue removes its
  *    timeout (no further CQE);
  *  - on the workers (sched_timer_arm, as job deadlines use it): many timers
  *    armed from tasks fire once each, not before their time, on the worker
@@ -62,10 +62,10 @@ static uint64_t model_min(const bool *queued, const uint64_t *due)
 
 Test(timer, model_every_timer_once_in_due_order)
 {
-    struct ring r;
-    struct ring_caps caps;
-    cr_assert_eq(ring_probe(0, false, 0, &caps), 0);
-    cr_assert_eq(ring_init(&r, &caps, 64, 256), 0);
+    struct be_ctx r;
+    struct be_caps caps;
+    cr_assert_eq(be_probe(0, false, 0, &caps), 0);
+    cr_assert_eq(be_init(&r, &caps, 64, 256), 0);
     struct timerq q;
     timerq_init(&q, &r, NULL);
     srand(7);
@@ -111,8 +111,8 @@ Test(timer, model_every_timer_once_in_due_order)
         }
         cr_assert_eq(timerq_next(&q), model_min(queued, due));
         if (op == 8) {
-            timerq_sync(&q); /* the SQE follows the earliest due time */
-            ring_submit(&r);
+            timerq_sync(&q); /* the timeout follows the earliest due time */
+            be_flush(&r);
         }
     }
     cr_assert_eq(order_violations, 0);
@@ -127,16 +127,16 @@ Test(timer, model_every_timer_once_in_due_order)
     cr_assert_eq(fired, expect_fired);
     cr_assert(!timerq_cancel(&q, &timers[0].t) || queued[0]);
     timerq_destroy(&q);
-    ring_exit(&r);
+    be_exit(&r);
 }
 
-/* ---- the one SQE on a real ring ------------------------------------------------------------ */
+/* ---- the one kernel timeout on a real context ------------------------------------------------------------ */
 
-static void noop_tag(void *ctx, uint64_t ud, int32_t res)
+static void noop_event(void *ctx, enum be_event ev, uint32_t arg)
 {
     (void)ctx;
-    (void)ud;
-    (void)res;
+    (void)ev;
+    (void)arg;
 }
 
 static uint64_t ring_fire_at[4];
@@ -151,10 +151,10 @@ static void ring_fn(sched_timer *t, int32_t res)
 
 Test(timer, one_timeout_sqe_fires_in_order_and_is_removed_when_empty, .timeout = 30)
 {
-    struct ring r;
-    struct ring_caps caps;
-    cr_assert_eq(ring_probe(0, false, 0, &caps), 0);
-    cr_assert_eq(ring_init(&r, &caps, 16, 64), 0);
+    struct be_ctx r;
+    struct be_caps caps;
+    cr_assert_eq(be_probe(0, false, 0, &caps), 0);
+    cr_assert_eq(be_init(&r, &caps, 16, 64), 0);
     uint32_t inflight = 0;
     struct timerq q;
     timerq_init(&q, &r, &inflight);
@@ -165,10 +165,10 @@ Test(timer, one_timeout_sqe_fires_in_order_and_is_removed_when_empty, .timeout =
         cr_assert_eq(timerq_add(&q, &t[i], due[i], ring_fn), 0);
         timerq_sync(&q);
     }
-    cr_assert_eq(inflight, 1, "one timeout SQE for three timers");
+    cr_assert_eq(inflight, 1, "one kernel timeout for three timers");
     while (ring_fired < 3) {
-        ring_wait(&r, 1000000000ull);
-        ring_reap(&r, noop_tag, NULL);
+        be_wait(&r, 1000000000ull);
+        be_reap(&r, noop_event, NULL);
     }
     cr_assert_geq(ring_fire_at[0], t0 + 10000000);
     cr_assert_geq(ring_fire_at[1], t0 + 20000000);
@@ -180,18 +180,18 @@ Test(timer, one_timeout_sqe_fires_in_order_and_is_removed_when_empty, .timeout =
     sched_timer late = {0};
     cr_assert_eq(timerq_add(&q, &late, urt_clock_ns() + 20000000, ring_fn), 0);
     timerq_sync(&q);
-    ring_submit(&r);
+    be_flush(&r);
     cr_assert_eq(inflight, 1);
     cr_assert(timerq_remove(&q, &late));
     timerq_sync(&q);
     for (int i = 0; i < 5; i++) {
-        ring_wait(&r, 10000000ull);
-        ring_reap(&r, noop_tag, NULL);
+        be_wait(&r, 10000000ull);
+        be_reap(&r, noop_event, NULL);
     }
     cr_assert_eq(ring_fired, 3, "a removed timer never runs");
     cr_assert_eq(inflight, 0, "the removed timeout completed (-ECANCELED)");
     timerq_destroy(&q);
-    ring_exit(&r);
+    be_exit(&r);
 }
 
 /* ---- on the workers ---------------------------------------------------------------------- */

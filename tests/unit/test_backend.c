@@ -1,0 +1,406 @@
+/*
+ * tests/unit/test_backend.c — the backend seam (backend/backend.h) on io_uring.
+ *
+ *  - translation: every struct be_op kind becomes the SQE it always was
+ *    (opcode, fd, addr, len, off, the kind's flags, IOSQE_* flags, the tag
+ *    as user_data), checked field by field on an SQE filled by be_prep;
+ *  - timeouts: the absolute deadline in off lands in the context's timespec
+ *    of that SQ slot, with IORING_TIMEOUT_ABS;
+ *  - the full-queue policy (fault injection: an SQ that takes none, then
+ *    two entries): nothing is refused or lost, completions come back in
+ *    submission order, a chain never splits (it waits until it fits whole);
+ *  - the same on a worker: tasks' reads (some with a linked timeout, a chain
+ *    of two) submitted while the worker's SQ takes none wait (none
+ *    completes), then, through an SQ of two, all complete with the right
+ *    bytes;
+ *  - the one wake sender: a thread without a context wakes a context's owner
+ *    (BE_EV_WAKE once per message).
+ */
+#include "helpers.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "backend/backend.h"
+#include "sched/core/io.h"
+
+static struct be_ctx ctx;
+static struct be_caps caps;
+
+static void ctx_up(uint32_t entries)
+{
+    cr_assert_eq(be_probe(0, false, 0, &caps), 0);
+    cr_assert_eq(be_init(&ctx, &caps, entries, 4 * entries), 0);
+}
+
+static void no_event(void *c, enum be_event ev, uint32_t arg)
+{
+    (void)c, (void)ev, (void)arg;
+}
+
+static struct be_tag a_tag;
+
+/* The SQE be_prep makes of op (tag a_tag). */
+static struct io_uring_sqe prep(const struct be_op *op)
+{
+    struct io_uring_sqe sqe;
+    memset(&sqe, 0xa5, sizeof(sqe)); /* be_prep must set every field it means */
+    be_prep(&ctx, &sqe, op, &a_tag);
+    cr_assert_eq(sqe.user_data, (uint64_t)(uintptr_t)&a_tag, "kind %u: the tag is the user_data", op->kind);
+    return sqe;
+}
+
+static void expect(const struct io_uring_sqe *s, unsigned opcode, int fd, const void *addr, unsigned len, uint64_t off,
+                   unsigned sqe_flags)
+{
+    cr_assert_eq(s->opcode, opcode, "opcode %u, want %u", s->opcode, opcode);
+    cr_assert_eq(s->fd, fd, "opcode %u: fd %d, want %d", opcode, s->fd, fd);
+    cr_assert_eq(s->addr, (uint64_t)(uintptr_t)addr, "opcode %u: addr", opcode);
+    cr_assert_eq(s->len, len, "opcode %u: len %u, want %u", opcode, s->len, len);
+    cr_assert_eq(s->off, off, "opcode %u: off %llu, want %llu", opcode, (unsigned long long)s->off,
+                 (unsigned long long)off);
+    cr_assert_eq(s->flags, sqe_flags, "opcode %u: flags 0x%x, want 0x%x", opcode, s->flags, sqe_flags);
+}
+
+Test(backend, each_kind_translates_to_its_sqe)
+{
+    ctx_up(8);
+    char buf[64];
+    struct iovec iov[2];
+    struct msghdr msg;
+    struct sockaddr sa;
+    socklen_t salen = sizeof(sa);
+    struct statx stx;
+    struct io_uring_sqe s;
+
+    s = prep(&(struct be_op){.kind = BE_READ, .fd = 3, .addr = buf, .len = 64, .off = 4096});
+    expect(&s, IORING_OP_READ, 3, buf, 64, 4096, 0);
+    cr_assert_eq(s.rw_flags, 0);
+    s = prep(&(struct be_op){.kind = BE_WRITE, .fd = 4, .addr = buf, .len = 32, .off = 8, .arg = RWF_DSYNC,
+                             .flags = BE_F_LINK});
+    expect(&s, IORING_OP_WRITE, 4, buf, 32, 8, IOSQE_IO_LINK);
+    cr_assert_eq(s.rw_flags, RWF_DSYNC);
+    s = prep(&(struct be_op){.kind = BE_READ_FIXED, .fd = 5, .addr = buf, .len = 16, .off = 1, .buf = 7});
+    expect(&s, IORING_OP_READ_FIXED, 5, buf, 16, 1, 0);
+    cr_assert_eq(s.buf_index, 7);
+    s = prep(&(struct be_op){.kind = BE_WRITE_FIXED, .fd = 5, .addr = buf, .len = 16, .off = 2, .buf = 3});
+    expect(&s, IORING_OP_WRITE_FIXED, 5, buf, 16, 2, 0);
+    cr_assert_eq(s.buf_index, 3);
+    s = prep(&(struct be_op){.kind = BE_READV, .fd = 6, .caddr = iov, .len = 2, .off = 10});
+    expect(&s, IORING_OP_READV, 6, iov, 2, 10, 0);
+    s = prep(&(struct be_op){.kind = BE_WRITEV, .fd = 6, .caddr = iov, .len = 2, .off = 11});
+    expect(&s, IORING_OP_WRITEV, 6, iov, 2, 11, 0);
+    s = prep(&(struct be_op){.kind = BE_FSYNC, .fd = 7});
+    expect(&s, IORING_OP_FSYNC, 7, NULL, 0, 0, 0);
+    cr_assert_eq(s.fsync_flags, 0);
+    s = prep(&(struct be_op){.kind = BE_FDATASYNC, .fd = 7, .flags = BE_F_SKIP_SUCCESS});
+    expect(&s, IORING_OP_FSYNC, 7, NULL, 0, 0, IOSQE_CQE_SKIP_SUCCESS);
+    cr_assert_eq(s.fsync_flags, IORING_FSYNC_DATASYNC);
+    s = prep(&(struct be_op){.kind = BE_SYNC_FILE_RANGE, .fd = 8, .len = 512, .off = 1024,
+                             .arg = SYNC_FILE_RANGE_WRITE});
+    expect(&s, IORING_OP_SYNC_FILE_RANGE, 8, NULL, 512, 1024, 0);
+    cr_assert_eq(s.sync_range_flags, SYNC_FILE_RANGE_WRITE);
+    s = prep(&(struct be_op){.kind = BE_FALLOCATE, .fd = 9, .arg = 1, .off = 100, .len64 = 1ull << 33});
+    expect(&s, IORING_OP_FALLOCATE, 9, (void *)(uintptr_t)(1ull << 33), 1, 100, 0); /* liburing: mode in len */
+    s = prep(&(struct be_op){.kind = BE_OPENAT, .fd = AT_FDCWD, .caddr = "p", .arg = O_RDONLY | O_CLOEXEC,
+                             .len = 0644});
+    cr_assert_eq(s.opcode, IORING_OP_OPENAT);
+    cr_assert_eq(s.fd, AT_FDCWD);
+    cr_assert_eq(s.len, 0644);
+    cr_assert_eq(s.open_flags, (unsigned)(O_RDONLY | O_CLOEXEC));
+    s = prep(&(struct be_op){.kind = BE_CLOSE, .fd = 11});
+    expect(&s, IORING_OP_CLOSE, 11, NULL, 0, 0, 0);
+    s = prep(&(struct be_op){.kind = BE_STATX, .fd = AT_FDCWD, .caddr = "q", .arg = AT_EMPTY_PATH,
+                             .len = STATX_SIZE, .addr2 = &stx});
+    cr_assert_eq(s.opcode, IORING_OP_STATX);
+    cr_assert_eq(s.len, STATX_SIZE);
+    cr_assert_eq(s.off, (uint64_t)(uintptr_t)&stx);
+    cr_assert_eq(s.statx_flags, (unsigned)AT_EMPTY_PATH);
+    s = prep(&(struct be_op){.kind = BE_RECV, .fd = 12, .addr = buf, .len = 64, .arg = MSG_WAITALL});
+    expect(&s, IORING_OP_RECV, 12, buf, 64, 0, 0);
+    cr_assert_eq(s.msg_flags, (unsigned)MSG_WAITALL);
+    s = prep(&(struct be_op){.kind = BE_RECV, .fd = 12, .flags = BE_F_MULTISHOT | BE_F_BUF_SELECT, .buf = 9});
+    expect(&s, IORING_OP_RECV, 12, NULL, 0, 0, IOSQE_BUFFER_SELECT);
+    cr_assert_eq(s.buf_group, 9);
+    cr_assert(s.ioprio & IORING_RECV_MULTISHOT);
+    s = prep(&(struct be_op){.kind = BE_SEND, .fd = 13, .addr = buf, .len = 10, .arg = MSG_NOSIGNAL,
+                             .flags = BE_F_FIXED_FILE});
+    expect(&s, IORING_OP_SEND, 13, buf, 10, 0, IOSQE_FIXED_FILE);
+    cr_assert_eq(s.msg_flags, (unsigned)MSG_NOSIGNAL);
+    s = prep(&(struct be_op){.kind = BE_SEND_ZC, .fd = 13, .addr = buf, .len = 10, .flags = BE_F_FIXED_BUF,
+                             .buf = 2});
+    expect(&s, IORING_OP_SEND_ZC, 13, buf, 10, 0, 0);
+    cr_assert_eq(s.buf_index, 2);
+    cr_assert(s.ioprio & IORING_RECVSEND_FIXED_BUF);
+    s = prep(&(struct be_op){.kind = BE_SENDMSG, .fd = 14, .caddr = &msg, .arg = MSG_MORE});
+    expect(&s, IORING_OP_SENDMSG, 14, &msg, 1, 0, 0);
+    cr_assert_eq(s.msg_flags, (unsigned)MSG_MORE);
+    s = prep(&(struct be_op){.kind = BE_RECVMSG, .fd = 14, .addr = &msg});
+    expect(&s, IORING_OP_RECVMSG, 14, &msg, 1, 0, 0);
+    s = prep(&(struct be_op){.kind = BE_ACCEPT, .fd = 15, .addr = &sa, .addr2 = &salen, .arg = SOCK_CLOEXEC});
+    expect(&s, IORING_OP_ACCEPT, 15, &sa, 0, (uint64_t)(uintptr_t)&salen, 0);
+    cr_assert_eq(s.accept_flags, (unsigned)SOCK_CLOEXEC);
+    cr_assert_eq(s.file_index, 0);
+    s = prep(&(struct be_op){.kind = BE_ACCEPT, .fd = 15, .flags = BE_F_DIRECT});
+    cr_assert_eq(s.file_index, IORING_FILE_INDEX_ALLOC, "direct accept: the kernel picks the slot");
+    s = prep(&(struct be_op){.kind = BE_ACCEPT, .fd = 15, .flags = BE_F_MULTISHOT, .arg = SOCK_CLOEXEC});
+    cr_assert(s.ioprio & IORING_ACCEPT_MULTISHOT);
+    s = prep(&(struct be_op){.kind = BE_CONNECT, .fd = 16, .caddr = &sa, .len = sizeof(sa)});
+    expect(&s, IORING_OP_CONNECT, 16, &sa, 0, sizeof(sa), 0);
+    s = prep(&(struct be_op){.kind = BE_POLL, .fd = 17, .arg = POLLIN});
+    cr_assert_eq(s.opcode, IORING_OP_POLL_ADD);
+    cr_assert_eq(s.fd, 17);
+    cr_assert_eq(s.poll32_events & POLLIN, POLLIN);
+    cr_assert_eq(s.len, 0);
+    s = prep(&(struct be_op){.kind = BE_POLL, .fd = 17, .arg = POLLIN, .flags = BE_F_MULTISHOT});
+    cr_assert_eq(s.len, IORING_POLL_ADD_MULTI);
+    struct be_tag other;
+    s = prep(&(struct be_op){.kind = BE_CANCEL, .target = &other, .flags = BE_F_SKIP_SUCCESS});
+    expect(&s, IORING_OP_ASYNC_CANCEL, -1, &other, 0, 0, IOSQE_CQE_SKIP_SUCCESS);
+    s = prep(&(struct be_op){.kind = BE_NOP});
+    cr_assert_eq(s.opcode, IORING_OP_NOP);
+    be_exit(&ctx);
+}
+
+Test(backend, timeouts_carry_an_absolute_deadline_in_the_slot_of_their_sqe)
+{
+    ctx_up(8);
+    struct be_tag t;
+    uint64_t due = 12ull * 1000000000ull + 345;
+    for (int k = 0; k < 3; k++) {
+        struct io_uring_sqe *sqe = be_take_sqe(&ctx);
+        cr_assert_not_null(sqe);
+        struct be_op op = {.kind = k == 0 ? BE_TIMEOUT : k == 1 ? BE_TIMEOUT_UPDATE : BE_LINK_TIMEOUT,
+                           .off = due + (uint64_t)k, .target = k == 1 ? &t : NULL};
+        be_prep(&ctx, sqe, &op, k == 1 ? NULL : &t);
+        /* liburing: an update carries the timespec in off and its target in addr */
+        const struct __kernel_timespec *ts = (const void *)(uintptr_t)(k == 1 ? sqe->off : sqe->addr);
+        cr_assert_eq(ts, &ctx.ts[sqe - ctx.ring.uring.sq.sqes], "kind %d: the slot's own timespec", k);
+        cr_assert_eq(ts->tv_sec, 12);
+        cr_assert_eq(ts->tv_nsec, 345 + k);
+        cr_assert(sqe->timeout_flags & IORING_TIMEOUT_ABS);
+        if (k == 1) {
+            cr_assert_eq(sqe->opcode, IORING_OP_TIMEOUT_REMOVE);
+            cr_assert(sqe->timeout_flags & IORING_TIMEOUT_UPDATE);
+            cr_assert_eq(sqe->addr, (uint64_t)(uintptr_t)&t);
+        }
+    }
+    struct io_uring_sqe s = prep(&(struct be_op){.kind = BE_TIMEOUT_REMOVE, .target = &t});
+    cr_assert_eq(s.opcode, IORING_OP_TIMEOUT_REMOVE);
+    cr_assert_eq(s.addr, (uint64_t)(uintptr_t)&t);
+    be_exit(&ctx); /* never submitted */
+}
+
+/* ---- the full-queue policy ------------------------------------------------------------------ */
+
+#if URT_FAULT_INJECTION
+#define NOPS 200
+
+struct seen {
+    struct be_tag tag;
+    int id;
+};
+
+static struct seen seen[NOPS];
+static int order[NOPS], n_done, res_bad;
+
+static void seen_done(struct be_tag *tag, int32_t res, uint32_t flags)
+{
+    (void)flags;
+    struct seen *s = (struct seen *)tag;
+    if (res != 0)
+        res_bad++;
+    order[n_done++] = s->id;
+}
+
+static void reap_until(int n)
+{
+    for (int i = 0; i < 2000 && n_done < n; i++) {
+        be_wait(&ctx, 1000 * 1000);
+        be_reap(&ctx, no_event, NULL);
+    }
+}
+
+Test(backend, a_full_queue_keeps_every_operation_in_order_and_chains_whole, .timeout = 30)
+{
+    ctx_up(64);
+    n_done = res_bad = 0;
+    be_fault_sq_room(&ctx, 0); /* the kernel takes nothing */
+    int id = 0;
+    for (; id < 100; id++) {
+        seen[id] = (struct seen){.tag.complete = seen_done, .id = id};
+        be_submit(&ctx, &(struct be_op){.kind = BE_NOP}, &seen[id].tag);
+    }
+    /* A chain of three, reserved whole, then more single ones behind it. */
+    be_reserve(&ctx, 3);
+    for (int k = 0; k < 3; k++, id++) {
+        seen[id] = (struct seen){.tag.complete = seen_done, .id = id};
+        be_submit(&ctx, &(struct be_op){.kind = BE_NOP, .flags = k < 2 ? BE_F_LINK : 0}, &seen[id].tag);
+    }
+    for (; id < NOPS; id++) {
+        seen[id] = (struct seen){.tag.complete = seen_done, .id = id};
+        be_submit(&ctx, &(struct be_op){.kind = BE_NOP}, &seen[id].tag);
+    }
+    cr_assert(be_backlog(&ctx));
+    cr_assert_eq(ctx.ovf_n, NOPS, "every operation waits in the overflow list");
+    be_flush(&ctx);
+    be_wait(&ctx, 0);
+    be_reap(&ctx, no_event, NULL);
+    cr_assert_eq(n_done, 0, "nothing reached the kernel");
+
+    /* An SQ of two: the singles go two at a time; the chain of three cannot
+     * go until the queue holds three (it never splits). */
+    be_fault_sq_room(&ctx, 2);
+    reap_until(100);
+    cr_assert_eq(n_done, 100);
+    for (int i = 0; i < 20; i++) {
+        be_flush(&ctx);
+        be_wait(&ctx, 1000 * 1000);
+        be_reap(&ctx, no_event, NULL);
+    }
+    cr_assert_eq(n_done, 100, "the chain of three waits whole (and what is behind it)");
+    cr_assert_eq(ctx.ovf_n, NOPS - 100);
+    be_fault_sq_room(&ctx, 3);
+    reap_until(NOPS);
+    cr_assert_eq(n_done, NOPS, "nothing lost: %d of %d", n_done, NOPS);
+    cr_assert_eq(res_bad, 0);
+    /* Submission order: the singles complete in it (a NOP completes when the
+     * kernel takes it); the chain's members in theirs (each runs after the
+     * one before, so the kernel may post them after later singles). */
+    int last = -1, last_chain = 99;
+    for (int i = 0; i < NOPS; i++) {
+        if (order[i] >= 100 && order[i] < 103) {
+            cr_assert_eq(order[i], last_chain + 1, "chain member %d after %d", order[i], last_chain);
+            last_chain = order[i];
+            continue;
+        }
+        cr_assert_gt(order[i], last, "completion %d is operation %d after %d: submission order kept", i, order[i],
+                     last);
+        last = order[i];
+    }
+    cr_assert(!be_backlog(&ctx));
+    cr_assert_eq(ctx.ovf_total, NOPS);
+    be_fault_sq_room(&ctx, UINT32_MAX);
+    be_exit(&ctx);
+}
+
+/* Tasks' reads on a worker whose SQ seems to hold two operations. */
+#define NREAD 64
+#define BLK 512
+
+static int rfd;
+static char rbuf[NREAD][BLK];
+static struct urt_io rio[NREAD];
+static _Atomic int r_done, r_bad, r_short, r_refused, r_no_backlog;
+
+static void read_done(struct urt_io *io, int32_t res, void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    (void)io;
+    bool ok = res == BLK;
+    for (int k = 0; ok && k < BLK; k++)
+        ok = rbuf[i][k] == (char)(i * 7 + k);
+    if (res != BLK)
+        atomic_store(&r_short, res == 0 ? -9999 : res);
+    if (!ok)
+        atomic_fetch_add(&r_bad, 1);
+    atomic_fetch_add(&r_done, 1);
+}
+
+static enum urt_task_result reads_fn(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    struct worker *w = sched_self();
+    be_fault_sq_room(&w->be, 0); /* the kernel takes none: every read waits in the overflow list */
+    for (int i = 0; i < NREAD; i++) {
+        urt_io_init(&rio[i], read_done, (void *)(intptr_t)i);
+        if (i % 2)
+            urt_io_set_timeout(&rio[i], 10ull * 1000000000ull); /* a chain of two: read + linked timeout */
+        if (urt_io_read(&rio[i], rfd, rbuf[i], BLK, (int64_t)i * BLK) != 0)
+            atomic_fetch_add(&r_refused, 1);
+    }
+    if (!be_backlog(&w->be))
+        atomic_fetch_add(&r_no_backlog, 1); /* the overflow list must have been used */
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result room_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    be_fault_sq_room(&sched_self()->be, (uint32_t)(uintptr_t)arg);
+    return URT_TASK_DONE;
+}
+
+Test(backend, tasks_io_through_a_full_queue_loses_nothing, .timeout = 60)
+{
+    char *dir = test_tmpdir("urt-backend");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/data", dir);
+    rfd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(rfd, 0);
+    for (int i = 0; i < NREAD; i++) {
+        char b[BLK];
+        for (int k = 0; k < BLK; k++)
+            b[k] = (char)(i * 7 + k);
+        cr_assert_eq(pwrite(rfd, b, BLK, (off_t)i * BLK), BLK);
+    }
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    cr_assert_eq(urt_spawn(rt, reads_fn, NULL, 0), 0);
+    sleep_us(20000);
+    cr_assert_eq(atomic_load(&r_done), 0, "nothing completes while the kernel takes nothing");
+    cr_assert_eq(urt_spawn(rt, room_fn, (void *)(uintptr_t)2, 0), 0); /* an SQ of two from now on */
+    cr_assert(WAIT_UNTIL(atomic_load(&r_done) == NREAD, 20000), "%d of %d reads completed", atomic_load(&r_done),
+              NREAD);
+    cr_assert_eq(atomic_load(&r_refused), 0, "no read refused");
+    cr_assert_eq(atomic_load(&r_no_backlog), 0, "the overflow list was used");
+    cr_assert_eq(atomic_load(&r_bad), 0, "every read returned its block (%d bad, last short result %d)",
+                 atomic_load(&r_bad), atomic_load(&r_short));
+    cr_assert_eq(urt_spawn(rt, room_fn, (void *)(uintptr_t)UINT32_MAX, 0), 0);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    close(rfd);
+    unlink(path);
+    test_remove_dir(dir);
+}
+#endif
+
+/* ---- the one wake sender ------------------------------------------------------------------- */
+
+static _Atomic int wakes;
+
+static void count_wake(void *c, enum be_event ev, uint32_t arg)
+{
+    (void)c, (void)arg;
+    if (ev == BE_EV_WAKE)
+        atomic_fetch_add(&wakes, 1);
+}
+
+static void *waker(void *arg)
+{
+    struct be_shared *sh = arg;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(be_wake(&caps, sh, NULL, be_peer_of(&ctx), 0), 0);
+    return NULL;
+}
+
+Test(backend, a_thread_without_a_context_wakes_the_owner_once_per_message, .timeout = 30)
+{
+    ctx_up(8);
+    struct be_shared sh;
+    cr_assert_eq(be_shared_init(&sh), 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, waker, &sh), 0);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 100 && atomic_load(&wakes) < 3; i++) {
+        be_wait(&ctx, 10 * 1000 * 1000);
+        be_reap(&ctx, count_wake, NULL);
+    }
+    cr_assert_eq(atomic_load(&wakes), 3);
+    be_shared_exit(&sh);
+    be_exit(&ctx);
+}
