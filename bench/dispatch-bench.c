@@ -56,7 +56,7 @@ static void h_noop(struct urt_dispatch_run *run, const struct urt_dispatch_stran
             g_lat[i] = now - g_t0[i];
     }
     atomic_fetch_add_explicit(&g_runs, 1, memory_order_release);
-    urt_dispatch_done(run, "");
+    urt_dispatch_run_done(run, "");
 }
 
 struct enq {

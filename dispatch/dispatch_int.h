@@ -16,7 +16,7 @@
  *     orders the slot's plain fields from one holder to the next;
  *   - what more than one holder touches at once is atomic: the result (the
  *     first of done/nap/fail wins a CAS), the gate (the job's end and a
- *     statement of urt_dispatch_sql in flight: the last to drop it sends the
+ *     statement of urt_dispatch_run_sql in flight: the last to drop it sends the
  *     release), sql_busy, and the job pointer the watchdog callback reads
  *     from the watcher thread (stored with release after the slot was
  *     filled, loaded with acquire);
@@ -77,7 +77,7 @@ struct urt_dispatch_run {
     uint64_t nap_ns;
     char *fail_reason;
     _Atomic uint32_t gate;         /* 1 for the job + 1 per statement in flight */
-    /* urt_dispatch_sql */
+    /* urt_dispatch_run_sql */
     _Atomic bool sql_busy;         /* a statement's wait or request is in flight */
     _Atomic bool sql_req_busy;     /* its request has not come back yet */
     int efd;                       /* eventfd: the request's completion wakes the job's poll */

@@ -1,21 +1,21 @@
 /*
  * dispatch/run.c — one run of one strand: lease take, the run's job, its
- * result, urt_dispatch_sql, the lease release (SPEC C21; the path of a slot
+ * result, urt_dispatch_run_sql, the lease release (SPEC C21; the path of a slot
  * and who owns it when: dispatch/dispatch_int.h).
  *
  *   control lane      run_take: the take statement to a run connection
  *   run connection    take_done: no row -> back to the control lane; a row ->
  *                     run_begin: a job with deadline run_budget_ns, the
  *                     handler as its first task, closed at once
- *   job's tasks       the handler; urt_dispatch_done/_nap/_fail (one CAS
- *                     decides), urt_dispatch_sql
+ *   job's tasks       the handler; urt_dispatch_run_done/_nap/_fail (one CAS
+ *                     decides), urt_dispatch_run_sql
  *   job's teardown    job_done: drops the job's share of the gate
  *   last gate holder  send_release: done / nap / release statement
  *   run connection    release_done: violated lease? -> back to the control lane
  *
  * Hand-overs (handoff): the take and the release to a run connection, the
  * slot back to the control lane. Each is a lane submission, which the
- * runtime's admission limit (max_pending_tasks, urt/limits.h) may refuse
+ * runtime's admission limit (max_pending_tasks, urt/admission.h) may refuse
  * with -EAGAIN: then it is tried again 1 ms later from the continuation of
  * a sleep on the slot's retry io (a continuation is the runtime's own task,
  * not counted), so no slot is ever lost to the limit. Any other refusal
@@ -23,7 +23,7 @@
  * go out sends the slot back (its lease, if any, expires).
  *
  * The gate. The release may go out only when the job ended AND no statement
- * of urt_dispatch_sql is still at the database (the job ends early when its
+ * of urt_dispatch_run_sql is still at the database (the job ends early when its
  * deadline cancels the wait for one). gate = 1 for the job + 1 per statement
  * request in flight; each side drops its share with one fetch_sub (acq_rel:
  * the dropper's writes to the slot — the job's result, the statement's
@@ -31,7 +31,7 @@
  * statement adds its share from a task of the job, while the job's share is
  * still held, so the gate never rises from 0.
  *
- * urt_dispatch_sql's wait is job work: the calling task polls the slot's
+ * urt_dispatch_run_sql's wait is job work: the calling task polls the slot's
  * eventfd (urt_io_poll, urt/io.h: a job's operation in flight keeps the job
  * alive; cancelling the job cancels it). The request's callback, on the run
  * connection's lane, stores the result in the slot, clears sql_req_busy and
@@ -274,7 +274,7 @@ static void run_begin(struct urt_dispatch_run *run)
     int err = urt_job_create(d->rt, &o, &job);
     if (err < 0) {
         dispatch_log(d, "strand %s: no job for its run: %s", run->id, urt_last_error());
-        urt_dispatch_fail(run, "the run's job could not be created");
+        urt_dispatch_run_fail(run, "the run's job could not be created");
         gate_drop(run);
         return;
     }
@@ -283,7 +283,7 @@ static void run_begin(struct urt_dispatch_run *run)
     urt_task_init(&run->handler_task, handler_task, run);
     err = urt_job_submit(job, &run->handler_task, 0);
     if (err < 0)
-        urt_dispatch_fail(run, "the handler's task could not be submitted");
+        urt_dispatch_run_fail(run, "the handler's task could not be submitted");
     urt_job_close(job); /* the job ends after its tasks: job_done */
 }
 
@@ -300,12 +300,12 @@ static int set_result(struct urt_dispatch_run *run, int what, const char *fn)
     return 0;
 }
 
-URT_API int urt_dispatch_done(struct urt_dispatch_run *run, const char *exitval)
+URT_API int urt_dispatch_run_done(struct urt_dispatch_run *run, const char *exitval)
 {
     char *copy = strdup(exitval ? exitval : "");
     if (!copy)
-        return urt__error(-ENOMEM, "urt_dispatch_done: no memory for the exit value");
-    int err = set_result(run, RES_DONE, "urt_dispatch_done");
+        return urt__error(-ENOMEM, "urt_dispatch_run_done: no memory for the exit value");
+    int err = set_result(run, RES_DONE, "urt_dispatch_run_done");
     if (err < 0) {
         free(copy);
         return err;
@@ -314,19 +314,19 @@ URT_API int urt_dispatch_done(struct urt_dispatch_run *run, const char *exitval)
     return 0;
 }
 
-URT_API int urt_dispatch_nap(struct urt_dispatch_run *run, uint64_t ns)
+URT_API int urt_dispatch_run_nap(struct urt_dispatch_run *run, uint64_t ns)
 {
-    int err = set_result(run, RES_NAP, "urt_dispatch_nap");
+    int err = set_result(run, RES_NAP, "urt_dispatch_run_nap");
     if (err < 0)
         return err;
     run->nap_ns = ns;
     return 0;
 }
 
-URT_API int urt_dispatch_fail(struct urt_dispatch_run *run, const char *reason)
+URT_API int urt_dispatch_run_fail(struct urt_dispatch_run *run, const char *reason)
 {
     char *copy = reason ? strdup(reason) : NULL;
-    int err = set_result(run, RES_FAIL, "urt_dispatch_fail");
+    int err = set_result(run, RES_FAIL, "urt_dispatch_run_fail");
     if (err < 0) {
         free(copy);
         return err;
@@ -422,7 +422,7 @@ static void release_done(struct dreq *r, PGresult *res, int err, const char *msg
     handoff(run, HO_FINISH);
 }
 
-/* ---- urt_dispatch_sql ----------------------------------------------------- */
+/* ---- urt_dispatch_run_sql ----------------------------------------------------- */
 
 static void sql_req_done(struct dreq *r, PGresult *res, int err, const char *msg);
 static void sql_wait_done(struct urt_io *io, int32_t res, void *arg);
@@ -458,29 +458,29 @@ static int sql_copy(struct urt_dispatch_run *run, const char *sql, const char *c
 static int sql_check(struct urt_dispatch_run *run, const char *sql, uint32_t n, urt_dispatch_sql_fn *fn)
 {
     if (!run || !sql || !fn)
-        return urt__error(-EINVAL, "urt_dispatch_sql: %s is NULL", !run ? "run" : !sql ? "sql" : "fn");
+        return urt__error(-EINVAL, "urt_dispatch_run_sql: %s is NULL", !run ? "run" : !sql ? "sql" : "fn");
     if (n > DISPATCH_MAX_SQL_PARAMS)
-        return urt__error(-EINVAL, "urt_dispatch_sql: n_params %u is over %d", n, DISPATCH_MAX_SQL_PARAMS);
+        return urt__error(-EINVAL, "urt_dispatch_run_sql: n_params %u is over %d", n, DISPATCH_MAX_SQL_PARAMS);
     if (urt_current_worker(run->d->rt) < 0)
-        return urt__error(-EPERM, "urt_dispatch_sql: not on a worker of the dispatcher's runtime");
+        return urt__error(-EPERM, "urt_dispatch_run_sql: not on a worker of the dispatcher's runtime");
     if (atomic_load_explicit(&run->result, memory_order_acquire) != RES_NONE || !run->job)
-        return urt__error(-EALREADY, "urt_dispatch_sql: run of strand %s has its result already", run->id);
+        return urt__error(-EALREADY, "urt_dispatch_run_sql: run of strand %s has its result already", run->id);
     if (urt_job_cancelled(run->job))
-        return urt__error(-ECANCELED, "urt_dispatch_sql: run of strand %s was cancelled (budget)", run->id);
+        return urt__error(-ECANCELED, "urt_dispatch_run_sql: run of strand %s was cancelled (budget)", run->id);
     return 0;
 }
 
-URT_API int urt_dispatch_sql(struct urt_dispatch_run *run, const char *sql, const char *const *params,
+URT_API int urt_dispatch_run_sql(struct urt_dispatch_run *run, const char *sql, const char *const *params,
                              uint32_t n_params, urt_dispatch_sql_fn *fn, void *arg)
 {
     int err = sql_check(run, sql, n_params, fn);
     if (err < 0)
         return err;
     if (atomic_exchange_explicit(&run->sql_busy, true, memory_order_acq_rel))
-        return urt__error(-EBUSY, "urt_dispatch_sql: run of strand %s has a statement in flight", run->id);
+        return urt__error(-EBUSY, "urt_dispatch_run_sql: run of strand %s has a statement in flight", run->id);
     if (sql_copy(run, sql, params, n_params) < 0) {
         atomic_store_explicit(&run->sql_busy, false, memory_order_release);
-        return urt__error(-ENOMEM, "urt_dispatch_sql: no memory for the statement");
+        return urt__error(-ENOMEM, "urt_dispatch_run_sql: no memory for the statement");
     }
     uint64_t drain;
     while (read(run->efd, &drain, sizeof(drain)) > 0) /* a cancelled wait's late wake-up */

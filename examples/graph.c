@@ -105,7 +105,7 @@ static int join(urt_graph *g, int from, enum urt_exchange_kind kind, int to)
 {
     struct urt_exchange_desc d = {.kind = kind};
     int x = urt_graph_add_exchange(g, &d);
-    if (x < 0 || urt_graph_output(g, from, x) < 0 || urt_graph_input(g, x, to) < 0)
+    if (x < 0 || urt_graph_add_output(g, from, x) < 0 || urt_graph_add_input(g, to, x) < 0)
         return -1;
     return 0;
 }

@@ -113,7 +113,7 @@ int main(void)
                                                            .partitions = 1});
     int ct = urt_graph_add_step(g, &(struct urt_step_desc){.name = "count", .processor = &counter});
     int x = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD});
-    if (rd < 0 || ct < 0 || x < 0 || urt_graph_output(g, rd, x) < 0 || urt_graph_input(g, x, ct) < 0 ||
+    if (rd < 0 || ct < 0 || x < 0 || urt_graph_add_output(g, rd, x) < 0 || urt_graph_add_input(g, ct, x) < 0 ||
         urt_graph_start(g) || urt_graph_wait(g, URT_WAIT_FOREVER)) {
         fprintf(stderr, "graph: %s\n", urt_last_error());
         return 1;

@@ -246,73 +246,73 @@ static int check_edge(const struct gstep *w, const struct gstep *r, const struct
 static int check_edge_reader(const struct urt_graph *g, const struct gstep *s, const struct gx *x)
 {
     if (x->n_cons)
-        return urt__error(-EINVAL, "urt_graph_input: processor '%s' would share forward exchange %d with '%s' (a "
+        return urt__error(-EINVAL, "urt_graph_add_input: processor '%s' would share forward exchange %d with '%s' (a "
                                    "processor's forward input has one reader)",
                           gstep_name(s), x->id, gstep_name(g->steps[x->cons[0]]));
     if (x->d.limit_rows)
-        return urt__error(-EINVAL, "urt_graph_input: forward exchange %d has limit_rows: processor '%s' cannot read it",
+        return urt__error(-EINVAL, "urt_graph_add_input: forward exchange %d has limit_rows: processor '%s' cannot read it",
                           x->id, gstep_name(s));
     if (x->n_prod > 1)
-        return urt__error(-EINVAL, "urt_graph_input: forward exchange %d has %u producers: processor '%s' reads one",
+        return urt__error(-EINVAL, "urt_graph_add_input: forward exchange %d has %u producers: processor '%s' reads one",
                           x->id, x->n_prod, gstep_name(s));
-    return x->n_prod ? check_edge(g->steps[x->prod[0]], s, x, "urt_graph_input") : 0;
+    return x->n_prod ? check_edge(g->steps[x->prod[0]], s, x, "urt_graph_add_input") : 0;
 }
 
-URT_API int urt_graph_output(urt_graph *g, int step, int exchange)
+URT_API int urt_graph_add_output(urt_graph *g, int step, int exchange)
 {
-    int err = check_ids(g, step, exchange, "urt_graph_output");
+    int err = check_ids(g, step, exchange, "urt_graph_add_output");
     if (err)
         return err;
     struct gstep *s = g->steps[step];
     struct gx *x = g->xs[exchange];
     for (uint32_t i = 0; i < x->n_prod; i++)
         if (x->prod[i] == step)
-            return urt__error(-EINVAL, "urt_graph_output: step '%s' writes exchange %d already", gstep_name(s), exchange);
+            return urt__error(-EINVAL, "urt_graph_add_output: step '%s' writes exchange %d already", gstep_name(s), exchange);
     const struct gstep *reader = proc_reader(g, x);
-    if (reader && (err = check_edge(s, reader, x, "urt_graph_output")))
+    if (reader && (err = check_edge(s, reader, x, "urt_graph_add_output")))
         return err;
     if (reader && x->n_prod)
-        return urt__error(-EINVAL, "urt_graph_output: forward exchange %d is read by processor '%s': one producer "
+        return urt__error(-EINVAL, "urt_graph_add_output: forward exchange %d is read by processor '%s': one producer "
                                    "step at most", exchange, gstep_name(reader));
     if (append_int(&s->out_x, s->n_out, exchange) || append_int(&x->prod, x->n_prod, step))
-        return urt__error(-ENOMEM, "urt_graph_output: no memory");
+        return urt__error(-ENOMEM, "urt_graph_add_output: no memory");
     x->n_prod++;
     return (int)s->n_out++;
 }
 
-/* The rules of urt_graph_input about what one step may read. */
+/* The rules of urt_graph_add_input about what one step may read. */
 static int check_input(const struct urt_graph *g, const struct gstep *s, const struct gx *x)
 {
     enum urt_exchange_kind k = x->d.kind;
     if (s->d.processor && k != URT_EXCHANGE_FORWARD)
-        return urt__error(-EINVAL, "urt_graph_input: step '%s' is a processor: it reads forward exchanges of processors only",
+        return urt__error(-EINVAL, "urt_graph_add_input: step '%s' is a processor: it reads forward exchanges of processors only",
                           gstep_name(s));
     for (uint32_t i = 0; i < s->n_in; i++)
         if (s->in_x[i] == x->id)
-            return urt__error(-EINVAL, "urt_graph_input: step '%s' reads exchange %d already", gstep_name(s), x->id);
+            return urt__error(-EINVAL, "urt_graph_add_input: step '%s' reads exchange %d already", gstep_name(s), x->id);
     int err = s->d.processor ? check_edge_reader(g, s, x) : 0;
     if (err)
         return err;
     if (!s->d.processor && proc_reader(g, x))
-        return urt__error(-EINVAL, "urt_graph_input: step '%s' would share forward exchange %d with processor '%s' (a "
+        return urt__error(-EINVAL, "urt_graph_add_input: step '%s' would share forward exchange %d with processor '%s' (a "
                                    "processor's forward input has one reader)",
                           gstep_name(s), x->id, gstep_name(proc_reader(g, x)));
     for (uint32_t i = 0; i < s->n_in; i++) {
         enum urt_exchange_kind o = g->xs[s->in_x[i]]->d.kind;
         if (k == URT_EXCHANGE_FORWARD && o == URT_EXCHANGE_FORWARD && !s->d.processor)
-            return urt__error(-EINVAL, "urt_graph_input: step '%s' reads a forward exchange already (one at most)",
+            return urt__error(-EINVAL, "urt_graph_add_input: step '%s' reads a forward exchange already (one at most)",
                               gstep_name(s));
         if ((k == URT_EXCHANGE_FORWARD && o == URT_EXCHANGE_SHUFFLE) ||
             (k == URT_EXCHANGE_SHUFFLE && o == URT_EXCHANGE_FORWARD))
-            return urt__error(-EINVAL, "urt_graph_input: step '%s' cannot read a forward and a shuffle exchange",
+            return urt__error(-EINVAL, "urt_graph_add_input: step '%s' cannot read a forward and a shuffle exchange",
                               gstep_name(s));
     }
     return 0;
 }
 
-URT_API int urt_graph_input(urt_graph *g, int exchange, int step)
+URT_API int urt_graph_add_input(urt_graph *g, int step, int exchange)
 {
-    int err = check_ids(g, step, exchange, "urt_graph_input");
+    int err = check_ids(g, step, exchange, "urt_graph_add_input");
     if (err)
         return err;
     struct gstep *s = g->steps[step];
@@ -321,7 +321,7 @@ URT_API int urt_graph_input(urt_graph *g, int exchange, int step)
         return err;
     if (append_int(&s->in_x, s->n_in, exchange) || append_u32(&s->in_link, s->n_in, x->n_cons) ||
         append_int(&x->cons, x->n_cons, step) || append_u32(&x->cons_port, x->n_cons, s->n_in))
-        return urt__error(-ENOMEM, "urt_graph_input: no memory");
+        return urt__error(-ENOMEM, "urt_graph_add_input: no memory");
     x->n_cons++;
     return (int)s->n_in++;
 }

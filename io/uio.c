@@ -756,12 +756,12 @@ URT_API void urt_io_init(struct urt_io *io, urt_io_fn *fn, void *arg)
     io->arg = arg;
 }
 
-URT_API int urt_io_init2(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned flags)
+URT_API int urt_io_init_ex(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned flags)
 {
     if (!io)
-        return urt__error(-EINVAL, "urt_io_init2: io is NULL");
+        return urt__error(-EINVAL, "urt_io_init_ex: io is NULL");
     if (flags & ~URT_IO_INIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_io_init2: unknown flags 0x%x", flags & ~URT_IO_INIT_FLAGS_ALL);
+        return urt__error(-EINVAL, "urt_io_init_ex: unknown flags 0x%x", flags & ~URT_IO_INIT_FLAGS_ALL);
     urt_io_init(io, fn, arg);
     uio_of(io)->opts = (uint8_t)flags;
     return 0;

@@ -112,7 +112,7 @@ struct uio {
     uint8_t kind;          /* enum uio_kind */
     uint8_t flags;         /* UIO_F_* */
     uint8_t cqes;          /* completions still to come for this submission (operation + linked timeout) */
-    uint8_t opts;          /* urt_io_init2 flags */
+    uint8_t opts;          /* urt_io_init_ex flags */
     void *ext;             /* the buffer ring of urt_io_recv_bufring, or NULL */
     struct uio_more *more; /* multishot completions waiting for their turn, or NULL */
 };

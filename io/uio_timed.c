@@ -1,5 +1,5 @@
 /*
- * io/uio_timed.c — timed submission (urt/io.h: urt_task_submit_at,
+ * io/uio_timed.c — timed submission (urt/task.h: urt_task_submit_at,
  * urt_spawn_at): a task runs at or after a point in time, through the one
  * timer facility of a worker's ring (sched/core/timer.h), from any thread.
  *
@@ -172,7 +172,7 @@ static int timed_submit(const char *fn, struct sched *s, struct urt_task *t, uin
     return err ? sched_submit_error(fn, err) : 0;
 }
 
-URT_API int urt_task_submit_at(urt_runtime *rt, struct urt_task *task, uint64_t due_ns, unsigned flags)
+URT_API int urt_task_submit_at(urt_runtime *rt, uint64_t due_ns, struct urt_task *task, unsigned flags)
 {
     int err = sched_check_submit("urt_task_submit_at", rt, task && task->fn, task ? "task->fn" : "task", flags);
     if (err)

@@ -34,7 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <urt/limits.h>
+#include <urt/admission.h>
 #include <urt/task.h>
 
 struct sched;

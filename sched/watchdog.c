@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <urt/limits.h>
+#include <urt/watchdog.h>
 #include <urt/runtime.h>
 
 #include "base/clock.h"
@@ -158,7 +158,7 @@ static void watchdog_report(struct watchdog *wd, const struct urt_watchdog_repor
     pthread_mutex_unlock(&wd->cb_lock);
     cb(ctx, r);
     if (wd->s->cfg->watchdog_abort && r->pool_thread < 0) {
-        /* The documented policy (urt/limits.h): the user asked for it. */
+        /* The documented policy (urt/watchdog.h): the user asked for it. */
         dprintf(STDERR_FILENO, "urt watchdog: task_runtime_limit_us exceeded, watchdog_abort set: aborting\n");
         dump_state(wd->s, STDERR_FILENO);
         abort();

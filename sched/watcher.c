@@ -79,7 +79,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <urt/limits.h>
+#include <urt/watchdog.h>
 #include <urt/runtime.h>
 #include <urt/watcher.h>
 

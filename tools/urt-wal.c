@@ -1,5 +1,5 @@
 /*
- * tools/urt-wal.c — inspect a urt log directory (SPEC C14), public API only.
+ * tools/urt-wal.c — inspect a urt log directory (C14), public API only.
  *
  *   urt-wal list DIR       channels (file, generation, worker, size, valid
  *                          bytes, records, epochs) and the durable marker

@@ -1,5 +1,5 @@
 /*
- * urt/batch.h — the batch executor and the transactional load (SPEC C15):
+ * urt/batch.h — the batch executor and the transactional load:
  * one statement run many times, once per record of a list of parameter files.
  *
  * Inputs. A list of files in one format:

@@ -1,5 +1,5 @@
 /*
- * urt/blocking.h — blocking work (SPEC C22): a function that blocks (a
+ * urt/blocking.h — blocking work: a function that blocks (a
  * compression or crypto library on a large buffer, a file API with no ring
  * operation, getaddrinfo, a third-party client library) runs on a pool of
  * threads that are not workers, and the task that handed it over goes on in
@@ -82,7 +82,7 @@
  *     time; beyond it a submission fails with -EAGAIN, or, with
  *     URT_SUBMIT_BLOCK from a thread that is neither a worker nor one of the
  *     runtime's own threads (the watcher, a pool thread), waits for room,
- *     first come first served (as max_pending_tasks, urt/limits.h). A worker
+ *     first come first served (as max_pending_tasks, urt/admission.h). A worker
  *     never waits: not for room, not for a pool thread. Offloads do not
  *     count in max_pending_tasks; their continuations are exempt from it, as
  *     I/O continuations are.
@@ -102,7 +102,7 @@
  *     running ones; those continuations run before destroy returns, like
  *     every cancelled task's callback: on the destroying thread. destroy
  *     then stops the pool's threads.
- * 10. The watchdog (task_runtime_limit_us, urt/limits.h) watches the pool
+ * 10. The watchdog (task_runtime_limit_us, urt/watchdog.h) watches the pool
  *     threads too: a function running longer than the limit is reported once
  *     (struct urt_watchdog_report.pool_thread >= 0, .blocking = b).
  */

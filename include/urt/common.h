@@ -11,6 +11,29 @@
  * failure of the call (urt_job_poll's -EINPROGRESS, a job's own status
  * returned by urt_job_poll/urt_job_wait) records nothing.
  *
+ * Names (the rules the whole API follows):
+ *  - urt_<object>_<verb>: urt_lane_submit, urt_job_cancel; a function that
+ *    takes a handle of an object family carries the family's name
+ *    (urt_dispatch_run_done takes a struct urt_dispatch_run).
+ *  - An extended form of a function (more arguments or flags) is the same
+ *    name with _ex: urt_spawn_ex, urt_io_init_ex.
+ *  - Arguments go target first, then what is submitted, then flags: the
+ *    runtime, lane, job or transaction; for the _to and _at forms the worker
+ *    or the time right after the runtime (urt_task_submit_to(rt, worker,
+ *    task, flags), urt_spawn_at(rt, due_ns, fn, cancel, arg, flags)); the
+ *    callbacks' argument right after the callbacks; an out parameter last.
+ *  - Teardown verbs: destroy ends an object the caller created that owns
+ *    threads, rings, connections or queued work, and waits or refuses while
+ *    it is busy (urt_runtime_destroy, urt_lane_destroy, urt_bufring_destroy,
+ *    urt_dispatch_destroy); release gives back a handle of an object that
+ *    lives on until it ended (urt_job_release, urt_tx_release,
+ *    urt_graph_release, urt_batch_release; urt_graph_unit_release gives a
+ *    unit back to its exchange); free returns plain memory the library
+ *    handed to the caller (urt_stats_free). Each accepts NULL as a no-op
+ *    where its comment says so.
+ *  - Names renamed before 1.0 are kept for one release in urt/deprecated.h
+ *    (man page urt_deprecated(3)).
+ *
  * Misuse: everything that can be detected while the caller holds a valid
  * handle is (an ended job, a transaction after its end, a lane being
  * destroyed, a cond already cancelled), with an errno and a message; using a
@@ -35,6 +58,14 @@
 #define URT_API __attribute__((visibility("default")))
 #else
 #define URT_API
+#endif
+
+/* Marks a name kept for one release after it was renamed (urt/deprecated.h):
+ * a call compiles with a warning naming the replacement. */
+#if defined(__GNUC__) || defined(__clang__)
+#define URT_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define URT_DEPRECATED(msg)
 #endif
 
 #ifdef __cplusplus

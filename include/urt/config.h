@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-/* Where worker threads run (C1). */
+/* Where worker threads run. */
 enum urt_placement {
     URT_PLACEMENT_NONE = 0, /* no binding: the kernel decides */
     URT_PLACEMENT_NUMA = 1, /* default: workers spread round-robin over NUMA nodes,
@@ -66,7 +66,7 @@ enum urt_ring_feature {
 };
 
 struct urt_config {
-    /* --- C1 worker pool ------------------------------------------------ */
+    /* --- worker pool ------------------------------------------------- */
     uint32_t workers;               /* worker threads, 1..1024; default: online CPUs */
     enum urt_placement placement;   /* default URT_PLACEMENT_NUMA */
     /* NULL: the topology is discovered with libnuma. Otherwise a list of
@@ -74,7 +74,7 @@ struct urt_config {
      * with one CPU each. Lets multi-node placement be tested on one node. */
     const char *topology;
 
-    /* --- C3 suspend and wake ------------------------------------------- */
+    /* --- suspend and wake -------------------------------------------- */
     bool busy_worker;               /* true: idle workers never suspend (default false) */
     uint32_t worker_try_count;      /* empty polls before suspending (default 1000); with
                                        worker_spin_adaptive the most a worker makes */
@@ -90,7 +90,7 @@ struct urt_config {
     uint32_t task_polling_wait;     /* pacing of empty polls: 0 none, 1 sched_yield,
                                        n>=2 sleep n-2 µs (default 0) */
 
-    /* --- C4/C5 queues, stealing, placement ----------------------------- */
+    /* --- queues, stealing, placement --------------------------------- */
     uint32_t stealing_wait;         /* empty local polls before stealing (default 1) */
     bool use_preferred_worker_for_current_thread; /* default true */
     uint32_t dev_thousandths_ratio_check_local_first; /* per mille of picks that look at the
@@ -100,7 +100,7 @@ struct urt_config {
     uint32_t inbox_check_interval;  /* a worker looks at its inbox before its own deque
                                        every n tasks, for fairness (default 61) */
 
-    /* --- C6/C8 lanes and hybrid scheduling ----------------------------- */
+    /* --- lanes and hybrid scheduling --------------------------------- */
     uint32_t lightweight_job_level; /* jobs with work_level <= this run serially on one
                                        worker through their own lane (0..60, default 0) */
     bool lane_balance;              /* a lane a worker activates goes to the worker with fewer
@@ -109,7 +109,7 @@ struct urt_config {
                                        activated from another thread always goes to the
                                        placement rule's choice */
 
-    /* --- C2 rings ------------------------------------------------------- */
+    /* --- rings ------------------------------------------------------- */
     uint32_t ring_entries;          /* SQ entries per worker ring, power of two (default 256) */
     uint32_t ring_cq_entries;       /* CQ entries; 0 = 4 x ring_entries */
     uint32_t ring_disable;          /* enum urt_ring_feature bits not to use (default 0) */
@@ -119,16 +119,16 @@ struct urt_config {
                                        URT_IO_FIXED_FILE accepts the upper half */
     uint32_t sqpoll_idle_ms;        /* SQPOLL thread idle time (default 100) */
 
-    /* --- C17 statistics -------------------------------------------------- */
+    /* --- statistics -------------------------------------------------- */
     bool stats_timing;              /* take timestamps for latency statistics (default false) */
 
-    /* --- C9 watcher, C10 limits and health (urt/watcher.h, urt/limits.h) -- */
+    /* --- watcher, admission, watchdog (urt/watcher.h, admission.h, watchdog.h) --- */
     uint64_t watcher_interval_us;   /* default check interval of conditional tasks, µs (default 1000) */
     uint64_t max_pending_tasks;     /* runtime-wide cap on pending tasks; 0 = unlimited (default 0) */
     uint64_t task_runtime_limit_us; /* watchdog: report a task running longer, µs; 0 = off (default 0) */
     bool watchdog_abort;            /* watchdog policy: dump every worker's state, then abort() (default false) */
 
-    /* --- C12 write-ahead log (urt/log.h) -------------------------------- */
+    /* --- write-ahead log (urt/log.h) --------------------------------- */
     const char *log_dir;            /* log directory; NULL (default): no log */
     uint64_t epoch_duration_us;     /* epoch timer period, µs (default 1000) */
     bool o_direct;                  /* channel files opened with O_DIRECT (default false) */
@@ -152,7 +152,7 @@ struct urt_config {
                                        Fewer channels: a stored commit waits for fewer writes
                                        (docs/durability.md) */
 
-    /* --- C22 blocking work (urt/blocking.h) ---------------------------- */
+    /* --- blocking work (urt/blocking.h) ------------------------------ */
     uint32_t blocking_threads_max;  /* pool threads at most, 1..32768 (default 512, as Tokio) */
     uint32_t blocking_threads_min;  /* pool threads kept (started with the runtime, never
                                        retired), 0..blocking_threads_max (default 0) */

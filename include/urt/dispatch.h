@@ -1,6 +1,6 @@
 /*
- * urt/dispatch.h — durable work shared by many processes through PostgreSQL
- * (SPEC C21). Built when libpq is found (meson option `dispatch`, default
+ * urt/dispatch.h — durable work shared by many processes through PostgreSQL.
+ * Built when libpq is found (meson option `dispatch`, default
  * auto); docs/dispatch.md is the guide (the model, the SQL, running a fleet).
  *
  * A strand is a durable work item: a row of the table urt_strand (id uuid,
@@ -33,7 +33,7 @@
  *             violated (the run outlived it and another process may have run
  *             the strand): counted and logged, the result not applied;
  *   apoptosis a run whose handler blocks its worker past the runtime's
- *             watchdog limit (task_runtime_limit_us, urt/limits.h) ends the
+ *             watchdog limit (task_runtime_limit_us, urt/watchdog.h) ends the
  *             process: one line naming the strand, every worker's state
  *             (urt_dump_state), abort(). The dispatcher requires the watchdog
  *             and a lease at least twice its limit, so a hung process is dead
@@ -85,11 +85,11 @@
  * finds the lease changed is counted as uncertain, not as a violation).
  * Connections: one control connection (scans, heartbeats, enqueues, wake,
  * cancel, requeue, and the LISTEN for wake-ups) and
- * `connections` run connections (takes, releases, urt_dispatch_sql).
+ * `connections` run connections (takes, releases, urt_dispatch_run_sql).
  * libpq resolves a host name with a blocking getaddrinfo() while connecting:
  * give a Unix socket directory or hostaddr= in conninfo.
  *
- * With a pending-task limit (max_pending_tasks, urt/limits.h) the
+ * With a pending-task limit (max_pending_tasks, urt/admission.h) the
  * dispatcher's own hand-overs count like any lane task: a worker's refused
  * hand-over is tried again 1 ms later, a thread that is not a worker waits
  * (URT_SUBMIT_BLOCK); nothing is lost to the limit.
@@ -127,8 +127,8 @@
  * Lifecycle of a struct urt_dispatch_run (one run of one strand):
  *  1. The handler gets it on a worker, as the first task of the run's job
  *     (urt_dispatch_run_job): it may submit more tasks to that job, start
- *     urt_dispatch_sql() statements, urt/io.h operations (job work).
- *  2. Exactly one result counts: the first of urt_dispatch_done / _nap /
+ *     urt_dispatch_run_sql() statements, urt/io.h operations (job work).
+ *  2. Exactly one result counts: the first of urt_dispatch_run_done / _nap /
  *     _fail (later ones get -EALREADY). After the result no SQL may start.
  *  3. The run ends when its job ends (every task returned, every SQL
  *     callback ran; or the budget passed: the job is cancelled, its
@@ -140,7 +140,7 @@
 
 #include <urt/common.h>
 #include <urt/job.h>
-#include <urt/limits.h>
+#include <urt/watchdog.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -311,7 +311,7 @@ URT_API void urt_dispatch_destroy(urt_dispatch *d);
  * first) and no ids. Returns 0 (fn will run), or -EINVAL (NULL d or kind, a
  * bad kind, count out of range), -ENOTCONN (not started, or stopping),
  * -ENOMEM, -EAGAIN (on a worker, at the runtime's pending-task limit,
- * urt/limits.h; other threads wait for a slot). Any thread. */
+ * urt/admission.h; other threads wait for a slot). Any thread. */
 typedef void urt_dispatch_enqueued_fn(void *arg, int status, uint32_t count, const char *const *ids);
 URT_API int urt_dispatch_enqueue(urt_dispatch *d, const char *kind, const char *payload, uint64_t delay_ns,
                                  uint32_t count, urt_dispatch_enqueued_fn *fn, void *arg);
@@ -405,16 +405,16 @@ URT_API int urt_dispatch_wake(urt_dispatch *d, const char *id, urt_dispatch_enqu
  * line; the strand is retried after its backoff). Returns 0, -EINVAL (NULL
  * run), -EALREADY (a result was given before, or the run ended). Any thread,
  * while the run lasts. */
-URT_API int urt_dispatch_done(struct urt_dispatch_run *run, const char *exitval);
-URT_API int urt_dispatch_nap(struct urt_dispatch_run *run, uint64_t ns);
-URT_API int urt_dispatch_fail(struct urt_dispatch_run *run, const char *reason);
+URT_API int urt_dispatch_run_done(struct urt_dispatch_run *run, const char *exitval);
+URT_API int urt_dispatch_run_nap(struct urt_dispatch_run *run, uint64_t ns);
+URT_API int urt_dispatch_run_fail(struct urt_dispatch_run *run, const char *reason);
 
 /* The run's strand and its job (NULL for a NULL run). Any thread, while the
  * run lasts. */
 URT_API const struct urt_dispatch_strand *urt_dispatch_run_strand(const struct urt_dispatch_run *run);
 URT_API urt_job *urt_dispatch_run_job(const struct urt_dispatch_run *run);
 
-/* The result of urt_dispatch_sql, valid during the callback. */
+/* The result of urt_dispatch_run_sql, valid during the callback. */
 struct urt_dispatch_sql_result {
     int status;          /* 0; -EIO (the statement failed: message); -ECONNRESET (the connection
                             broke: it may or may not have run); -ECANCELED (the run's job was
@@ -436,8 +436,8 @@ typedef void urt_dispatch_sql_fn(struct urt_dispatch_run *run, const struct urt_
  * urt_io_poll (urt/io.h: -ESHUTDOWN, -EAGAIN ...). A refused hand-over to
  * the connection (the runtime's pending-task limit) is not an error of the
  * call: fn sees -ECONNRESET. Worker only, in a task of the run's job. */
-URT_API int urt_dispatch_sql(struct urt_dispatch_run *run, const char *sql, const char *const *params,
-                             uint32_t n_params, urt_dispatch_sql_fn *fn, void *arg);
+URT_API int urt_dispatch_run_sql(struct urt_dispatch_run *run, const char *sql, const char *const *params,
+                                 uint32_t n_params, urt_dispatch_sql_fn *fn, void *arg);
 
 /* Copies the last window and the live counters into *out. Returns 0 or
  * -EINVAL (NULL d or out). Any thread. */
@@ -469,5 +469,8 @@ URT_API int urt_dispatch_partition_range(uint32_t partition, uint32_t partitions
 #ifdef __cplusplus
 }
 #endif
+
+/* The old names of this header's functions, kept for one release. */
+#include <urt/deprecated.h>
 
 #endif

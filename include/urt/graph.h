@@ -1,5 +1,5 @@
 /*
- * urt/graph.h — task graphs (SPEC C16): steps joined by exchanges, run as one job.
+ * urt/graph.h — task graphs: steps joined by exchanges, run as one job.
  *
  * A graph is a query-shaped plan: steps (a task function run once per
  * partition, or once per arriving unit of data) joined by exchanges that move
@@ -120,7 +120,7 @@
  * Lifecycle of a urt_graph (numbered rules):
  *  1. urt_graph_create() returns a graph with one handle (the caller's).
  *  2. Building (urt_graph_add_step, urt_graph_add_exchange,
- *     urt_graph_output, urt_graph_input) and urt_graph_prepare() are owner
+ *     urt_graph_add_output, urt_graph_add_input) and urt_graph_prepare() are owner
  *     only, before urt_graph_start(); a build error leaves the graph as it
  *     was.
  *  3. urt_graph_prepare() (optional: urt_graph_start() calls it) checks the
@@ -295,17 +295,17 @@ URT_API int urt_graph_add_exchange(urt_graph *g, const struct urt_exchange_desc 
  * port index (0, 1, ... in the order of these calls), or -EINVAL (NULL g,
  * unknown ids, already connected, the graph was started; a function step,
  * or a second step, writing a forward exchange a processor reads), -ENOMEM.
- * Owner only. */
-URT_API int urt_graph_output(urt_graph *g, int step, int exchange);
+ * Both connecting calls take the step, then the exchange. Owner only. */
+URT_API int urt_graph_add_output(urt_graph *g, int step, int exchange);
 
 /* Step `step` reads exchange `exchange`: returns the step's input port
- * index, or -EINVAL (as urt_graph_output, plus a second forward input, a
+ * index, or -EINVAL (as urt_graph_add_output, plus a second forward input, a
  * forward and a shuffle together, a processor reading something but a
  * processor's forward exchange: a shuffle or broadcast, a forward written by
  * a function step or by two steps, one with limit_rows, or one another step
  * reads too; a function step reading a processor's forward exchange),
  * -ENOMEM. Owner only. */
-URT_API int urt_graph_input(urt_graph *g, int exchange, int step);
+URT_API int urt_graph_add_input(urt_graph *g, int step, int exchange);
 
 /* Checks the whole graph and allocates the run (rule 3). Returns 0, or
  * -EINVAL (no step; an exchange without producer or consumer; a cycle; a
@@ -473,5 +473,8 @@ URT_API int urt_graph_async_done(struct urt_graph_ctx *ctx, int res);
 #ifdef __cplusplus
 }
 #endif
+
+/* The old names of this header's functions, kept for one release. */
+#include <urt/deprecated.h>
 
 #endif

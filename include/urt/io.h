@@ -1,5 +1,5 @@
 /*
- * urt/io.h — asynchronous I/O for tasks (SPEC C20) on the workers' rings.
+ * urt/io.h — asynchronous I/O for tasks on the workers' rings.
  *
  * A task that reads a file, accepts a connection, waits for a socket or
  * sleeps does it through the ring of the worker it runs on; the worker goes
@@ -119,12 +119,6 @@
  * descriptor there, a linked timeout by a timer of the worker that cancels
  * the operation. The observable behaviour is the same (docs/io.md, "Feature
  * probe").
- *
- * Timed submission (urt_task_submit_at, urt_spawn_at) puts a task on the one
- * timer facility of a worker's ring and runs it at or after a point in time
- * (urt_now_ns() clock), from any thread. At destroy, URT_SHUTDOWN_DRAIN waits
- * for the timed tasks and runs them at their time; URT_SHUTDOWN_CANCEL calls
- * the cancel callback of those not yet due.
  */
 #ifndef URT_IO_H
 #define URT_IO_H
@@ -166,7 +160,7 @@ struct urt_io {
  * position (as read(2)/write(2) rather than pread(2)/pwrite(2)). */
 #define URT_IO_CURPOS (-1)
 
-/* Per-io options (urt_io_init2). */
+/* Per-io options (urt_io_init_ex). */
 #define URT_IO_STEALABLE 0x1u   /* a plain task's continuation may run on another worker */
 #define URT_IO_INIT_FLAGS_ALL 0x1u
 
@@ -186,8 +180,10 @@ struct urt_io {
 
 /* Sets fn and arg and clears the rest (rule 1). Any thread. */
 URT_API void urt_io_init(struct urt_io *io, urt_io_fn *fn, void *arg);
-/* The same with options (URT_IO_STEALABLE). -EINVAL: unknown flag. */
-URT_API int urt_io_init2(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned flags);
+/* The same with options (URT_IO_STEALABLE): the extended form, named _ex as
+ * every extended form of urt (urt_spawn_ex). Returns 0, or -EINVAL (NULL io,
+ * unknown flag). Any thread. */
+URT_API int urt_io_init_ex(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned flags);
 
 /* Common returns of every urt_io_<op>() below (worker only, rule 5):
  *   0           submitted: the continuation will run (rule 3);
@@ -202,7 +198,7 @@ URT_API int urt_io_init2(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned f
  *   -ECANCELED  the calling task's job was cancelled or the transaction ended.
  * Errors of the operation itself (-EBADF, -ECONNRESET, -ENOENT ...) arrive in
  * the continuation, never from the submitting call. A continuation is not
- * counted by max_pending_tasks (urt/limits.h): it is the rest of a task that
+ * counted by max_pending_tasks (urt/admission.h): it is the rest of a task that
  * was. */
 
 /* Files. off: a byte offset, or URT_IO_CURPOS. */
@@ -322,19 +318,6 @@ URT_API int urt_io_register_file(int fd);
 URT_API int urt_io_unregister_file(int index);
 URT_API int urt_io_register_buffers(const struct iovec *iov, unsigned n);
 
-/* Timed submission: runs task (or fn) at or after due_ns (urt_now_ns()
- * clock) on a worker (the caller's if it is one, else as urt_task_submit
- * places it), through that worker's timer facility; when due, the task is
- * submitted from that worker with flags (URT_SUBMIT_LOCAL: it runs there).
- * Flags and returns as urt_task_submit / urt_spawn_ex (-EINVAL, -ESHUTDOWN,
- * -EAGAIN, -ENOMEM); with max_pending_tasks the task is pending from the
- * call on. A due time in the past runs at once. Cancelled tasks (runtime
- * destroyed in cancel mode before due) get their cancel callback. Any
- * thread. */
-URT_API int urt_task_submit_at(urt_runtime *rt, struct urt_task *task, uint64_t due_ns, unsigned flags);
-URT_API int urt_spawn_at(urt_runtime *rt, uint64_t due_ns, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
-                         unsigned flags);
-
 #define URT_IO_FEAT_MULTISHOT_ACCEPT 0x1u
 #define URT_IO_FEAT_MULTISHOT_RECV 0x2u
 #define URT_IO_FEAT_BUFRING 0x4u
@@ -345,5 +328,8 @@ URT_API int urt_spawn_at(urt_runtime *rt, uint64_t due_ns, urt_task_fn *fn, urt_
 #ifdef __cplusplus
 }
 #endif
+
+/* The old names of this header's functions, kept for one release. */
+#include <urt/deprecated.h>
 
 #endif

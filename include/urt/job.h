@@ -1,5 +1,5 @@
 /*
- * urt/job.h — jobs (SPEC C7) and hybrid scheduling (C8).
+ * urt/job.h — jobs and hybrid scheduling.
  *
  * A job is a set of tasks that grows while it runs: its tasks submit more
  * tasks of the same job. It counts its live tasks; when the count reaches
@@ -94,7 +94,7 @@ URT_API int urt_job_create(urt_runtime *rt, const struct urt_job_options *opt, u
  *               the job is closed and the caller is not one of its tasks
  *               (rule 7);
  *   -ECANCELED  the job was cancelled (or its deadline passed);
- *   -EAGAIN     max_pending_tasks reached (urt/limits.h; heavy jobs only,
+ *   -EAGAIN     max_pending_tasks reached (urt/admission.h; heavy jobs only,
  *               a serial job's lane is not counted);
  *   -ESHUTDOWN  the runtime is being destroyed.
  * Any thread before urt_job_close(); afterwards only from a task of the job. */

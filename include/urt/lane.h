@@ -1,5 +1,5 @@
 /*
- * urt/lane.h — lanes (SPEC C6): serialization domains.
+ * urt/lane.h — lanes: serialization domains.
  *
  * The tasks of a lane run one at a time, in submission order (the order in
  * which the submissions returned, for one submitting thread; any order for

@@ -1,5 +1,5 @@
 /*
- * urt/log.h — durable commits on the write-ahead log (SPEC C12–C14).
+ * urt/log.h — durable commits on the write-ahead log, checkpoints, recovery.
  *
  * With urt_config.log_dir set, every worker owns a log channel (its own file
  * in that directory) written through its own io_uring ring. A commit appends
@@ -139,7 +139,7 @@ struct urt_log_stats {
  * or -ENOTSUP. Any thread. */
 URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out);
 
-/* ---- checkpoints: a log that shrinks (C12) ----------------------------------------- */
+/* ---- checkpoints: a log that shrinks ----------------------------------------------- */
 
 /* The engine's own state is persisted up to marker (<= the durable marker):
  * urt never replays a record at or below it again. The checkpoint is made
@@ -156,7 +156,7 @@ URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out);
  * (the checkpoint did not advance). Any thread. */
 URT_API int urt_log_checkpoint(urt_runtime *rt, uint64_t marker);
 
-/* ---- an engine with its own log (C13: an external durability source) ------------- */
+/* ---- an engine with its own log (an external durability source) ------------------ */
 
 /* An engine that makes its records durable itself (its own log) and wants
  * URT_COMMIT_STORED answers from urt registers as the runtime's durability
@@ -199,7 +199,7 @@ URT_API int urt_durability_notify(urt_runtime *rt, uint64_t marker);
  * in a task. Such a callback must not block, must not destroy the runtime,
  * and holds up every other answer of its release list while it runs. */
 
-/* ---- recovery (C14) --------------------------------------------------------------- */
+/* ---- recovery --------------------------------------------------------------------- */
 
 struct urt_log_record {
     uint64_t epoch, tx_id, lsn, gen;

@@ -1,12 +1,12 @@
 /*
- * urt/stats.h — per-worker counters (C17), readable while the runtime runs.
+ * urt/stats.h — per-worker counters, readable while the runtime runs.
  *
  * Each worker writes only its own counters (relaxed stores by the owner, no
  * read-modify-write, no shared cache line); a snapshot reads them all with
  * relaxed loads, so a snapshot taken while tasks run is a consistent-enough
  * view of each counter, not of the set.
  *
- * Latency histograms (C17) follow the same rule: each worker records into its
+ * Latency histograms follow the same rule: each worker records into its
  * own log-linear histograms (16 sub-buckets per power of two, so a percentile
  * is at most 6.25 % above the true value); a snapshot merges them on read.
  * Percentiles are the upper bound of the bucket holding the rank, capped at
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-/* Latency kinds. The commit kinds are the durability responses (SPEC C13):
+/* Latency kinds. The commit kinds are the durability responses (urt/tx.h):
  * accepted, available (visible to readers), stored (durable). */
 enum urt_latency_kind {
     URT_LAT_QUEUE = 0,             /* submit -> start of the task function */

@@ -71,9 +71,14 @@ struct urt_task {
 /* Initialises task to run fn(task, arg). cancel is cleared. Any thread. */
 URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg);
 
-/* Submits an initialised task (placement: SPEC C5). Returns 0, -EINVAL (NULL
- * rt, task or task->fn, unknown flags), -ESHUTDOWN (runtime is being
- * destroyed), or -EAGAIN (pending-task limit reached). Any thread. */
+/* Submits an initialised task. Placement: from a worker, its own deque
+ * (other workers may steal it); from another thread, the inbox of that
+ * thread's preferred worker (assigned round robin on its first submission;
+ * round robin per submission with use_preferred_worker_for_current_thread
+ * false); URT_SUBMIT_URGENT: a suspended worker, woken. Returns 0, -EINVAL
+ * (NULL rt, task or task->fn, unknown flags), -ESHUTDOWN (runtime is being
+ * destroyed), or -EAGAIN (pending-task limit reached, urt/admission.h). Any
+ * thread. */
 URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags);
 
 /* Runs fn(task, arg) on a worker, with a task from the runtime's cache;
@@ -90,14 +95,15 @@ URT_API int urt_current_worker(const urt_runtime *rt);
 
 /* Affinity: for data owned per worker or per NUMA node.
  *
- * urt_task_submit_to / urt_spawn_to run the task on worker `worker`
+ * urt_task_submit_to / urt_spawn_to run the task on worker `worker` (the
+ * argument after rt, where the _at forms take the time)
  * (0..workers-1) and nowhere else: it goes to that worker's sticky queue,
  * which is never stolen, so tasks sent to one worker never run concurrently
  * with each other and may share that worker's data without atomics. Same
  * returns as urt_task_submit / urt_spawn_ex (admission included), plus
  * -EINVAL for a worker out of range or with URT_SUBMIT_URGENT or
  * URT_SUBMIT_LOCAL. Any thread. */
-URT_API int urt_task_submit_to(urt_runtime *rt, struct urt_task *task, uint32_t worker, unsigned flags);
+URT_API int urt_task_submit_to(urt_runtime *rt, uint32_t worker, struct urt_task *task, unsigned flags);
 URT_API int urt_spawn_to(urt_runtime *rt, uint32_t worker, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
                          unsigned flags);
 /* The NUMA node worker `worker` is placed on (-1: placement none), or
@@ -106,6 +112,21 @@ URT_API int urt_worker_node(const urt_runtime *rt, uint32_t worker);
 /* A worker placed on NUMA node `node` (round robin over that node's workers:
  * pass it to urt_task_submit_to), or -EINVAL when none is. Any thread. */
 URT_API int urt_node_worker(urt_runtime *rt, int node);
+
+/* Timed submission: runs task (or fn) at or after due_ns (urt_now_ns()
+ * clock) on a worker (the caller's if it is one, else as urt_task_submit
+ * places it), through that worker's one timer facility (the ring's, which
+ * also serves urt_io_sleep, urt/io.h); when due, the task is submitted from
+ * that worker with flags (URT_SUBMIT_LOCAL: it runs there). The time is the
+ * argument after rt, where the _to forms take the worker. Flags and returns
+ * as urt_task_submit / urt_spawn_ex (-EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
+ * with max_pending_tasks the task is pending from the call on. A due time in
+ * the past runs at once. At destroy, URT_SHUTDOWN_DRAIN waits for the timed
+ * tasks and runs them at their time; URT_SHUTDOWN_CANCEL calls the cancel
+ * callback of those not yet due. Any thread. */
+URT_API int urt_task_submit_at(urt_runtime *rt, uint64_t due_ns, struct urt_task *task, unsigned flags);
+URT_API int urt_spawn_at(urt_runtime *rt, uint64_t due_ns, urt_task_fn *fn, urt_task_cancel_fn *cancel, void *arg,
+                         unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * urt/tx.h — transactions (SPEC C11): tasks that use a transaction run on its
+ * urt/tx.h — transactions: tasks that use a transaction run on its
  * lane (one at a time, in submission order, never stolen), and the transaction
  * ends exactly once, by commit or by abort, whatever threads race to end it.
  *
@@ -35,7 +35,7 @@
  *     commit whose pre-commit hook fails calls the abort hook right after it,
  *     on the same thread, and its callback receives the hook's error.
  *
- * Commit responses (SPEC C13). The callback passed to urt_tx_commit() runs
+ * Commit responses. The callback passed to urt_tx_commit() runs
  * exactly once (if the call returned 0), as a task on a worker:
  *   URT_COMMIT_ACCEPTED  — as soon as the commit was queued (right after the
  *                          pre-commit hook ran);

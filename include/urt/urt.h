@@ -7,7 +7,8 @@
 
 #include <urt/common.h>
 #include <urt/config.h>
-#include <urt/limits.h>
+#include <urt/admission.h>
+#include <urt/watchdog.h>
 #include <urt/log.h>
 #include <urt/runtime.h>
 #include <urt/stats.h>
@@ -21,10 +22,11 @@
 #include <urt/blocking.h>
 #include <urt/batch.h>
 #include <urt/dispatch.h> /* functions present when built with dispatch (libpq) */
+#include <urt/deprecated.h> /* names kept for one release after a rename */
 
-#define URT_VERSION_MAJOR 0
-#define URT_VERSION_MINOR 1
+#define URT_VERSION_MAJOR 1
+#define URT_VERSION_MINOR 0
 #define URT_VERSION_PATCH 0
-#define URT_VERSION_STRING "0.1.0"
+#define URT_VERSION_STRING "1.0.0"
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * urt/watcher.h — conditional (watcher) tasks (SPEC C9).
+ * urt/watcher.h — conditional (watcher) tasks.
  *
  * A conditional task is a cheap check plus a body. The runtime's watcher
  * thread calls check(cond, arg) every interval (the task's own interval_us, or
@@ -47,7 +47,7 @@
  *     teardown runs once after them. urt_cond_cancel() of a job's cond does
  *     not cancel the job.
  *
- * Admission (urt/limits.h): a body counts as a pending task from the moment
+ * Admission (urt/admission.h): a body counts as a pending task from the moment
  * the watcher hands it to a worker until it completes. If the pending-task
  * limit is reached, the watcher keeps the passed task (without checking it
  * again) and retries the hand-over every interval; it never blocks.
@@ -123,7 +123,7 @@ struct urt_watcher_stats {
     uint64_t wakeups;          /* returns from those waits (timer, message or completion) */
     uint64_t timer_fires;      /* expired IORING_OP_TIMEOUTs */
     uint64_t wake_messages;    /* wake messages received */
-    uint64_t watchdog_reports; /* tasks reported by the watchdog (urt/limits.h) */
+    uint64_t watchdog_reports; /* tasks reported by the watchdog (urt/watchdog.h) */
     /* check-to-body latency: from the passing check to the body's start on a worker */
     uint64_t latency_count;
     uint64_t latency_sum_ns;

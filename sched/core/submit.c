@@ -271,7 +271,7 @@ URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned fla
     return err ? err : submit_task("urt_task_submit", sched_of(rt), task, flags, NULL);
 }
 
-URT_API int urt_task_submit_to(urt_runtime *rt, struct urt_task *task, uint32_t worker, unsigned flags)
+URT_API int urt_task_submit_to(urt_runtime *rt, uint32_t worker, struct urt_task *task, unsigned flags)
 {
     int err = sched_check_submit("urt_task_submit_to", rt, task && task->fn, task ? "task->fn" : "task", flags);
     if (!err)

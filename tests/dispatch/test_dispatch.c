@@ -148,8 +148,8 @@ static void h_done(struct urt_dispatch_run *run, const struct urt_dispatch_stran
     (void)ctx;
     char exitval[96];
     snprintf(exitval, sizeof(exitval), "done:%s", s->payload);
-    urt_dispatch_done(run, exitval);
-    atomic_store(&g_second_result, urt_dispatch_fail(run, "too late")); /* checked on the main thread */
+    urt_dispatch_run_done(run, exitval);
+    atomic_store(&g_second_result, urt_dispatch_run_fail(run, "too late")); /* checked on the main thread */
 }
 
 static void h_flaky(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -157,9 +157,9 @@ static void h_flaky(struct urt_dispatch_run *run, const struct urt_dispatch_stra
     (void)ctx;
     atomic_store(&g_flaky_tries, (int)s->try_count);
     if (s->try_count <= 2)
-        urt_dispatch_fail(run, "flaky: not yet");
+        urt_dispatch_run_fail(run, "flaky: not yet");
     else
-        urt_dispatch_done(run, "flaky:ok");
+        urt_dispatch_run_done(run, "flaky:ok");
 }
 
 static void h_napper(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -167,9 +167,9 @@ static void h_napper(struct urt_dispatch_run *run, const struct urt_dispatch_str
     (void)s;
     (void)ctx;
     if (atomic_fetch_add(&g_nap_runs, 1) < 3)
-        urt_dispatch_nap(run, 5 * MS);
+        urt_dispatch_run_nap(run, 5 * MS);
     else
-        urt_dispatch_done(run, "napper:ok");
+        urt_dispatch_run_done(run, "napper:ok");
 }
 
 static void h_silent(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -223,7 +223,7 @@ static void woke_nap(struct urt_dispatch_run *run, const struct urt_dispatch_sql
 {
     (void)arg;
     atomic_store(&g_wake_status, r->status);
-    urt_dispatch_nap(run, 3600ull * 1000 * MS); /* an hour: only the wake can bring it back */
+    urt_dispatch_run_nap(run, 3600ull * 1000 * MS); /* an hour: only the wake can bring it back */
 }
 
 /* First run: wake itself (the wake statement, as another process would),
@@ -232,11 +232,11 @@ static void h_self_wake(struct urt_dispatch_run *run, const struct urt_dispatch_
 {
     (void)ctx;
     if (atomic_fetch_add(&g_woke_runs, 1) > 0) {
-        urt_dispatch_done(run, "woken");
+        urt_dispatch_run_done(run, "woken");
         return;
     }
     const char *p[1] = {s->id};
-    urt_dispatch_sql(run, "UPDATE urt_strand SET schedule = least(schedule, now()) - interval '1 microsecond' "
+    urt_dispatch_run_sql(run, "UPDATE urt_strand SET schedule = least(schedule, now()) - interval '1 microsecond' "
                           "WHERE id = $1", p, 1, woke_nap, NULL);
 }
 
@@ -254,10 +254,10 @@ static void h_slow(struct urt_dispatch_run *run, const struct urt_dispatch_stran
 {
     (void)ctx;
     if (s->try_count >= 2) {
-        urt_dispatch_done(run, "slow:ok");
+        urt_dispatch_run_done(run, "slow:ok");
         return;
     }
-    urt_dispatch_sql(run, "SELECT pg_sleep(1)", NULL, 0, slow_answered, NULL);
+    urt_dispatch_run_sql(run, "SELECT pg_sleep(1)", NULL, 0, slow_answered, NULL);
 }
 
 static _Atomic int g_held_running;
@@ -265,7 +265,7 @@ static _Atomic int g_held_running;
 static void held_slept(struct urt_io *io, int32_t res, void *arg)
 {
     (void)res;
-    urt_dispatch_done(arg, "held:ok");
+    urt_dispatch_run_done(arg, "held:ok");
     free(io);
 }
 
@@ -329,7 +329,7 @@ static void h_noop(struct urt_dispatch_run *run, const struct urt_dispatch_stran
 {
     (void)s;
     (void)ctx;
-    urt_dispatch_done(run, "ok");
+    urt_dispatch_run_done(run, "ok");
 }
 
 Test(dispatch, enqueue_wake_and_partitions, .timeout = 120)
@@ -380,7 +380,7 @@ Test(dispatch, enqueue_wake_and_partitions, .timeout = 120)
 static void h_sleepy_done(struct urt_io *io, int32_t res, void *arg)
 {
     (void)res;
-    urt_dispatch_done(arg, "sleepy:ok");
+    urt_dispatch_run_done(arg, "sleepy:ok");
     free(io);
 }
 
@@ -427,7 +427,7 @@ static _Atomic int commit_kill_runs;
 static void h_count_done(struct urt_io *io, int32_t res, void *arg)
 {
     (void)res;
-    urt_dispatch_done(arg, "counted:ok");
+    urt_dispatch_run_done(arg, "counted:ok");
     free(io);
 }
 
@@ -572,7 +572,7 @@ static void h_resolved(struct urt_dispatch_run *run, const struct urt_dispatch_s
     (void)s;
     (void)ctx;
     atomic_fetch_add(&g_resolved_runs, 1);
-    urt_dispatch_done(run, "resolved:ok");
+    urt_dispatch_run_done(run, "resolved:ok");
 }
 
 /* A conninfo that names hosts (after the cluster's socket directory, which

@@ -183,7 +183,7 @@ static void h_record(struct urt_dispatch_run *run, const struct urt_dispatch_str
     if (i < MAXN)
         snprintf(g_order[i], sizeof(g_order[i]), "%s", s->payload);
     atomic_fetch_add_explicit(&g_order_done, 1, memory_order_release);
-    urt_dispatch_done(run, s->payload);
+    urt_dispatch_run_done(run, s->payload);
 }
 
 static int order_done(void)
@@ -196,7 +196,7 @@ static void h_fail(struct urt_dispatch_run *run, const struct urt_dispatch_stran
     (void)ctx;
     char why[64];
     snprintf(why, sizeof(why), "failure number %u", s->try_count);
-    urt_dispatch_fail(run, why);
+    urt_dispatch_run_fail(run, why);
 }
 
 static _Atomic int g_fail_until;
@@ -206,9 +206,9 @@ static void h_fail_until(struct urt_dispatch_run *run, const struct urt_dispatch
     (void)ctx;
     (void)s;
     if (atomic_load(&g_fail_until))
-        urt_dispatch_fail(run, "not yet");
+        urt_dispatch_run_fail(run, "not yet");
     else
-        urt_dispatch_done(run, "ok");
+        urt_dispatch_run_done(run, "ok");
 }
 
 static _Atomic int g_hold_running, g_hold_release;
@@ -219,7 +219,7 @@ static void hold_step(struct urt_io *io, int32_t res, void *arg)
 {
     if (res < 0 || atomic_load(&g_hold_release)) {
         if (res == 0)
-            urt_dispatch_done(arg, "held");
+            urt_dispatch_run_done(arg, "held");
         free(io);
         return;
     }
@@ -569,7 +569,7 @@ Test(dispatch_features, cancel_before_start, .timeout = 120)
 static void h_named(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
 {
     (void)ctx;
-    urt_dispatch_done(run, s->payload);
+    urt_dispatch_run_done(run, s->payload);
 }
 
 Test(dispatch_features, a_failing_batch_is_split, .timeout = 120)
@@ -637,7 +637,7 @@ static void h_fail_once(struct urt_dispatch_run *run, const struct urt_dispatch_
 {
     (void)s;
     (void)ctx;
-    urt_dispatch_fail(run, "once");
+    urt_dispatch_run_fail(run, "once");
     atomic_store(&g_failed_once, 1);
 }
 
@@ -697,7 +697,7 @@ static void h_fields(struct urt_dispatch_run *run, const struct urt_dispatch_str
     if (s->try_count == 1) {
         if (s->last_error)
             snprintf(g_seen_error, sizeof(g_seen_error), "unexpected: %s", s->last_error);
-        urt_dispatch_fail(run, "the first reason");
+        urt_dispatch_run_fail(run, "the first reason");
         return;
     }
     g_seen_max = s->max_attempts;
@@ -705,7 +705,7 @@ static void h_fields(struct urt_dispatch_run *run, const struct urt_dispatch_str
     g_seen_prio = s->priority;
     snprintf(g_seen_error, sizeof(g_seen_error), "%s", s->last_error ? s->last_error : "(null)");
     atomic_store_explicit(&g_fields_seen, 1, memory_order_release); /* after the fields */
-    urt_dispatch_done(run, "seen");
+    urt_dispatch_run_done(run, "seen");
 }
 
 Test(dispatch_features, a_run_sees_its_attempts_priority_and_last_error, .timeout = 120)

@@ -333,8 +333,8 @@ static void edge(struct sg *s, int from, int to, int k, struct urt_exchange_desc
     d.release_arg = &s->released[k];
     int x = urt_graph_add_exchange(s->g, &d);
     cr_assert_eq(x, k);
-    cr_assert_geq(urt_graph_output(s->g, from, x), 0, "%s", urt_last_error());
-    cr_assert_geq(urt_graph_input(s->g, x, to), 0, "%s", urt_last_error());
+    cr_assert_geq(urt_graph_add_output(s->g, from, x), 0, "%s", urt_last_error());
+    cr_assert_geq(urt_graph_add_input(s->g, to, x), 0, "%s", urt_last_error());
     s->producer[k] = from;
 }
 

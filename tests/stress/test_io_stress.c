@@ -210,7 +210,7 @@ static void stress_round(int round, enum urt_shutdown mode)
             a->job = jobs[i % JOBS];
             cr_assert_eq(urt_job_submit(a->job, &a->start, 0), 0);
         } else {
-            cr_assert_eq(urt_task_submit_to(rt, &a->start, (uint32_t)(i % WORKERS), 0), 0);
+            cr_assert_eq(urt_task_submit_to(rt, (uint32_t)(i % WORKERS), &a->start, 0), 0);
         }
     }
     for (int j = 0; j < JOBS; j++)

@@ -406,7 +406,7 @@ static uint64_t run_shed(bool pinned, bool spinning, uint64_t *on1)
         cr_assert_eq(pinned ? urt_lane_create_on(g_rt, 0, &g_shed_lanes[l]) : urt_lane_create(g_rt, &g_shed_lanes[l]),
                      0);
     urt_task_init(&g_seeder, seeder_fn, NULL);
-    cr_assert_eq(urt_task_submit_to(g_rt, &g_seeder, 0, 0), 0);
+    cr_assert_eq(urt_task_submit_to(g_rt, 0, &g_seeder, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&g_shed_done) == (uint64_t)SHED_LANES * SHED_TASKS, 60000),
               "only %lu of %u lane tasks ran", (unsigned long)atomic_load(&g_shed_done), SHED_LANES * SHED_TASKS);
     struct urt_stats *st = urt_stats_snapshot(g_rt);

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_admission.c — the pending-task limit (SPEC C10,
- * urt/limits.h).
+ * urt/admission.h).
  *
  *  - at the limit a submission fails with -EAGAIN (urt_task_submit and
  *    urt_spawn; the task stays the caller's, nothing runs), and succeeds again

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_admission_paths.c — max_pending_tasks on every way in
- * (urt/limits.h): plain submit and spawn, to a worker, a lane, a
+ * (urt/admission.h): plain submit and spawn, to a worker, a lane, a
  * transaction, a heavy job and a serial job. For each path, T threads flood
  * it with URT_SUBMIT_BLOCK at a cap of CAP while the tasks run slowly:
  *  - the cap holds (the admission high-water mark, and the tasks' own count

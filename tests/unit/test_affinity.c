@@ -167,13 +167,13 @@ Test(affinity, bad_input_is_refused_with_a_message, .timeout = 30)
     rt = make_rt(0);
     struct urt_task t;
     urt_task_init(&t, bump, NULL);
-    cr_assert_eq(urt_task_submit_to(rt, &t, W, 0), -EINVAL);
+    cr_assert_eq(urt_task_submit_to(rt, W, &t, 0), -EINVAL);
     cr_assert(strstr(urt_last_error(), "out of range"), "%s", urt_last_error());
-    cr_assert_eq(urt_task_submit_to(rt, &t, 0, URT_SUBMIT_URGENT), -EINVAL);
+    cr_assert_eq(urt_task_submit_to(rt, 0, &t, URT_SUBMIT_URGENT), -EINVAL);
     cr_assert(strstr(urt_last_error(), "URGENT"), "%s", urt_last_error());
-    cr_assert_eq(urt_task_submit_to(rt, &t, 0, URT_SUBMIT_LOCAL), -EINVAL);
-    cr_assert_eq(urt_task_submit_to(NULL, &t, 0, 0), -EINVAL);
-    cr_assert_eq(urt_task_submit_to(rt, NULL, 0, 0), -EINVAL);
+    cr_assert_eq(urt_task_submit_to(rt, 0, &t, URT_SUBMIT_LOCAL), -EINVAL);
+    cr_assert_eq(urt_task_submit_to(NULL, 0, &t, 0), -EINVAL);
+    cr_assert_eq(urt_task_submit_to(rt, 0, NULL, 0), -EINVAL);
     cr_assert_eq(urt_spawn_to(rt, 7, bump, NULL, NULL, 0), -EINVAL);
     cr_assert_eq(urt_spawn_to(rt, 0, NULL, NULL, NULL, 0), -EINVAL);
     urt_lane *l;

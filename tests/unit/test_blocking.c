@@ -1308,7 +1308,7 @@ Test(blocking, threads_bound_to_the_submitting_workers_node)
         struct node_probe np;
         memset(&np, 0, sizeof(np));
         urt_task_init(&np.task, np_submit, &np);
-        cr_assert_eq(urt_task_submit_to(rt, &np.task, w, 0), 0);
+        cr_assert_eq(urt_task_submit_to(rt, w, &np.task, 0), 0);
         cr_assert(WAIT_UNTIL(atomic_load(&np.done) != 0, 5000));
         cr_assert_eq(atomic_load(&np.done), 1);
         cr_assert_eq(CPU_COUNT(&np.seen), 1, "worker %u's offload ran unbound", w);

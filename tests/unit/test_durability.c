@@ -370,7 +370,7 @@ Test(durability, a_large_release_spreads_over_the_workers, .timeout = 120)
     for (int i = 0; i < SPREAD_CLIENTS; i++) {
         k[i] = (struct spread_client){.rt = rt, .left = rounds, .running = &running};
         urt_task_init(&k[i].t, spread_start, &k[i]);
-        cr_assert_eq(urt_task_submit_to(rt, &k[i].t, 0, 0), 0); /* every client starts on worker 0 */
+        cr_assert_eq(urt_task_submit_to(rt, 0, &k[i].t, 0), 0); /* every client starts on worker 0 */
     }
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, spread_notifier, rt), 0);

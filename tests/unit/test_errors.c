@@ -611,17 +611,17 @@ static void graph_build_errors(urt_runtime *rt)
     int fx2 = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD});
     int sx = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE});
     cr_assert(a >= 0 && b >= 0 && pr >= 0 && fx >= 0 && fx2 >= 0 && sx >= 0);
-    CHECK(urt_graph_output(NULL, a, fx), "urt_graph_output", "g", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_output(g, 42, fx), "urt_graph_output", "step 42", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_output(g, a, 42), "urt_graph_output", "exchange 42", -EINVAL, -ENOMEM);
-    cr_assert_eq(urt_graph_output(g, a, fx), 0);
-    CHECK(urt_graph_output(g, a, fx), "urt_graph_output", "already", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_input(g, fx, 42), "urt_graph_input", "step 42", -EINVAL, -ENOMEM);
-    cr_assert_eq(urt_graph_input(g, fx, b), 0);
-    CHECK(urt_graph_input(g, fx, b), "urt_graph_input", "already", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_input(g, fx2, b), "urt_graph_input", "forward", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_input(g, sx, b), "urt_graph_input", "shuffle", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_input(g, sx, pr), "urt_graph_input", "processor", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_output(NULL, a, fx), "urt_graph_add_output", "g", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_output(g, 42, fx), "urt_graph_add_output", "step 42", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_output(g, a, 42), "urt_graph_add_output", "exchange 42", -EINVAL, -ENOMEM);
+    cr_assert_eq(urt_graph_add_output(g, a, fx), 0);
+    CHECK(urt_graph_add_output(g, a, fx), "urt_graph_add_output", "already", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_input(g, 42, fx), "urt_graph_add_input", "step 42", -EINVAL, -ENOMEM);
+    cr_assert_eq(urt_graph_add_input(g, b, fx), 0);
+    CHECK(urt_graph_add_input(g, b, fx), "urt_graph_add_input", "already", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_input(g, b, fx2), "urt_graph_add_input", "forward", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_input(g, b, sx), "urt_graph_add_input", "shuffle", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_input(g, pr, sx), "urt_graph_add_input", "processor", -EINVAL, -ENOMEM);
     CHECK(urt_graph_prepare(g), "urt_graph_prepare", "exchange", -EINVAL, -EALREADY, -ENOMEM);
     CHECK(urt_graph_step_partitions(g, a), "urt_graph_step_partitions", "prepared", -EINVAL);
     CHECK(urt_graph_step_state(NULL, 0), "urt_graph_step_state", "g", -EINVAL);
@@ -672,8 +672,8 @@ Test(errors, graphs, .timeout = 30)
     int a = urt_graph_add_step(g, &(struct urt_step_desc){.name = "bad", .fn = bad_calls, .partitions = 1});
     int b = urt_graph_add_step(g, &(struct urt_step_desc){.name = "sink", .fn = gnop, .partitions = 2});
     int x = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE});
-    cr_assert_eq(urt_graph_output(g, a, x), 0);
-    cr_assert_eq(urt_graph_input(g, x, b), 0);
+    cr_assert_eq(urt_graph_add_output(g, a, x), 0);
+    cr_assert_eq(urt_graph_add_input(g, b, x), 0);
     cr_assert_eq(urt_graph_prepare(g), 0);
     CHECK(urt_graph_prepare(g), "urt_graph_prepare", "prepared", -EINVAL, -EALREADY, -ENOMEM);
     cr_assert_eq(urt_graph_start(g), 0);
@@ -693,7 +693,7 @@ Test(errors, graphs, .timeout = 30)
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
-/* ---- urt/limits.h, urt/runtime.h, urt/stats.h, urt/config.h, urt/log.h ---------------------------- */
+/* ---- urt/admission.h, urt/watchdog.h, urt/runtime.h, urt/stats.h, urt/config.h, urt/log.h ---------------------------- */
 
 static int destroy_call(void *rt)
 {
@@ -830,10 +830,10 @@ Test(errors, io, .timeout = 30)
     CHECK(urt_io_cancel(&g_io), "urt_io_cancel", "not a worker", -EALREADY, -EPERM, -EINVAL);
     CHECK(urt_io_set_timeout(&g_io, 0), "urt_io_set_timeout", "ns", -EINVAL, -EBUSY);
     CHECK(urt_io_set_timeout(NULL, 1), "urt_io_set_timeout", "io", -EINVAL, -EBUSY);
-    CHECK(urt_io_init2(&g_io, io_nop, NULL, 0x100), "urt_io_init2", "flags", -EINVAL);
+    CHECK(urt_io_init_ex(&g_io, io_nop, NULL, 0x100), "urt_io_init_ex", "flags", -EINVAL);
     CHECK(urt_spawn_at(NULL, 0, nop, NULL, NULL, 0), "urt_spawn_at", "rt", -EINVAL, -ESHUTDOWN, -EAGAIN,
           -ENOMEM);
-    CHECK(urt_task_submit_at(rt, NULL, 0, 0), "urt_task_submit_at", "task", -EINVAL, -ESHUTDOWN, -EAGAIN,
+    CHECK(urt_task_submit_at(rt, 0, NULL, 0), "urt_task_submit_at", "task", -EINVAL, -ESHUTDOWN, -EAGAIN,
           -ENOMEM);
     /* arguments, on a worker */
     CHECK_ON_WORKER(rt, io_read_bad_off, NULL, "urt_io_read", "off", IO_COMMON);
@@ -1025,7 +1025,7 @@ static void dispatch_quiet(const char *line, void *arg)
 static void dispatch_handler(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
 {
     (void)s, (void)ctx;
-    urt_dispatch_done(run, NULL);
+    urt_dispatch_run_done(run, NULL);
 }
 
 static struct urt_dispatch_options g_dopt;
@@ -1160,10 +1160,10 @@ Test(errors, dispatch, .timeout = 60)
     CHECK(urt_dispatch_partition_range(3, 2, lo, hi), "urt_dispatch_partition_range", "out of range", -EINVAL);
     CHECK(urt_dispatch_partition_range(1, 1, NULL, hi), "urt_dispatch_partition_range", "first_id", -EINVAL);
     /* a run's functions with no run */
-    CHECK(urt_dispatch_done(NULL, "x"), "urt_dispatch_done", "run", -EINVAL, -EALREADY);
-    CHECK(urt_dispatch_nap(NULL, 1), "urt_dispatch_nap", "run", -EINVAL, -EALREADY);
-    CHECK(urt_dispatch_fail(NULL, "x"), "urt_dispatch_fail", "run", -EINVAL, -EALREADY);
-    CHECK(urt_dispatch_sql(NULL, "SELECT 1", NULL, 0, NULL, NULL), "urt_dispatch_sql", "run", -EINVAL, -EBUSY,
+    CHECK(urt_dispatch_run_done(NULL, "x"), "urt_dispatch_run_done", "run", -EINVAL, -EALREADY);
+    CHECK(urt_dispatch_run_nap(NULL, 1), "urt_dispatch_run_nap", "run", -EINVAL, -EALREADY);
+    CHECK(urt_dispatch_run_fail(NULL, "x"), "urt_dispatch_run_fail", "run", -EINVAL, -EALREADY);
+    CHECK(urt_dispatch_run_sql(NULL, "SELECT 1", NULL, 0, NULL, NULL), "urt_dispatch_run_sql", "run", -EINVAL, -EBUSY,
           -EALREADY, -ECANCELED, -ENOMEM, -EPERM);
     cr_assert_null(urt_dispatch_run_strand(NULL));
     cr_assert_null(urt_dispatch_run_job(NULL));

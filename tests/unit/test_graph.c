@@ -110,9 +110,9 @@ static int add_x(urt_graph *g, enum urt_exchange_kind kind, uint32_t capacity, u
 static void wire(urt_graph *g, int from, int x, int to)
 {
     if (from >= 0)
-        cr_assert_geq(urt_graph_output(g, from, x), 0, "output: %s", urt_last_error());
+        cr_assert_geq(urt_graph_add_output(g, from, x), 0, "output: %s", urt_last_error());
     if (to >= 0)
-        cr_assert_geq(urt_graph_input(g, x, to), 0, "input: %s", urt_last_error());
+        cr_assert_geq(urt_graph_add_input(g, to, x), 0, "input: %s", urt_last_error());
 }
 
 /* Starts g, waits for its end, checks the callback ran once; returns the status. */

@@ -16,7 +16,7 @@
  *    streams of a forward consumer, source partitions that return with state
  *    set — exactly once each (the model: allocations = frees, LSan quiet),
  *    and tasks_skipped counts only partitions that never started;
- *  - urt_graph_input and urt_graph_output refuse a processor reading a forward
+ *  - urt_graph_add_input and urt_graph_add_output refuse a processor reading a forward
  *    exchange written by a function step (either order), as graph.h says;
  *  - limit_rows: consumers see the clipped rows, the release callback gets
  *    the rows the producer emitted;
@@ -76,8 +76,8 @@ static int add_x(urt_graph *g, struct urt_exchange_desc d)
 
 static void wire(urt_graph *g, int from, int x, int to)
 {
-    cr_assert_geq(urt_graph_output(g, from, x), 0, "output: %s", urt_last_error());
-    cr_assert_geq(urt_graph_input(g, x, to), 0, "input: %s", urt_last_error());
+    cr_assert_geq(urt_graph_add_output(g, from, x), 0, "output: %s", urt_last_error());
+    cr_assert_geq(urt_graph_add_input(g, to, x), 0, "input: %s", urt_last_error());
 }
 
 /* Starts g, waits, checks callback once and status = callback = job; returns it. */
@@ -260,22 +260,22 @@ Test(graph_abort, a_processor_reading_a_function_steps_forward_is_refused_when_b
         int p = add(g, (struct urt_step_desc){.name = "proc", .processor = &PF});
         int x = add_x(g, (struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD});
         if (order == 0) {
-            cr_assert_eq(urt_graph_output(g, f, x), 0);
-            cr_assert_eq(urt_graph_input(g, x, p), -EINVAL, "urt_graph_input accepted it");
-            cr_assert(strstr(urt_last_error(), "urt_graph_input:") == urt_last_error(), "%s", urt_last_error());
+            cr_assert_eq(urt_graph_add_output(g, f, x), 0);
+            cr_assert_eq(urt_graph_add_input(g, p, x), -EINVAL, "urt_graph_add_input accepted it");
+            cr_assert(strstr(urt_last_error(), "urt_graph_add_input:") == urt_last_error(), "%s", urt_last_error());
             cr_assert(strstr(urt_last_error(), "'proc'") && strstr(urt_last_error(), "'fn'"), "%s",
                       urt_last_error());
         } else {
-            cr_assert_eq(urt_graph_input(g, x, p), 0);
-            cr_assert_eq(urt_graph_output(g, f, x), -EINVAL, "urt_graph_output accepted it");
-            cr_assert(strstr(urt_last_error(), "urt_graph_output:") == urt_last_error(), "%s", urt_last_error());
+            cr_assert_eq(urt_graph_add_input(g, p, x), 0);
+            cr_assert_eq(urt_graph_add_output(g, f, x), -EINVAL, "urt_graph_add_output accepted it");
+            cr_assert(strstr(urt_last_error(), "urt_graph_add_output:") == urt_last_error(), "%s", urt_last_error());
         }
         /* the refusal left the graph as it was: the other side may still be joined */
         int q = add(g, (struct urt_step_desc){.name = "proc2", .processor = &PF});
         if (order == 0)
-            cr_assert_eq(urt_graph_input(g, x, q), -EINVAL, "a processor reads no function step's forward");
+            cr_assert_eq(urt_graph_add_input(g, q, x), -EINVAL, "a processor reads no function step's forward");
         else
-            cr_assert_eq(urt_graph_output(g, q, x), 0, "%s", urt_last_error());
+            cr_assert_eq(urt_graph_add_output(g, q, x), 0, "%s", urt_last_error());
         urt_graph_release(g);
     }
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);

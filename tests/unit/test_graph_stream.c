@@ -79,8 +79,8 @@ static int add_forward(urt_graph *g, uint32_t capacity, urt_graph_release_fn *re
 
 static void wire(urt_graph *g, int from, int x, int to)
 {
-    cr_assert_geq(urt_graph_output(g, from, x), 0, "output: %s", urt_last_error());
-    cr_assert_geq(urt_graph_input(g, x, to), 0, "input: %s", urt_last_error());
+    cr_assert_geq(urt_graph_add_output(g, from, x), 0, "output: %s", urt_last_error());
+    cr_assert_geq(urt_graph_add_input(g, to, x), 0, "input: %s", urt_last_error());
 }
 
 static int run_graph(urt_graph *g, struct done_rec *d)
@@ -437,7 +437,7 @@ Test(graph_stream, two_consumer_steps_see_every_unit_and_it_is_released_once_aft
     int s = add_step(g, &sd), a = add_step(g, &ad), b = add_step(g, &bd);
     int x = add_forward(g, 16, two_release, t);
     wire(g, s, x, a);
-    cr_assert_geq(urt_graph_input(g, x, b), 0, "%s", urt_last_error());
+    cr_assert_geq(urt_graph_add_input(g, b, x), 0, "%s", urt_last_error());
     cr_assert_eq(run_graph(g, &d), 0);
     cr_assert_eq(atomic_load(&t->next[0]), TC_UNITS);
     cr_assert_eq(atomic_load(&t->next[1]), TC_UNITS);

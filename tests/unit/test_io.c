@@ -521,7 +521,7 @@ static enum urt_task_result refusals_task(struct urt_task *t, void *arg)
     out[i++] = urt_io_connect(&io, 0, NULL, 0);
     out[i++] = urt_io_poll(&io, 0, 0);
     out[i++] = urt_io_set_timeout(&io, 0);
-    out[i++] = urt_io_init2(&io, req_cont_discard, NULL, 0x80);
+    out[i++] = urt_io_init_ex(&io, req_cont_discard, NULL, 0x80);
     struct urt_io noc;
     urt_io_init(&noc, NULL, NULL);
     out[i++] = urt_io_sleep(&noc, 1);
@@ -591,7 +591,7 @@ static enum urt_task_result submit_at_task(struct urt_task *t, void *arg)
     (void)t;
     urt_task_init(&p->x->task, timed_fn, p->x);
     atomic_store(&p->worker, urt_current_worker(g_rt));
-    atomic_store(&p->err, urt_task_submit_at(g_rt, &p->x->task, p->due, URT_SUBMIT_LOCAL) + 1);
+    atomic_store(&p->err, urt_task_submit_at(g_rt, p->due, &p->x->task, URT_SUBMIT_LOCAL) + 1);
     return URT_TASK_DONE;
 }
 
@@ -612,7 +612,7 @@ Test(io, timed_submission_from_a_thread_and_a_worker)
     cr_assert_eq(atomic_load(&b.worker), atomic_load(&p.worker), "URT_SUBMIT_LOCAL: on the submitting worker");
     /* a due time in the past: at once */
     urt_task_init(&c.task, timed_fn, &c);
-    cr_assert_eq(urt_task_submit_at(rt, &c.task, 0, 0), 0);
+    cr_assert_eq(urt_task_submit_at(rt, 0, &c.task, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&c.runs) == 1, 5000));
     /* refusals */
     cr_assert_eq(urt_spawn_at(NULL, 0, timed_fn, NULL, NULL, 0), -EINVAL);
@@ -644,7 +644,7 @@ Test(io, refused_timed_submissions_keep_nothing)
 #endif
     for (int i = 0; i < n; i++) {
         uint64_t due = urt_now_ns() + 30ull * 1000 * 1000 * 1000;
-        int err = i & 1 ? urt_task_submit_at(rt, &x.task, due, 0) : urt_spawn_at(rt, due, timed_fn, NULL, &x, 0);
+        int err = i & 1 ? urt_task_submit_at(rt, due, &x.task, 0) : urt_spawn_at(rt, due, timed_fn, NULL, &x, 0);
         cr_assert_eq(err, -EAGAIN, "call %d: %d", i, err);
     }
 #if !defined(URT_TEST_SANITIZED)
@@ -669,7 +669,7 @@ Test(io, many_timed_tasks_run_in_due_order_per_worker)
     for (int i = 0; i < N; i++) {
         due[i] = base + rng_next(&seed) % (30 * 1000 * 1000);
         urt_task_init(&x[i].task, timed_fn, &x[i]);
-        cr_assert_eq(urt_task_submit_at(rt, &x[i].task, due[i], 0), 0);
+        cr_assert_eq(urt_task_submit_at(rt, due[i], &x[i].task, 0), 0);
     }
     for (int i = 0; i < N; i++)
         cr_assert(WAIT_UNTIL(atomic_load(&x[i].runs) == 1, 5000), "task %d did not run", i);

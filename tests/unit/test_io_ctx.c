@@ -438,11 +438,11 @@ Test(io_ctx, destroy_cancel_keeps_a_lane_one_at_a_time)
     urt_task_init(&x->hold, lexcl_hold, x);
     urt_task_init(&x->a0, lexcl_submit_arm, x);
     urt_task_init(&x->a1, lexcl_submit_hold, x);
-    cr_assert_eq(urt_task_submit_to(rt, &x->a0, 0, 0), 0);
+    cr_assert_eq(urt_task_submit_to(rt, 0, &x->a0, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&x->armed) != 0, 5000));
     cr_assert_eq(atomic_load(&x->armed), 1, "the receive: %d", atomic_load(&x->armed));
     cr_assert(WAIT_UNTIL(urt_lane_pending(x->lane) == 0, 5000));
-    cr_assert_eq(urt_task_submit_to(rt, &x->a1, 1, 0), 0);
+    cr_assert_eq(urt_task_submit_to(rt, 1, &x->a1, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&x->holding) != 0, 5000));
     cr_assert_eq(atomic_load(&x->holding), 1, "the holder: %d", atomic_load(&x->holding));
     atomic_store(&x->destroying, 1);

@@ -1015,7 +1015,7 @@ static void held_cont(struct urt_io *io, int32_t res, void *arg)
     h->bid = bid;
     h->len = res;
     urt_task_init(&h->hold, held_hold, h);
-    if (urt_task_submit_to(h->rt, &h->hold, 1, 0) != 0) /* worker 1 holds it */
+    if (urt_task_submit_to(h->rt, 1, &h->hold, 0) != 0) /* worker 1 holds it */
         atomic_store(&h->bad, 4);
 }
 

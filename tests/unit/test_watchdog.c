@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_watchdog.c — the watchdog (SPEC C10, urt/limits.h).
+ * tests/unit/test_watchdog.c — the watchdog (urt/watchdog.h).
  *
  *  - a task that sleeps past task_runtime_limit_us is reported once, with
  *    its worker, task pointer and job, and an elapsed time above the limit;

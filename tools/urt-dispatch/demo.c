@@ -3,7 +3,7 @@
  * only. A handler that needs more than one step keeps a small state block
  * (struct step) per run, allocated by the handler and freed by its last
  * step; each step is a continuation that runs as a task of the run's job
- * (urt_dispatch_sql's callback, urt_io_sleep's continuation), so the run
+ * (urt_dispatch_run_sql's callback, urt_io_sleep's continuation), so the run
  * ends only when its last step returned, and a run cancelled by its budget
  * sees -ECANCELED / -ETIME in the step that was waiting.
  */
@@ -42,7 +42,7 @@ static void h_noop(struct urt_dispatch_run *run, const struct urt_dispatch_stran
 {
     (void)s;
     (void)ctx;
-    urt_dispatch_done(run, "ok");
+    urt_dispatch_run_done(run, "ok");
 }
 
 static void sleep_done(struct urt_io *io, int32_t res, void *arg)
@@ -50,7 +50,7 @@ static void sleep_done(struct urt_io *io, int32_t res, void *arg)
     (void)io;
     struct step *st = arg;
     if (res == 0)
-        urt_dispatch_done(st->run, "slept");
+        urt_dispatch_run_done(st->run, "slept");
     free(st);
 }
 
@@ -59,13 +59,13 @@ static void h_sleep(struct urt_dispatch_run *run, const struct urt_dispatch_stra
     (void)ctx;
     struct step *st = calloc(1, sizeof(*st));
     if (!st) {
-        urt_dispatch_fail(run, "sleep: no memory");
+        urt_dispatch_run_fail(run, "sleep: no memory");
         return;
     }
     st->run = run;
     urt_io_init(&st->io, sleep_done, st);
     if (urt_io_sleep(&st->io, payload_u64(s) * 1000000ull) < 0) {
-        urt_dispatch_fail(run, urt_last_error());
+        urt_dispatch_run_fail(run, urt_last_error());
         free(st);
     }
 }
@@ -74,9 +74,9 @@ static void h_fail(struct urt_dispatch_run *run, const struct urt_dispatch_stran
 {
     (void)ctx;
     if (s->try_count <= payload_u64(s))
-        urt_dispatch_fail(run, "fail: as asked by its payload");
+        urt_dispatch_run_fail(run, "fail: as asked by its payload");
     else
-        urt_dispatch_done(run, "ok after failures");
+        urt_dispatch_run_done(run, "ok after failures");
 }
 
 static void h_hang(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -86,7 +86,7 @@ static void h_hang(struct urt_dispatch_run *run, const struct urt_dispatch_stran
         for (;;)
             sleep(60); /* blocks the worker on purpose: the watchdog ends the process */
     }
-    urt_dispatch_done(run, "ok after hanging");
+    urt_dispatch_run_done(run, "ok after hanging");
 }
 
 /* ---- record: start row, sleep, end row, done -------------------------------- */
@@ -96,18 +96,18 @@ static void rec_ended(struct urt_dispatch_run *run, const struct urt_dispatch_sq
     struct step *st = arg;
     char pid[16];
     if (r->status == 0)
-        urt_dispatch_done(run, pid_text(pid, sizeof(pid)));
+        urt_dispatch_run_done(run, pid_text(pid, sizeof(pid)));
     else if (r->status != -ECANCELED)
-        urt_dispatch_fail(run, r->message);
+        urt_dispatch_run_fail(run, r->message);
     free(st);
 }
 
 static void rec_end(struct step *st)
 {
     const char *p[1] = {st->run_id};
-    if (urt_dispatch_sql(st->run, "UPDATE urt_dispatch_runs SET ended = clock_timestamp() WHERE run = $1", p, 1,
+    if (urt_dispatch_run_sql(st->run, "UPDATE urt_dispatch_runs SET ended = clock_timestamp() WHERE run = $1", p, 1,
                          rec_ended, st) < 0) {
-        urt_dispatch_fail(st->run, urt_last_error());
+        urt_dispatch_run_fail(st->run, urt_last_error());
         free(st);
     }
 }
@@ -128,7 +128,7 @@ static void rec_started(struct urt_dispatch_run *run, const struct urt_dispatch_
     struct step *st = arg;
     if (r->status < 0 || !r->value) {
         if (r->status != -ECANCELED)
-            urt_dispatch_fail(run, r->message);
+            urt_dispatch_run_fail(run, r->message);
         free(st);
         return;
     }
@@ -139,7 +139,7 @@ static void rec_started(struct urt_dispatch_run *run, const struct urt_dispatch_
     }
     urt_io_init(&st->io, rec_slept, st);
     if (urt_io_sleep(&st->io, st->sleep_ms * 1000000ull) < 0) {
-        urt_dispatch_fail(run, urt_last_error());
+        urt_dispatch_run_fail(run, urt_last_error());
         free(st);
     }
 }
@@ -149,7 +149,7 @@ static void h_record(struct urt_dispatch_run *run, const struct urt_dispatch_str
     (void)ctx;
     struct step *st = calloc(1, sizeof(*st));
     if (!st) {
-        urt_dispatch_fail(run, "record: no memory");
+        urt_dispatch_run_fail(run, "record: no memory");
         return;
     }
     st->run = run;
@@ -159,11 +159,11 @@ static void h_record(struct urt_dispatch_run *run, const struct urt_dispatch_str
     snprintf(part, sizeof(part), "%u", g_partition);
     snprintf(try, sizeof(try), "%u", s->try_count);
     const char *p[5] = {s->id, pid, part, try, s->old_strand ? "true" : "false"};
-    if (urt_dispatch_sql(run,
+    if (urt_dispatch_run_sql(run,
                          "INSERT INTO urt_dispatch_runs (strand, pid, partition, try, old, lease_until) "
                          "SELECT $1, $2, $3, $4, $5, lease FROM urt_strand WHERE id = $1 RETURNING run",
                          p, 5, rec_started, st) < 0) {
-        urt_dispatch_fail(run, urt_last_error());
+        urt_dispatch_run_fail(run, urt_last_error());
         free(st);
     }
 }
@@ -176,15 +176,15 @@ static void nap_counted(struct urt_dispatch_run *run, const struct urt_dispatch_
     const struct urt_dispatch_strand *s = urt_dispatch_run_strand(run);
     if (r->status < 0 || !r->value) {
         if (r->status != -ECANCELED)
-            urt_dispatch_fail(run, r->message);
+            urt_dispatch_run_fail(run, r->message);
         return;
     }
     unsigned long n = 0, ms = 0;
     sscanf(s->payload, "%lu:%lu", &n, &ms);
     if (strtoul(r->value, NULL, 10) < n)
-        urt_dispatch_nap(run, (uint64_t)ms * 1000000ull);
+        urt_dispatch_run_nap(run, (uint64_t)ms * 1000000ull);
     else
-        urt_dispatch_done(run, "ok after naps");
+        urt_dispatch_run_done(run, "ok after naps");
 }
 
 static void h_nap(struct urt_dispatch_run *run, const struct urt_dispatch_strand *s, void *ctx)
@@ -195,13 +195,13 @@ static void h_nap(struct urt_dispatch_run *run, const struct urt_dispatch_strand
     snprintf(part, sizeof(part), "%u", g_partition);
     snprintf(try, sizeof(try), "%u", s->try_count);
     const char *p[5] = {s->id, pid, part, try, s->old_strand ? "true" : "false"};
-    if (urt_dispatch_sql(run,
+    if (urt_dispatch_run_sql(run,
                          "WITH r AS (INSERT INTO urt_dispatch_runs (strand, pid, partition, try, old, ended, "
                          "lease_until) SELECT $1, $2, $3, $4, $5, clock_timestamp(), lease FROM urt_strand "
                          "WHERE id = $1 RETURNING 1) "
                          "SELECT count(*) + 1 FROM urt_dispatch_runs WHERE strand = $1",
                          p, 5, nap_counted, NULL) < 0)
-        urt_dispatch_fail(run, urt_last_error());
+        urt_dispatch_run_fail(run, urt_last_error());
 }
 
 /* ---- registration ----------------------------------------------------------------- */

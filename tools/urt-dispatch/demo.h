@@ -13,7 +13,7 @@
  *                 and the tests check (DEMO_OVERLAPS)
  *   hang (N)      blocks its worker while its try count is <= N (apoptosis
  *                 ends the process), then done
- * record and nap use urt_dispatch_sql (statements on the dispatcher's run
+ * record and nap use urt_dispatch_run_sql (statements on the dispatcher's run
  * connections, their callbacks as tasks of the run's job).
  */
 #ifndef URT_DISPATCH_TOOL_DEMO_H

@@ -1,7 +1,7 @@
 /*
  * tools/urt-dispatch/main.c — urt-dispatch: run a dispatcher of urt/dispatch.h
  * with demo handlers, enqueue strands, show the metrics and the partition
- * map, check a fleet's run log (SPEC C21; man/urt-dispatch.1).
+ * map, check a fleet's run log (C21; man/urt-dispatch.1).
  *
  *   urt-dispatch [--conninfo STR] migrate
  *   urt-dispatch [--conninfo STR] enqueue KIND [COUNT] [--payload P] [--delay-ms N]

@@ -1,5 +1,5 @@
 /*
- * tools/urt-load/main.c — urt-load, the load generator of urt (SPEC C19):
+ * tools/urt-load/main.c — urt-load, the load generator of urt (C19):
  * command line, workload registry walk, child processes, progress, summary
  * table and JSON. The workloads themselves live in wl_<family>.c files
  * listed in workloads.h; the measurement rules in measure.h.

@@ -8,7 +8,7 @@
  *    to the inbox of the thread's preferred worker (or round robin, per
  *    use_preferred_worker_for_current_thread);
  *  - local submission: urt_spawn() or urt_task_submit() with flags 0 from a
- *    task: the running worker's own deque (SPEC C5);
+ *    task: the running worker's own deque (C5);
  *  - yield: the task returns URT_TASK_YIELD: it is queued again behind the
  *    worker's other runnable work (task.h rule 4);
  *  - wake / continuation (ping_pong): the sender writes the receiver's

@@ -136,7 +136,7 @@ static int dl_run(urt_runtime *rt, const char *name, enum dl_kind kind)
             t0 = measure_now_ns();
         }
         urt_task_init(&d->start, dl_start, d);
-        if (urt_task_submit_to(rt, &d->start, 0, 0) != 0) {
+        if (urt_task_submit_to(rt, 0, &d->start, 0) != 0) {
             fprintf(stderr, "# ERROR urt %s: submit: %s\n", name, urt_last_error());
             rc = 1;
             break;

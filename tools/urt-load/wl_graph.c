@@ -1,7 +1,7 @@
 /*
  * tools/urt-load/wl_graph.c — the task-graph family: docs/benchmarks.md
  * sections 3.10 (graph_aggregate), 3.11 (graph_limit) and 3.15
- * (graph_pipeline) on urt's task graphs (urt/graph.h, SPEC C16).
+ * (graph_pipeline) on urt's task graphs (urt/graph.h, C16).
  *
  * graph_aggregate: scan (1,024 partitions, one task per morsel of 16,384
  * rows: keep value % 10 != 0, append (key, value) to the morsel's buffer of
@@ -223,8 +223,8 @@ static urt_graph *ga_build(void)
     int scan = ga_add(g, "scan", ga_scan, GA_MORSELS), agg = ga_add(g, "aggregate", ga_aggregate, GA.parts);
     int fin = ga_add(g, "final", ga_final, 1);
     int x1 = urt_graph_add_exchange(g, &sh), x2 = urt_graph_add_exchange(g, &sh);
-    if (scan < 0 || agg < 0 || fin < 0 || x1 < 0 || x2 < 0 || urt_graph_output(g, scan, x1) < 0 ||
-        urt_graph_input(g, x1, agg) < 0 || urt_graph_output(g, agg, x2) < 0 || urt_graph_input(g, x2, fin) < 0 ||
+    if (scan < 0 || agg < 0 || fin < 0 || x1 < 0 || x2 < 0 || urt_graph_add_output(g, scan, x1) < 0 ||
+        urt_graph_add_input(g, agg, x1) < 0 || urt_graph_add_output(g, agg, x2) < 0 || urt_graph_add_input(g, fin, x2) < 0 ||
         urt_graph_prepare(g)) {
         fprintf(stderr, "# ERROR %s graph_aggregate: building the graph: %s\n", MEASURE_PEER, urt_last_error());
         urt_graph_release(g);
@@ -385,7 +385,7 @@ static urt_graph *gl_build(uint32_t workers)
     struct urt_step_desc limit = {.name = "limit", .fn = gl_limit, .partitions = 1};
     struct urt_exchange_desc fwd = {.kind = URT_EXCHANGE_FORWARD};
     int s = urt_graph_add_step(g, &scan), l = urt_graph_add_step(g, &limit), x = urt_graph_add_exchange(g, &fwd);
-    if (s < 0 || l < 0 || x < 0 || urt_graph_output(g, s, x) < 0 || urt_graph_input(g, x, l) < 0 ||
+    if (s < 0 || l < 0 || x < 0 || urt_graph_add_output(g, s, x) < 0 || urt_graph_add_input(g, l, x) < 0 ||
         urt_graph_prepare(g)) {
         fprintf(stderr, "# ERROR %s graph_limit: building the graph: %s\n", MEASURE_PEER, urt_last_error());
         urt_graph_release(g);
@@ -596,7 +596,7 @@ static urt_graph *gp_build(int *ids)
     for (int k = 1; k <= GP_STAGES + 1 && ok; k++) {
         struct urt_step_desc st = {.name = names[(k - 1) % GP_STAGES], .fn = gp_stage};
         int s = ids[k] = urt_graph_add_step(g, k <= GP_STAGES ? &st : &sink), x = urt_graph_add_exchange(g, &fwd);
-        ok = s >= 0 && x >= 0 && urt_graph_output(g, prev, x) >= 0 && urt_graph_input(g, x, s) >= 0;
+        ok = s >= 0 && x >= 0 && urt_graph_add_output(g, prev, x) >= 0 && urt_graph_add_input(g, s, x) >= 0;
         prev = s;
     }
     if (!ok || urt_graph_prepare(g)) {

@@ -215,7 +215,7 @@ static int randread(urt_runtime *rt, const char *name)
         w[i].rng = 0x9e3779b97f4a7c15ull * (i + 1);
         w[i].mem = aligned_alloc(4096, (size_t)IO_QD * IO_BLOCK);
         urt_task_init(&w[i].start, start_task, &w[i]);
-        urt_task_submit_to(rt, &w[i].start, i, 0);
+        urt_task_submit_to(rt, i, &w[i].start, 0);
     }
     measure_sleep_us(IO_WARMUP_MS * 1000ull);
     uint64_t c0 = total_done(w, n), t0 = measure_now_ns(), cpu0 = measure_cpu_ns();
@@ -381,7 +381,7 @@ static int sendbench(urt_runtime *rt, const char *name, unsigned flags)
     atomic_store(&g_send.left, (int)n);
     struct send_start st = {.c = c, .n = n};
     urt_task_init(&st.task, send_start_fn, &st);
-    urt_task_submit_to(rt, &st.task, 0, 0);
+    urt_task_submit_to(rt, 0, &st.task, 0);
     measure_sleep_us(IO_WARMUP_MS * 1000ull);
     uint64_t b0 = atomic_load(&g_send.window), t0 = measure_now_ns(), cpu0 = measure_cpu_ns();
     measure_sleep_us(IO_WINDOW_MS * 1000ull);
