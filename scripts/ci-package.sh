@@ -5,7 +5,7 @@
 # this machine (apt-get install ./liburt*.deb ./urt-tools*.deb), and builds,
 # runs and checks every example against the installed package with
 # `cc ex.c $(pkg-config --cflags --libs urt)` (examples/check-installed.sh).
-# Also checks that liburt0 depends on libpq5 (dispatch is compiled in), and
+# Also checks that liburt1 depends on libpq5 (dispatch is compiled in), and
 # that `man urt_spawn`, `urt-wal --version` and `urt-dispatch --version` work
 # once installed.
 # Needs root (apt-get) and a Debian 12 machine. Leaves the .deb files in
@@ -36,11 +36,11 @@ echo "== dpkg-buildpackage -us -uc -b in $src"
 echo "== lintian"
 changes=$(ls "$OUT"/urt_*.changes)
 lintian --fail-on error --tag-display-limit 0 "$changes" | tee "$OUT/lintian.txt"
-echo "== liburt0 depends on libpq5 (dispatch on PostgreSQL is compiled in)"
-dpkg-deb -f "$OUT"/liburt0_*.deb Depends | tee /dev/stderr | grep -q 'libpq5' ||
-  { echo "ci-package: liburt0 does not depend on libpq5" >&2; exit 1; }
+echo "== liburt1 depends on libpq5 (dispatch on PostgreSQL is compiled in)"
+dpkg-deb -f "$OUT"/liburt1_*.deb Depends | tee /dev/stderr | grep -q 'libpq5' ||
+  { echo "ci-package: liburt1 does not depend on libpq5" >&2; exit 1; }
 echo "== apt-get install the packages"
-(cd "$OUT" && $SUDO apt-get install -y -qq --reinstall ./liburt0_*.deb ./liburt-dev_*.deb ./urt-tools_*.deb)
+(cd "$OUT" && $SUDO apt-get install -y -qq --reinstall ./liburt1_*.deb ./liburt-dev_*.deb ./urt-tools_*.deb)
 echo "== examples against the installed package"
 pkg-config --modversion urt
 URT_INSTALLED=1 examples/check-installed.sh none
@@ -52,5 +52,5 @@ urt-kv --version >/dev/null
 urt-dispatch --version
 man -w urt_dispatch_create urt-dispatch >/dev/null
 echo "== remove them again (later CI steps test the tree, not the packages)"
-$SUDO apt-get remove -y -qq liburt0 liburt-dev urt-tools >/dev/null
+$SUDO apt-get remove -y -qq liburt1 liburt-dev urt-tools >/dev/null
 echo "ci-package: ok (packages in $OUT)"
