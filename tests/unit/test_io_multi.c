@@ -782,6 +782,24 @@ static enum urt_task_result lanerx_ring_destroy(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+/* Activates the receive's lane from worker 1: a worker's activation is
+ * balanced, and worker 0 owns an active lane, so the lane starts on worker 1
+ * (an activation from a thread that is not a worker would go to that
+ * thread's preferred worker instead). */
+struct lanerx_go {
+    urt_lane *l;
+    struct lanerx *x;
+};
+
+static enum urt_task_result lanerx_activate(struct urt_task *t, void *arg)
+{
+    struct lanerx_go *g = arg;
+    (void)t;
+    if (urt_lane_spawn(g->l, lanerx_start, NULL, g->x, 0))
+        atomic_store(&g->x->bad, 6);
+    return URT_TASK_DONE;
+}
+
 Test(io_multi, lane_multishot_hops_workers_and_puts_from_afar)
 {
     urt_runtime *rt = rt_with(2, 0, 64);
@@ -795,7 +813,8 @@ Test(io_multi, lane_multishot_hops_workers_and_puts_from_afar)
     cr_assert_eq(urt_lane_spawn(busy0, busy_task, NULL, &x->busy_stop[0], 0), 0);
     sleep_us(2000);
     cr_assert_eq(urt_lane_create(rt, &l), 0);
-    cr_assert_eq(urt_lane_spawn(l, lanerx_start, NULL, x, 0), 0);
+    struct lanerx_go go = {l, x};
+    cr_assert_eq(urt_spawn_to(rt, 1, lanerx_activate, NULL, &go, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&x->io_worker) == 1 || atomic_load(&x->bad), 5000));
     cr_assert_eq(atomic_load(&x->bad), 0);
     cr_assert_eq(atomic_load(&x->io_worker), 1, "the lane started on worker %d", atomic_load(&x->io_worker));
