@@ -13,14 +13,21 @@
 #include "base/error.h"
 
 static _Thread_local char last_error[256];
+static _Thread_local unsigned recorded;
 
 int urt__error(int err, const char *fmt, ...)
 {
+    recorded++;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
     return err;
+}
+
+unsigned urt__error_seq(void)
+{
+    return recorded;
 }
 
 void urt__error_clear(void)

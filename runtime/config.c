@@ -164,24 +164,11 @@ static bool is_pow2(uint64_t v)
     return v && !(v & (v - 1));
 }
 
-static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (err && len)
-        snprintf(err, len, "%s", msg);
-    return urt__error(-EINVAL, "%s", msg);
-}
-
 /* Parses "0-3,8;4-7" (checks only). Returns 0 or -EINVAL with a message. */
-static int check_topology(const char *s, char *err, size_t len)
+static int check_topology(const char *s)
 {
     if (!*s)
-        return fail(err, len, "topology: empty string (use NULL to discover the topology)");
+        return urt__error(-EINVAL, "topology: empty string (use NULL to discover the topology)");
     int nodes = 0;
     const char *p = s;
     for (;;) {
@@ -189,76 +176,88 @@ static int check_topology(const char *s, char *err, size_t len)
         for (;;) {
             char *end;
             if (!isdigit((unsigned char)*p))
-                return fail(err, len, "topology: expected a CPU number at \"%s\"", p);
+                return urt__error(-EINVAL, "topology: expected a CPU number at \"%s\"", p);
             unsigned long a = strtoul(p, &end, 10), b = a;
             p = end;
             if (*p == '-') {
                 p++;
                 if (!isdigit((unsigned char)*p))
-                    return fail(err, len, "topology: expected a CPU number after '-' at \"%s\"", p);
+                    return urt__error(-EINVAL, "topology: expected a CPU number after '-' at \"%s\"", p);
                 b = strtoul(p, &end, 10);
                 p = end;
             }
             if (a > b || b >= CPU_SETSIZE)
-                return fail(err, len, "topology: bad CPU range %lu-%lu (CPUs are 0..%d)", a, b, CPU_SETSIZE - 1);
+                return urt__error(-EINVAL, "topology: bad CPU range %lu-%lu (CPUs are 0..%d)", a, b, CPU_SETSIZE - 1);
             cpus += (int)(b - a + 1);
             if (*p != ',')
                 break;
             p++;
         }
         if (cpus == 0)
-            return fail(err, len, "topology: node %d has no CPU", nodes);
+            return urt__error(-EINVAL, "topology: node %d has no CPU", nodes);
         nodes++;
         if (*p == '\0')
             break;
         if (*p != ';')
-            return fail(err, len, "topology: unexpected '%c' (nodes are separated by ';')", *p);
+            return urt__error(-EINVAL, "topology: unexpected '%c' (nodes are separated by ';')", *p);
         p++;
     }
     return 0;
 }
 
-URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t len)
+/* Every check; a failure is recorded with urt__error (base/error.h). */
+static int validate(const struct urt_config *c)
 {
     if (!c)
-        return fail(err, len, "config: NULL");
+        return urt__error(-EINVAL, "config: NULL");
     for (size_t i = 0; i < N_FIELDS; i++) {
         const struct field *f = &FIELDS[i];
         if (f->type == F_STR)
             continue;
         uint64_t v = get_num(c, f);
         if (v < f->min || v > f->max)
-            return fail(err, len, "%s: %" PRIu64 " is out of range (%" PRIu64 "..%" PRIu64 ")", f->name, v, f->min,
-                        f->max);
+            return urt__error(-EINVAL, "%s: %" PRIu64 " is out of range (%" PRIu64 "..%" PRIu64 ")", f->name, v,
+                              f->min, f->max);
     }
     if (!is_pow2(c->ring_entries))
-        return fail(err, len, "ring_entries: %u is not a power of two", c->ring_entries);
+        return urt__error(-EINVAL, "ring_entries: %u is not a power of two", c->ring_entries);
     if (c->ring_cq_entries && (!is_pow2(c->ring_cq_entries) || c->ring_cq_entries < c->ring_entries))
-        return fail(err, len, "ring_cq_entries: %u must be 0 or a power of two >= ring_entries (%u)",
-                    c->ring_cq_entries, c->ring_entries);
+        return urt__error(-EINVAL, "ring_cq_entries: %u must be 0 or a power of two >= ring_entries (%u)",
+                          c->ring_cq_entries, c->ring_entries);
     if (!c->ring_cq_entries && 4ull * c->ring_entries > 65536)
-        return fail(err, len, "ring_entries: %u needs ring_cq_entries set (4 x ring_entries exceeds 65536)",
-                    c->ring_entries);
+        return urt__error(-EINVAL, "ring_entries: %u needs ring_cq_entries set (4 x ring_entries exceeds 65536)",
+                          c->ring_entries);
     if (!is_pow2(c->deque_capacity))
-        return fail(err, len, "deque_capacity: %u is not a power of two", c->deque_capacity);
+        return urt__error(-EINVAL, "deque_capacity: %u is not a power of two", c->deque_capacity);
     if (c->blocking_threads_min > c->blocking_threads_max)
-        return fail(err, len, "blocking_threads_min: %u exceeds blocking_threads_max (%u)", c->blocking_threads_min,
-                    c->blocking_threads_max);
+        return urt__error(-EINVAL, "blocking_threads_min: %u exceeds blocking_threads_max (%u)",
+                          c->blocking_threads_min, c->blocking_threads_max);
     if (c->watchdog_abort && c->task_runtime_limit_us == 0)
-        return fail(err, len, "watchdog_abort: true needs task_runtime_limit_us > 0 (the watchdog is off)");
-    if (c->topology && check_topology(c->topology, err, len))
+        return urt__error(-EINVAL, "watchdog_abort: true needs task_runtime_limit_us > 0 (the watchdog is off)");
+    if (c->topology && check_topology(c->topology))
         return -EINVAL;
     if (c->log_dir && !*c->log_dir)
-        return fail(err, len, "log_dir: empty path (NULL means no log)");
+        return urt__error(-EINVAL, "log_dir: empty path (NULL means no log)");
     if (c->log_sync == URT_LOG_SYNC_SINGLE_FLUSH && c->log_prealloc_kb == 0)
-        return fail(err, len, "log_sync: single_flush needs log_prealloc_kb > 0 (appending writes change metadata)");
+        return urt__error(-EINVAL,
+                          "log_sync: single_flush needs log_prealloc_kb > 0 (appending writes change metadata)");
     if (c->log_sync == URT_LOG_SYNC_SINGLE_WRITE && c->log_prealloc_kb == 0)
-        return fail(err, len, "log_sync: single_write needs log_prealloc_kb > 0 (its marker claims live in "
-                              "preallocated, zero-filled space)");
+        return urt__error(-EINVAL, "log_sync: single_write needs log_prealloc_kb > 0 (its marker claims live in "
+                                   "preallocated, zero-filled space)");
     for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
         if (c->reserved[i])
-            return fail(err, len, "reserved[%zu]: must be zero", i);
+            return urt__error(-EINVAL, "reserved[%zu]: must be zero", i);
     return 0;
+}
+
+/* err/err_len is kept for callers written before urt_last_error(): the
+ * buffer gets a copy of the one recorded message. */
+URT_API int urt_config_validate(const struct urt_config *c, char *err, size_t len)
+{
+    int rc = validate(c);
+    if (rc && err && len)
+        snprintf(err, len, "%s", urt_last_error());
+    return rc;
 }
 
 /* ---- text ------------------------------------------------------------------------------ */
@@ -342,7 +341,7 @@ URT_API int urt_config_set(struct urt_config *c, const char *name, const char *v
             *(const char **)p = NULL;
             return 0;
         }
-        if (f->off == offsetof(struct urt_config, topology) && check_topology(v, NULL, 0))
+        if (f->off == offsetof(struct urt_config, topology) && check_topology(v))
             return -EINVAL;
         const char *k = keep_string(v);
         if (!k)

@@ -32,10 +32,12 @@ int runtime_log_open(struct urt_runtime *rt)
 {
     if (!rt->cfg.log_dir)
         return 0;
-    char err[512] = "";
-    int rc = wal_open(&rt->sched, &rt->cfg, rt->cfg.workers, &rt->wal, err, sizeof(err));
+    unsigned seq = urt__error_seq();
+    int rc = wal_open(&rt->sched, &rt->cfg, rt->cfg.workers, &rt->wal);
+    if (rc && urt__error_seq() == seq) /* no reason recorded on the way */
+        return urt__error(rc, "log_dir %s: %s", rt->cfg.log_dir, strerror(-rc));
     if (rc)
-        return urt__error(rc, "%s", err[0] ? err : strerror(-rc));
+        return rc;
     rt->sched.hooks.ctx = rt;
     rt->sched.hooks.worker_start = hook_worker_start;
     rt->sched.hooks.worker_stop = hook_worker_stop;
@@ -117,9 +119,11 @@ URT_API int urt_log_checkpoint(urt_runtime *rt, uint64_t marker)
         return urt__error(-EINVAL, "urt_log_checkpoint: NULL runtime");
     if (!rt->wal)
         return urt__error(-ENOTSUP, "urt_log_checkpoint: the runtime has no log_dir");
-    char err[256] = "";
-    int rc = wal_checkpoint(rt->wal, marker, err, sizeof(err));
-    return rc < 0 ? urt__error(rc, "%s", err[0] ? err : strerror(-rc)) : rc;
+    unsigned seq = urt__error_seq();
+    int rc = wal_checkpoint(rt->wal, marker);
+    if (rc < 0 && urt__error_seq() == seq) /* no reason recorded on the way */
+        return urt__error(rc, "urt_log_checkpoint: %s", strerror(-rc));
+    return rc;
 }
 
 URT_API int urt_durability_source(urt_runtime *rt, const struct urt_durability_source *src)
@@ -151,8 +155,6 @@ URT_API int urt_durability_notify(urt_runtime *rt, uint64_t marker)
     return 0;
 }
 
-static _Thread_local char recover_err[512];
-
 URT_API int urt_log_recover(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
                             struct urt_log_recovery *out)
 {
@@ -161,16 +163,16 @@ URT_API int urt_log_recover(const char *dir, unsigned flags, const struct urt_lo
     if (flags & ~URT_LOG_RECOVER_FLAGS_ALL)
         return urt__error(-EINVAL, "urt_log_recover: unknown flags 0x%x", flags & ~URT_LOG_RECOVER_FLAGS_ALL);
     int lockfd = -1, rc;
-    recover_err[0] = 0;
+    unsigned seq = urt__error_seq();
     if (flags & URT_LOG_RECOVER_DRY_RUN)
-        rc = wal_check_dir(dir, recover_err, sizeof(recover_err));
+        rc = wal_check_dir(dir);
     else
-        rc = lockfd = wal_lock_dir(dir, false, recover_err, sizeof(recover_err));
+        rc = lockfd = wal_lock_dir(dir, false);
     if (rc >= 0)
-        rc = wal_recover_locked(dir, flags, ops, arg, out, recover_err, sizeof(recover_err));
+        rc = wal_recover_locked(dir, flags, ops, arg, out);
     if (lockfd >= 0)
         close(lockfd);
-    if (rc < 0 && recover_err[0])
-        return urt__error(rc, "%s", recover_err);
+    if (rc < 0 && urt__error_seq() == seq) /* no reason recorded on the way */
+        return urt__error(rc, "urt_log_recover: %s: %s", dir, strerror(-rc));
     return rc;
 }

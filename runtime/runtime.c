@@ -25,8 +25,7 @@ _Static_assert(offsetof(struct urt_runtime, sched) == 0, "sched/ casts urt_runti
 static int copy_config(struct urt_runtime *rt, const struct urt_config *cfg)
 {
     if (cfg) {
-        char err[256];
-        if (urt_config_validate(cfg, err, sizeof(err)))
+        if (urt_config_validate(cfg, NULL, 0))
             return -EINVAL; /* message already recorded */
         rt->cfg = *cfg;
     } else {

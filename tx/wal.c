@@ -124,6 +124,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "bpf/probes.h"
 #include "tx/wal_int.h"
 
@@ -302,24 +303,22 @@ static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
 
 /* Lock, recover (cut what recovery cuts, replay nothing), open the directory,
  * choose the sync mode. Epochs and markers continue above what was found. */
-static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *rec, char *err, size_t errlen)
+static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *rec)
 {
-    int rc = wal_lock_dir(dir, true, err, errlen);
+    int rc = wal_lock_dir(dir, true);
     if (rc < 0)
         return rc;
     wal->lockfd = rc;
     /* Every file found is a closed segment for the checkpoints to come. */
     struct urt_log_recover_ops ops = {.channel = note_existing};
-    if ((rc = wal_recover_locked(dir, 0, &ops, wal, rec, err, errlen)))
+    if ((rc = wal_recover_locked(dir, 0, &ops, wal, rec)))
         return rc;
     atomic_init(&wal->checkpoint, rec->checkpoint);
     wal->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (wal->dirfd < 0)
         return -errno;
-    if ((rc = wal_sync_choose(wal->dirfd, wal->cfg, &wal->sync))) {
-        snprintf(err, errlen, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
-        return rc;
-    }
+    if ((rc = wal_sync_choose(wal->dirfd, wal->cfg, &wal->sync)))
+        return urt__error(rc, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
     if (wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE)
         wal->o_direct = true; /* confirmed (or withdrawn) by the first channel file (chan_create) */
     wal->gen = rec->max_gen + 1;
@@ -338,7 +337,7 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
 
 /* log_channels channels (0 or more than the workers: one per worker), owned
  * by workers 0 .. n_chan-1. */
-static int open_channels(struct wal *wal, const char *dir, uint32_t n_workers, uint64_t e0, char *err, size_t errlen)
+static int open_channels(struct wal *wal, const char *dir, uint32_t n_workers, uint64_t e0)
 {
     uint32_t n = wal->cfg->log_channels;
     wal->n_chan = n && n < n_workers ? n : n_workers;
@@ -354,7 +353,7 @@ static int open_channels(struct wal *wal, const char *dir, uint32_t n_workers, u
         ch->index = i;
         ch->fd = -1;
         wal->chans[i] = ch;
-        int rc = chan_create(wal, ch, dir, e0, err, errlen);
+        int rc = chan_create(wal, ch, dir, e0);
         if (rc)
             return rc;
     }
@@ -371,8 +370,7 @@ static void unlink_session(struct wal *wal)
             unlinkat(wal->dirfd, wal->chans[i]->name, 0);
 }
 
-int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, struct wal **out, char *err,
-             size_t errlen)
+int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, struct wal **out)
 {
     const char *dir = cfg->log_dir;
     *out = NULL;
@@ -380,14 +378,14 @@ int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, 
     if (!wal)
         return -ENOMEM;
     struct urt_log_recovery rec;
-    int rc = open_dir(wal, dir, &rec, err, errlen);
+    int rc = open_dir(wal, dir, &rec);
     uint64_t e0 = (rec.max_epoch > rec.durable_marker ? rec.max_epoch : rec.durable_marker) + 1;
     if (!rc) {
         atomic_init(&wal->epoch, e0);
-        rc = marker_open_epoch_file(wal, dir, rec.epoch_slot_next, err, errlen);
+        rc = marker_open_epoch_file(wal, dir, rec.epoch_slot_next);
     }
     if (!rc)
-        rc = open_channels(wal, dir, n_workers, e0, err, errlen);
+        rc = open_channels(wal, dir, n_workers, e0);
     if (!rc && fsync(wal->dirfd)) /* the new files' names are durable before anything in them counts */
         rc = -errno;
     if (rc) {

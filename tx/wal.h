@@ -18,9 +18,9 @@ struct wal;
 
 /* Locks and recovers dir (cuts what recovery cuts, replays nothing), then
  * creates this session's channel files. Creating thread, before the workers
- * start. Returns 0 and *out or -errno (message recorded via the callback). */
-int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, struct wal **out,
-             char *err, size_t err_len);
+ * start. Returns 0 and *out or -errno (the reason recorded with urt__error, base/error.h,
+ * where one is known). */
+int wal_open(struct sched *s, const struct urt_config *cfg, uint32_t n_workers, struct wal **out);
 /* After the workers stopped: cancels commits still waiting (-ECANCELED),
  * closes the files, unlocks. NULL is a no-op. */
 void wal_close(struct wal *wal);
@@ -31,8 +31,8 @@ bool wal_before_suspend(struct wal *wal, struct worker *w);
 
 int wal_commit(struct wal *wal, struct urt_commit *c);
 int wal_set_on_durable(struct wal *wal, urt_durable_fn *fn, void *arg);
-/* urt_log_checkpoint: files deleted (>= 0) or -errno (message in err). Any thread. */
-int wal_checkpoint(struct wal *wal, uint64_t marker, char *err, size_t errlen);
+/* urt_log_checkpoint: files deleted (>= 0) or -errno (message recorded). Any thread. */
+int wal_checkpoint(struct wal *wal, uint64_t marker);
 void wal_read_stats(const struct wal *wal, struct urt_log_stats *out);
 
 /* Test hook for the next log write (any channel): WAL_FAULT_SHORT submits
@@ -67,12 +67,13 @@ struct tx_log;
 struct tx_log *wal_tx_log(struct wal *wal);
 
 /* wal_recover.c: recovery on a directory already locked by the caller
- * (lockfd >= 0) or locking it itself (lockfd < 0). */
+ * (lockfd >= 0) or locking it itself (lockfd < 0). These three record the
+ * reason of a failure with urt__error (base/error.h) where one is known. */
 int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
-                       struct urt_log_recovery *out, char *err, size_t err_len);
+                       struct urt_log_recovery *out);
 /* Opens and locks dir/LOCK (creating dir if create). Returns the fd or -errno. */
-int wal_lock_dir(const char *dir, bool create, char *err, size_t err_len);
+int wal_lock_dir(const char *dir, bool create);
 /* 0 if dir exists and holds only urt log files, else -errno with a message. */
-int wal_check_dir(const char *dir, char *err, size_t err_len);
+int wal_check_dir(const char *dir);
 
 #endif

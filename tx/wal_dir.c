@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "tx/wal.h"
 #include "tx/wal_dir.h"
 #include "tx/wal_format.h"
-
-int wal_fail(char *err, size_t len, int rc, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* ch-<gen:16 hex>-<worker:4 hex>.wal (segment 0) or ...-<seg:6 hex>.wal. */
 bool wal_parse_channel_name(const char *s, uint64_t *gen, uint32_t *worker, uint32_t *seg)
@@ -66,57 +55,54 @@ static bool known_name(const char *n)
     return wal_parse_channel_name(n, &g, &w, &k);
 }
 
-static int check_dir(const char *dir, char *err, size_t errlen)
+static int check_dir(const char *dir)
 {
     struct stat st;
     if (stat(dir, &st))
-        return wal_fail(err, errlen, -errno, "log directory %s: %s", dir,
-                    errno == ENOENT ? "does not exist" : strerror(errno));
+        return urt__error(-errno, "log directory %s: %s", dir, errno == ENOENT ? "does not exist" : strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return wal_fail(err, errlen, -ENOTDIR, "log directory %s: not a directory", dir);
+        return urt__error(-ENOTDIR, "log directory %s: not a directory", dir);
     DIR *d = opendir(dir);
     if (!d)
-        return wal_fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno));
+        return urt__error(-errno, "log directory %s: %s", dir, strerror(errno));
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d))) {
         if (known_name(e->d_name))
             continue;
-        rc = wal_fail(err, errlen, -EMEDIUMTYPE, "log directory %s: not a urt log directory (it holds \"%s\")", dir,
-                  e->d_name);
+        rc = urt__error(-EMEDIUMTYPE, "log directory %s: not a urt log directory (it holds \"%s\")", dir, e->d_name);
         break;
     }
     closedir(d);
     return rc;
 }
 
-int wal_check_dir(const char *dir, char *err, size_t errlen)
+int wal_check_dir(const char *dir)
 {
-    return check_dir(dir, err, errlen);
+    return check_dir(dir);
 }
 
-int wal_lock_dir(const char *dir, bool create, char *err, size_t errlen)
+int wal_lock_dir(const char *dir, bool create)
 {
     if (!dir || !*dir)
-        return wal_fail(err, errlen, -EINVAL, "log_dir: empty path");
+        return urt__error(-EINVAL, "log_dir: empty path");
     if (create && mkdir(dir, 0755) && errno != EEXIST)
-        return wal_fail(err, errlen, -errno, "log directory %s: cannot create it: %s", dir, strerror(errno));
-    int rc = check_dir(dir, err, errlen);
+        return urt__error(-errno, "log directory %s: cannot create it: %s", dir, strerror(errno));
+    int rc = check_dir(dir);
     if (rc)
         return rc;
     char path[4096];
     if (snprintf(path, sizeof(path), "%s/LOCK", dir) >= (int)sizeof(path))
-        return wal_fail(err, errlen, -ENAMETOOLONG, "log directory %s: path too long", dir);
+        return urt__error(-ENAMETOOLONG, "log directory %s: path too long", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return wal_fail(err, errlen, -errno, "log directory %s: cannot open LOCK: %s", dir, strerror(errno));
+        return urt__error(-errno, "log directory %s: cannot open LOCK: %s", dir, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB)) {
         int e = errno;
         close(fd);
         if (e == EWOULDBLOCK)
-            return wal_fail(err, errlen, -EBUSY, "log directory %s: in use by another runtime or process (LOCK held)",
-                        dir);
-        return wal_fail(err, errlen, -e, "log directory %s: cannot lock: %s", dir, strerror(e));
+            return urt__error(-EBUSY, "log directory %s: in use by another runtime or process (LOCK held)", dir);
+        return urt__error(-e, "log directory %s: cannot lock: %s", dir, strerror(e));
     }
     return fd;
 }

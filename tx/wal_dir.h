@@ -12,8 +12,6 @@
 
 struct wal_epoch_slot;
 
-/* Formats the message into err (when err_len > 0) and returns rc. */
-int wal_fail(char *err, size_t len, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* "ch-<gen>-<worker>.wal" or "ch-<gen>-<worker>-<seg>.wal" (seg 0 for the first). */
 bool wal_parse_channel_name(const char *s, uint64_t *gen, uint32_t *worker, uint32_t *seg);
 /* The whole file dir/name read into malloc'd memory (*out, *size): 0, -ENOENT or -errno. */

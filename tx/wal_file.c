@@ -21,6 +21,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "tx/wal_int.h"
 
 /* ---- preallocation ------------------------------------------------------------------ */
@@ -163,28 +164,23 @@ static void probe_dsync(struct wal *wal, struct chan *ch)
         wal_sync_no_direct(&wal->sync, "RWF_DSYNC", r < 0 ? errno : EIO);
 }
 
-int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen)
+int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch)
 {
     wal_chan_file_name(ch->name, sizeof(ch->name), wal->gen, ch->index, 0);
     ch->fd = openat(wal->dirfd, ch->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (ch->fd < 0) {
         int e = errno;
-        snprintf(err, errlen, "log_dir %s: cannot create a channel file: %s%s", dir, strerror(e), wal_full_hint(-e));
-        return -e;
+        return urt__error(-e, "log_dir %s: cannot create a channel file: %s%s", dir, strerror(e), wal_full_hint(-e));
     }
     wal_sync_nocow(&wal->sync, ch->fd); /* btrfs: while the file is empty */
     for (int i = 0; i < 2; i++)
         if (wal_buf_reserve(&ch->bufs[i], 256 * 1024))
             return -ENOMEM;
     int rc = write_header_and_zeros(wal, ch, start_epoch);
-    if (rc) {
-        snprintf(err, errlen, "log_dir %s: cannot write a channel file: %s%s", dir, strerror(-rc), wal_full_hint(rc));
-        return rc;
-    }
-    if ((rc = go_direct(wal, ch))) {
-        snprintf(err, errlen, "log_dir %s: cannot write a channel file with O_DIRECT: %s", dir, strerror(-rc));
-        return rc;
-    }
+    if (rc)
+        return urt__error(rc, "log_dir %s: cannot write a channel file: %s%s", dir, strerror(-rc), wal_full_hint(rc));
+    if ((rc = go_direct(wal, ch)))
+        return urt__error(rc, "log_dir %s: cannot write a channel file with O_DIRECT: %s", dir, strerror(-rc));
     probe_dsync(wal, ch);
     atomic_init(&ch->pending_min, EPOCH_NONE);
     return 0;

@@ -292,7 +292,7 @@ void chan_repair_write(struct chan *ch);
 void chan_back_off(struct chan *ch, bool epoch);
 
 /* ---- wal_file.c ---------------------------------------------------------------------- */
-int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch, char *err, size_t errlen);
+int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch);
 /* After a flush to end_off was submitted: zero-fill the next chunk on the
  * ring when the data comes within half a chunk of the preallocation's end. */
 void chan_maybe_extend(struct chan *ch, uint64_t end_off);
@@ -352,6 +352,6 @@ void marker_persisted(struct chan *ch);
 /* The retry of an own slot write that failed (chan_back_off): written again
  * unless a later marker covering it is durable or on its way. */
 void marker_retry(struct chan *ch);
-int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot, char *err, size_t errlen);
+int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot);
 
 #endif

@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "tx/wal_int.h"
 
 /* ---- D -------------------------------------------------------------------------------- */
@@ -305,13 +306,12 @@ void marker_claim_durable(struct chan *ch)
 
 /* ---- the file ------------------------------------------------------------------------- */
 
-int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot, char *err, size_t errlen)
+int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot)
 {
     wal->epochfd = openat(wal->dirfd, "epochs", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (wal->epochfd < 0) {
         int e = errno;
-        snprintf(err, errlen, "log_dir %s: cannot open the epoch file: %s%s", dir, strerror(e), wal_full_hint(-e));
-        return -e;
+        return urt__error(-e, "log_dir %s: cannot open the epoch file: %s%s", dir, strerror(e), wal_full_hint(-e));
     }
     struct stat st;
     if (fstat(wal->epochfd, &st))
@@ -328,11 +328,9 @@ int marker_open_epoch_file(struct wal *wal, const char *dir, uint32_t next_slot,
         free(z);
         if (!rc && fdatasync(wal->epochfd))
             rc = -errno;
-        if (rc) {
-            snprintf(err, errlen, "log_dir %s: cannot prepare the epoch file: %s%s", dir, strerror(-rc),
-                     wal_full_hint(rc));
-            return rc;
-        }
+        if (rc)
+            return urt__error(rc, "log_dir %s: cannot prepare the epoch file: %s%s", dir, strerror(-rc),
+                              wal_full_hint(rc));
     }
     atomic_init(&wal->eslot_next, next_slot);
     return 0;

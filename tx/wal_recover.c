@@ -105,6 +105,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "tx/wal.h"
 #include "tx/wal_dir.h"
 #include "tx/wal_format.h"
@@ -168,7 +169,7 @@ static int list_channels(struct recovery *r)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return wal_fail(r->err, r->errlen, -e, "log directory %s: %s", r->dir, strerror(e));
+        return urt__error(-e, "log directory %s: %s", r->dir, strerror(e));
     }
     int rc = 0;
     struct dirent *e;
@@ -190,10 +191,9 @@ static int scan_channels(struct recovery *r)
         struct rchan *c = &r->ch[i];
         int rc = wal_map_whole(r->dirfd, c->name, &c->data, &c->size);
         if (rc)
-            return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot map %s: %s", r->dir, c->name, strerror(-rc));
+            return urt__error(rc, "log directory %s: cannot map %s: %s", r->dir, c->name, strerror(-rc));
         if ((rc = wal_scan(c->data, c->size, collect, c, &c->scan)))
-            return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot scan %s: %s", r->dir, c->name,
-                        strerror(-rc));
+            return urt__error(rc, "log directory %s: cannot scan %s: %s", r->dir, c->name, strerror(-rc));
         if (c->scan.header_ok && c->scan.header.start_epoch > r->res.max_epoch)
             r->res.max_epoch = c->scan.header.start_epoch;
         if (c->scan.last_epoch > r->res.max_epoch)
@@ -411,8 +411,7 @@ static int sync_name(struct recovery *r, const char *name)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return wal_fail(r->err, r->errlen, -e, "log directory %s: cannot sync %s: %s%s", r->dir, name, strerror(e),
-                        space_hint(-e));
+        return urt__error(-e, "log directory %s: cannot sync %s: %s%s", r->dir, name, strerror(e), space_hint(-e));
     }
     close(fd);
     return 0;
@@ -468,8 +467,8 @@ static int rewrite_epochs(struct recovery *r, const uint8_t *img)
     if (rc == -EFBIG)
         rc = wal_epochs_replace(r->dirfd, img);
     if (rc)
-        return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot rewrite the epoch file: %s%s", r->dir,
-                        strerror(-rc), space_hint(rc));
+        return urt__error(rc, "log directory %s: cannot rewrite the epoch file: %s%s", r->dir,
+                          strerror(-rc), space_hint(rc));
     return 0;
 }
 
@@ -484,7 +483,7 @@ static int apply_cuts(struct recovery *r)
             int e = errno;
             if (fd >= 0)
                 close(fd);
-            return wal_fail(r->err, r->errlen, -e, "log directory %s: cannot cut %s: %s", r->dir, c->name, strerror(e));
+            return urt__error(-e, "log directory %s: cannot cut %s: %s", r->dir, c->name, strerror(e));
         }
         close(fd);
         note_cut(r, c);
@@ -503,11 +502,10 @@ static int delete_checkpointed(struct recovery *r)
         if (!c->drop)
             continue;
         if (unlinkat(r->dirfd, c->name, 0) && errno != ENOENT)
-            return wal_fail(r->err, r->errlen, -errno, "log directory %s: cannot delete %s: %s", r->dir, c->name,
-                            strerror(errno));
+            return urt__error(-errno, "log directory %s: cannot delete %s: %s", r->dir, c->name, strerror(errno));
     }
     if (fsync(r->dirfd))
-        return wal_fail(r->err, r->errlen, -errno, "log directory %s: cannot sync it: %s", r->dir, strerror(errno));
+        return urt__error(-errno, "log directory %s: cannot sync it: %s", r->dir, strerror(errno));
     return 0;
 }
 
@@ -550,11 +548,11 @@ static void recovery_free(struct recovery *r)
 }
 
 int wal_recover_locked(const char *dir, unsigned flags, const struct urt_log_recover_ops *ops, void *arg,
-                       struct urt_log_recovery *out, char *err, size_t errlen)
+                       struct urt_log_recovery *out)
 {
-    struct recovery r = {.dir = dir, .flags = flags, .err = err, .errlen = errlen};
+    struct recovery r = {.dir = dir, .flags = flags};
     r.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = r.dirfd < 0 ? wal_fail(err, errlen, -errno, "log directory %s: %s", dir, strerror(errno)) : 0;
+    int rc = r.dirfd < 0 ? urt__error(-errno, "log directory %s: %s", dir, strerror(errno)) : 0;
     if (!rc)
         rc = list_channels(&r);
     if (!rc)

@@ -62,8 +62,6 @@ struct recovery {
     struct rwin *win;        /* lost epochs (step 5): windows persisted by earlier recoveries, then found now */
     size_t n_win, cap_win;
     struct urt_log_recovery res;
-    char *err;
-    size_t errlen;
 };
 
 /* ---- wal_recover_marker.c (steps 4-5) ------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "tx/wal_dir.h"
 #include "tx/wal_recover_int.h"
 
@@ -72,12 +73,11 @@ int rec_read_checkpoint(struct recovery *r)
     size_t n;
     int rc = wal_read_whole(r->dirfd, "checkpoint", &b, &n);
     if (rc || !b)
-        return rc ? wal_fail(r->err, r->errlen, rc, "log directory %s: cannot read the checkpoint file: %s", r->dir,
-                         strerror(-rc))
+        return rc ? urt__error(rc, "log directory %s: cannot read the checkpoint file: %s", r->dir, strerror(-rc))
                   : 0;
     bool ok = wal_checkpoint_valid(b, n, &r->res.checkpoint);
     free(b);
-    return ok ? 0 : wal_fail(r->err, r->errlen, -EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
+    return ok ? 0 : urt__error(-EBADMSG, "log directory %s: the checkpoint file is damaged", r->dir);
 }
 
 static int add_window(struct recovery *r, uint64_t lo, uint64_t hi)
@@ -103,7 +103,7 @@ int rec_read_slots(struct recovery *r)
 {
     int rc = wal_read_whole(r->dirfd, "epochs", &r->epochs, &r->epochs_len);
     if (rc)
-        return wal_fail(r->err, r->errlen, rc, "log directory %s: cannot read the epoch file: %s", r->dir, strerror(-rc));
+        return urt__error(rc, "log directory %s: cannot read the epoch file: %s", r->dir, strerror(-rc));
     size_t n = r->epochs_len;
     r->slots = malloc((n / EPOCH_SLOT_SIZE + 1) * sizeof(*r->slots));
     if (!r->slots)

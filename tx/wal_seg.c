@@ -42,6 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "tx/wal_int.h"
 
 void wal_chan_file_name(char *buf, size_t len, uint64_t gen, uint32_t worker, uint32_t seg)
@@ -198,19 +199,17 @@ static size_t take_covered(struct wal *wal, uint64_t marker, struct closed_seg *
     return n;
 }
 
-int wal_checkpoint(struct wal *wal, uint64_t marker, char *err, size_t errlen)
+int wal_checkpoint(struct wal *wal, uint64_t marker)
 {
     uint64_t d = atomic_load_explicit(&wal->dl.persisted, memory_order_acquire);
-    if (marker > d) {
-        snprintf(err, errlen, "urt_log_checkpoint: marker %" PRIu64 " is above the durable marker %" PRIu64, marker,
-                 d);
-        return -EINVAL;
-    }
+    if (marker > d)
+        return urt__error(-EINVAL, "urt_log_checkpoint: marker %" PRIu64 " is above the durable marker %" PRIu64,
+                          marker, d);
     pthread_mutex_lock(&wal->ckpt_lock);
     int rc = 0;
     if (marker > atomic_load_explicit(&wal->checkpoint, memory_order_relaxed)) {
         if ((rc = write_checkpoint_file(wal, marker)))
-            snprintf(err, errlen, "urt_log_checkpoint: cannot write the checkpoint file: %s", strerror(-rc));
+            urt__error(rc, "urt_log_checkpoint: cannot write the checkpoint file: %s", strerror(-rc));
         else
             atomic_store_explicit(&wal->checkpoint, marker, memory_order_relaxed); /* ckpt_lock held */
     }
@@ -221,10 +220,8 @@ int wal_checkpoint(struct wal *wal, uint64_t marker, char *err, size_t errlen)
         if (unlinkat(wal->dirfd, v[i].name, 0) == 0)
             deleted++;
     free(v);
-    if (deleted && fsync(wal->dirfd) && !rc) {
-        rc = -errno;
-        snprintf(err, errlen, "urt_log_checkpoint: cannot sync the log directory: %s", strerror(errno));
-    }
+    if (deleted && fsync(wal->dirfd) && !rc)
+        rc = urt__error(-errno, "urt_log_checkpoint: cannot sync the log directory: %s", strerror(errno));
     pthread_mutex_unlock(&wal->ckpt_lock);
     return rc ? rc : deleted;
 }

@@ -74,8 +74,9 @@ extern "C" {
 
 typedef struct urt_runtime urt_runtime;
 
-/* The message of the calling thread's last failing urt call ("" if none).
- * Any thread. */
+/* The message of the calling thread's last failing urt call ("" if none):
+ * the one way every urt function says why it failed (a call that succeeds
+ * leaves it as it was). Any thread. */
 URT_API const char *urt_last_error(void);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock every urt timestamp uses (the same

@@ -167,8 +167,10 @@ struct urt_config {
 /* Sets every field to its default. Any thread. */
 URT_API void urt_config_init(struct urt_config *cfg);
 
-/* Checks every field; returns 0 or -EINVAL with a message naming the field in
- * err (and urt_last_error()). err may be NULL. Any thread. */
+/* Checks every field; returns 0 or -EINVAL with a message naming the field,
+ * read with urt_last_error() (pass err NULL, err_len 0). err, when not NULL,
+ * gets a copy of that message (at most err_len bytes with the final '\0'):
+ * kept for callers written before urt_last_error(). Any thread. */
 URT_API int urt_config_validate(const struct urt_config *cfg, char *err, size_t err_len);
 
 /* Sets the field called name (e.g. "workers") from text. Returns 0, or
