@@ -41,6 +41,7 @@
 #include <urt/log.h>
 #include <urt/runtime.h>
 
+#include "base/args.h"
 #include "base/error.h"
 #include "batch/batch.h"
 
@@ -260,21 +261,17 @@ static int check_files(const struct urt_batch_options *o)
 
 static int check_limits(const struct urt_batch_options *o)
 {
-    if (o->block_bytes < BATCH_MIN_BLOCK || o->block_bytes > BATCH_MAX_BLOCK)
-        return urt__error(-EINVAL, "urt_batch_start: block_bytes %llu is out of range (16 .. 2^30)",
-                          (unsigned long long)o->block_bytes);
+    static const char fn[] = "urt_batch_start";
+    if (urt__check_range(fn, "block_bytes", o->block_bytes, BATCH_MIN_BLOCK, BATCH_MAX_BLOCK))
+        return -EINVAL;
     if (o->max_record_bytes > o->block_bytes)
         return urt__error(-EINVAL, "urt_batch_start: max_record_bytes %llu is above block_bytes %llu",
                           (unsigned long long)o->max_record_bytes, (unsigned long long)o->block_bytes);
-    if (o->max_concurrent_files < 1 || o->max_concurrent_files > BATCH_MAX_CONCURRENCY)
-        return urt__error(-EINVAL, "urt_batch_start: max_concurrent_files %u is out of range (1..%u)",
-                          o->max_concurrent_files, BATCH_MAX_CONCURRENCY);
-    if (o->max_concurrent_blocks_per_file < 1 || o->max_concurrent_blocks_per_file > BATCH_MAX_CONCURRENCY)
-        return urt__error(-EINVAL, "urt_batch_start: max_concurrent_blocks_per_file %u is out of range (1..%u)",
-                          o->max_concurrent_blocks_per_file, BATCH_MAX_CONCURRENCY);
-    if (o->max_statements < 1 || o->max_statements > BATCH_MAX_STATEMENTS)
-        return urt__error(-EINVAL, "urt_batch_start: max_statements %u is out of range (1..%u)", o->max_statements,
-                          BATCH_MAX_STATEMENTS);
+    if (urt__check_range(fn, "max_concurrent_files", o->max_concurrent_files, 1, BATCH_MAX_CONCURRENCY) ||
+        urt__check_range(fn, "max_concurrent_blocks_per_file", o->max_concurrent_blocks_per_file, 1,
+                         BATCH_MAX_CONCURRENCY) ||
+        urt__check_range(fn, "max_statements", o->max_statements, 1, BATCH_MAX_STATEMENTS))
+        return -EINVAL;
     return 0;
 }
 
@@ -288,8 +285,8 @@ static int check_options(urt_runtime *rt, const struct urt_batch_options *o)
     if (o->format != URT_BATCH_CSV && o->format != URT_BATCH_BINARY)
         return urt__error(-EINVAL, "urt_batch_start: format %d is not URT_BATCH_CSV or URT_BATCH_BINARY",
                           (int)o->format);
-    if (o->flags & ~URT_BATCH_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_batch_start: unknown flags 0x%x", o->flags & ~URT_BATCH_FLAGS_ALL);
+    if (urt__check_flags("urt_batch_start", o->flags, URT_BATCH_FLAGS_ALL))
+        return -EINVAL;
     if ((o->flags & URT_BATCH_CSV_HEADER) && o->format != URT_BATCH_CSV)
         return urt__error(-EINVAL, "urt_batch_start: URT_BATCH_CSV_HEADER needs the CSV format");
     if ((o->flags & URT_BATCH_BLOCK_TX) && (o->flags & URT_BATCH_TRANSACTIONAL))
@@ -299,9 +296,8 @@ static int check_options(urt_runtime *rt, const struct urt_batch_options *o)
         return err;
     if ((unsigned)o->response > URT_COMMIT_STORED)
         return urt__error(-EINVAL, "urt_batch_start: response %d is not a URT_COMMIT_* value", (int)o->response);
-    for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
-        if (o->reserved[i])
-            return urt__error(-EINVAL, "urt_batch_start: reserved[%zu] must be zero", i);
+    if (URT_CHECK_RESERVED("urt_batch_start", "opt", o))
+        return -EINVAL;
     struct urt_log_stats ls;
     if ((o->flags & (URT_BATCH_BLOCK_TX | URT_BATCH_TRANSACTIONAL)) && o->response == URT_COMMIT_STORED &&
         urt_log_stats(rt, &ls) != 0)

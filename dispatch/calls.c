@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/args.h"
 #include "base/error.h"
 #include "dispatch/dispatch_int.h"
 
@@ -171,8 +172,8 @@ URT_API int urt_dispatch_enqueue(urt_dispatch *d, const char *kind, const char *
         return urt__error(-EINVAL, "urt_dispatch_enqueue: %s is NULL", !d ? "d" : "kind");
     if (!dispatch_kind_ok(kind))
         return urt__error(-EINVAL, "urt_dispatch_enqueue: kind \"%.64s\" is not 1..63 of [A-Za-z0-9_.:-]", kind);
-    if (count < 1 || count > MAX_ITEMS)
-        return urt__error(-EINVAL, "urt_dispatch_enqueue: count %u is out of range (1..%u)", count, MAX_ITEMS);
+    if (urt__check_range("urt_dispatch_enqueue", "count", count, 1, MAX_ITEMS))
+        return -EINVAL;
     char delay[24], cnt[16];
     snprintf(delay, sizeof(delay), "%" PRIu64, delay_ns / 1000);
     snprintf(cnt, sizeof(cnt), "%u", count);
@@ -323,8 +324,8 @@ URT_API int urt_dispatch_enqueue_items(urt_dispatch *d, const struct urt_dispatc
     static const char *const who = "urt_dispatch_enqueue_items";
     if (!d || !items)
         return urt__error(-EINVAL, "%s: %s is NULL", who, !d ? "d" : "items");
-    if (n < 1 || n > MAX_ITEMS)
-        return urt__error(-EINVAL, "%s: n %u is out of range (1..%u)", who, n, MAX_ITEMS);
+    if (urt__check_range(who, "n", n, 1, MAX_ITEMS))
+        return -EINVAL;
     static const char *const modes[] = {"replace", "preserve_schedule", "keep"};
     if ((unsigned)mode > URT_DISPATCH_KEY_KEEP)
         return urt__error(-EINVAL, "%s: mode %d is not a urt_dispatch_key_mode", who, (int)mode);

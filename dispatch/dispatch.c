@@ -30,6 +30,7 @@
 #include <urt/runtime.h>
 #include <urt/task.h>
 
+#include "base/args.h"
 #include "base/error.h"
 #include "dispatch/dispatch_int.h"
 
@@ -175,11 +176,10 @@ static int check_options(const struct urt_dispatch_options *o)
     if (!name_ok(o->channel, 63, "") || (o->channel[0] >= '0' && o->channel[0] <= '9'))
         return urt__error(-EINVAL, "urt_dispatch_create: channel \"%.64s\" is not a plain identifier "
                                    "([a-z_][a-z0-9_]*, at most 63)", o->channel ? o->channel : "(null)");
-    if (o->flags & ~URT_DISPATCH_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_dispatch_create: unknown flags 0x%x", o->flags & ~URT_DISPATCH_FLAGS_ALL);
-    for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
-        if (o->reserved[i])
-            return urt__error(-EINVAL, "urt_dispatch_create: reserved[%zu] is not zero", i);
+    if (urt__check_flags("urt_dispatch_create", o->flags, URT_DISPATCH_FLAGS_ALL))
+        return -EINVAL;
+    if (URT_CHECK_RESERVED("urt_dispatch_create", "opt", o))
+        return -EINVAL;
     if (o->sleep_min_ns > o->sleep_max_ns || o->reconnect_min_ns > o->reconnect_max_ns ||
         o->backoff_base_ns > o->backoff_max_ns)
         return urt__error(-EINVAL, "urt_dispatch_create: %s", o->sleep_min_ns > o->sleep_max_ns ? "sleep_min_ns > sleep_max_ns"

@@ -29,6 +29,7 @@
 
 #include <urt/runtime.h>
 
+#include "base/args.h"
 #include "base/error.h"
 #include "graph/graph_int.h"
 
@@ -42,11 +43,10 @@ URT_API void urt_graph_options_init(struct urt_graph_options *opt)
 
 static int check_options(const struct urt_graph_options *o)
 {
-    if (o->flags)
-        return urt__error(-EINVAL, "urt_graph_create: opt->flags 0x%x: none is defined", o->flags);
-    for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
-        if (o->reserved[i])
-            return urt__error(-EINVAL, "urt_graph_create: opt->reserved[%zu] is not zero", i);
+    if (urt__check_flags("urt_graph_create", o->flags, 0)) /* none is defined */
+        return -EINVAL;
+    if (URT_CHECK_RESERVED("urt_graph_create", "opt", o))
+        return -EINVAL;
     if (o->partitions > G_MAX_GRAPH_PARTITIONS)
         return urt__error(-EINVAL, "urt_graph_create: opt->partitions %u is above %u", o->partitions,
                           G_MAX_GRAPH_PARTITIONS);
@@ -112,11 +112,10 @@ static int check_step_desc(const struct urt_step_desc *d)
     if (d->processor && (d->max_in_flight || d->prepare))
         return urt__error(-EINVAL, "urt_graph_add_step: step '%s': a processor takes no %s", d->name ? d->name : "",
                           d->max_in_flight ? "max_in_flight" : "prepare function");
-    if (d->flags & ~URT_STEP_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_graph_add_step: flags 0x%x has unknown bits", d->flags);
-    for (size_t i = 0; i < sizeof(d->reserved) / sizeof(d->reserved[0]); i++)
-        if (d->reserved[i])
-            return urt__error(-EINVAL, "urt_graph_add_step: d->reserved[%zu] is not zero", i);
+    if (urt__check_flags("urt_graph_add_step", d->flags, URT_STEP_FLAGS_ALL))
+        return -EINVAL;
+    if (URT_CHECK_RESERVED("urt_graph_add_step", "d", d))
+        return -EINVAL;
     if (d->partitions > G_MAX_STEP_PARTITIONS)
         return urt__error(-EINVAL, "urt_graph_add_step: partitions %u is above %u", d->partitions,
                           G_MAX_STEP_PARTITIONS);
@@ -157,9 +156,8 @@ static int check_exchange_desc(const struct urt_exchange_desc *d)
     if (d->limit_rows && d->kind != URT_EXCHANGE_FORWARD)
         return urt__error(-EINVAL, "urt_graph_add_exchange: limit_rows on a %s exchange (forward only)",
                           d->kind == URT_EXCHANGE_SHUFFLE ? "shuffle" : "broadcast");
-    for (size_t i = 0; i < sizeof(d->reserved) / sizeof(d->reserved[0]); i++)
-        if (d->reserved[i])
-            return urt__error(-EINVAL, "urt_graph_add_exchange: d->reserved[%zu] is not zero", i);
+    if (URT_CHECK_RESERVED("urt_graph_add_exchange", "d", d))
+        return -EINVAL;
     return 0;
 }
 

@@ -73,6 +73,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/args.h"
 #include "base/error.h"
 
 /* Set while a continuation runs on a thread that is not a worker (cancelled
@@ -760,8 +761,8 @@ URT_API int urt_io_init_ex(struct urt_io *io, urt_io_fn *fn, void *arg, unsigned
 {
     if (!io)
         return urt__error(-EINVAL, "urt_io_init_ex: io is NULL");
-    if (flags & ~URT_IO_INIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_io_init_ex: unknown flags 0x%x", flags & ~URT_IO_INIT_FLAGS_ALL);
+    if (urt__check_flags("urt_io_init_ex", flags, URT_IO_INIT_FLAGS_ALL))
+        return -EINVAL;
     urt_io_init(io, fn, arg);
     uio_of(io)->opts = (uint8_t)flags;
     return 0;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/args.h"
 #include "base/error.h"
 
 /* ---- checks ---------------------------------------------------------------------------- */
@@ -54,8 +55,8 @@ static int check_iov(const char *fn, const struct iovec *iov, unsigned iovcnt)
 
 static int check_flags(const char *fn, unsigned flags, unsigned allowed)
 {
-    if (flags & ~URT_IO_OP_FLAGS_ALL)
-        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_IO_OP_FLAGS_ALL);
+    if (urt__check_flags(fn, flags, URT_IO_OP_FLAGS_ALL))
+        return -EINVAL;
     if (flags & ~allowed)
         return urt__error(-EOPNOTSUPP, "%s: flags 0x%x are not for this operation", fn, flags & ~allowed);
     return 0;
@@ -120,8 +121,8 @@ URT_API int urt_io_writev(struct urt_io *io, int fd, const struct iovec *iov, un
 URT_API int urt_io_fsync(struct urt_io *io, int fd, unsigned flags)
 {
     struct uio_ctx cx;
-    if (flags & ~URT_IO_FSYNC_DATA)
-        return uio_refused(io, urt__error(-EINVAL, "urt_io_fsync: unknown flags 0x%x", flags & ~URT_IO_FSYNC_DATA));
+    if (urt__check_flags("urt_io_fsync", flags, URT_IO_FSYNC_DATA))
+        return uio_refused(io, -EINVAL);
     int err = op_begin(io, "urt_io_fsync", &cx);
     if (err)
         return uio_refused(io, err);

@@ -21,6 +21,7 @@
 
 #include <urt/config.h>
 
+#include "base/args.h"
 #include "runtime/runtime.h"
 
 enum ftype { F_U32, F_U64, F_BOOL, F_ENUM, F_STR };
@@ -244,9 +245,8 @@ static int validate(const struct urt_config *c)
     if (c->log_sync == URT_LOG_SYNC_SINGLE_WRITE && c->log_prealloc_kb == 0)
         return urt__error(-EINVAL, "log_sync: single_write needs log_prealloc_kb > 0 (its marker claims live in "
                                    "preallocated, zero-filled space)");
-    for (size_t i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
-        if (c->reserved[i])
-            return urt__error(-EINVAL, "reserved[%zu]: must be zero", i);
+    if (URT_CHECK_RESERVED("urt_config_validate", "cfg", c))
+        return -EINVAL;
     return 0;
 }
 

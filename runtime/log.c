@@ -8,6 +8,7 @@
 
 #include <urt/log.h>
 
+#include "base/args.h"
 #include "runtime/runtime.h"
 #include "tx/durability.h"
 #include "tx/wal.h"
@@ -160,8 +161,8 @@ URT_API int urt_log_recover(const char *dir, unsigned flags, const struct urt_lo
 {
     if (!dir)
         return urt__error(-EINVAL, "urt_log_recover: dir is NULL");
-    if (flags & ~URT_LOG_RECOVER_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_log_recover: unknown flags 0x%x", flags & ~URT_LOG_RECOVER_FLAGS_ALL);
+    if (urt__check_flags("urt_log_recover", flags, URT_LOG_RECOVER_FLAGS_ALL))
+        return -EINVAL;
     int lockfd = -1, rc;
     unsigned seq = urt__error_seq();
     if (flags & URT_LOG_RECOVER_DRY_RUN)

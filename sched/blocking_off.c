@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/args.h"
 #include "base/error.h"
 
 #define OFF_INFLIGHT 0x1u
@@ -235,9 +236,8 @@ static int check_submit(const char *fn, const urt_runtime *rt, const struct urt_
         return urt__error(-EINVAL, "%s: rt is NULL", fn);
     if (!has_fns)
         return urt__error(-EINVAL, "%s: %s is NULL", fn, !b ? "b" : !b->fn ? "b->fn" : "b->done");
-    if (flags & ~URT_BLOCKING_FLAGS_ALL)
-        return urt__error(-EINVAL, "%s: unknown flags 0x%x (only URT_SUBMIT_BLOCK)", fn,
-                          flags & ~URT_BLOCKING_FLAGS_ALL);
+    if (urt__check_flags(fn, flags, URT_BLOCKING_FLAGS_ALL))
+        return -EINVAL;
     return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include <urt/runtime.h>
 
+#include "base/args.h"
 #include "base/error.h"
 
 /* ---- bodies on the workers ---------------------------------------------------------------------- */
@@ -107,9 +108,8 @@ static int cond_add_check(const urt_runtime *rt, const struct urt_cond *c)
         return urt__error(-EINVAL, "urt_cond_add: %s is NULL", rt ? "cond" : "rt");
     if (!c->check || !c->body)
         return urt__error(-EINVAL, "urt_cond_add: cond->%s is NULL", c->check ? "body" : "check");
-    if (c->interval_us > 3600000000ull)
-        return urt__error(-EINVAL, "urt_cond_add: interval_us %llu is out of range (0..3600000000)",
-                          (unsigned long long)c->interval_us);
+    if (urt__check_range("urt_cond_add", "cond->interval_us", c->interval_us, 0, 3600000000ull))
+        return -EINVAL;
     if (c->job && c->job->s != sched_of(rt))
         return urt__error(-EINVAL, "urt_cond_add: cond->job %p belongs to another runtime", (void *)c->job);
     return 0;

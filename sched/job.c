@@ -82,6 +82,7 @@
  *       calls sched_clients.io_sweep, which cancels it on its worker.
  *  timer_armed, deadline_io and ready_io belong to the worker they are on.
  */
+#include "base/args.h"
 #include "sched/job.h"
 #include "sched/admission.h"
 
@@ -324,17 +325,15 @@ URT_API void urt_job_options_init(struct urt_job_options *opt)
 
 static int check_options(const struct urt_job_options *o)
 {
-    if (o->work_level > URT_WORK_LEVEL_MAX)
-        return urt__error(-EINVAL, "urt_job_create: work_level %u is out of range (0..%d)", o->work_level,
-                          URT_WORK_LEVEL_MAX);
-    if (o->flags & ~URT_JOB_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_job_create: unknown flags 0x%x", o->flags & ~URT_JOB_FLAGS_ALL);
+    if (urt__check_range("urt_job_create", "work_level", o->work_level, 0, URT_WORK_LEVEL_MAX))
+        return -EINVAL;
+    if (urt__check_flags("urt_job_create", o->flags, URT_JOB_FLAGS_ALL))
+        return -EINVAL;
     if (o->ready_interval_ns < 1000 || o->ready_interval_ns > 10ull * 1000 * 1000 * 1000)
         return urt__error(-EINVAL, "urt_job_create: ready_interval_ns %llu is out of range (1000..10^10)",
                           (unsigned long long)o->ready_interval_ns);
-    for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
-        if (o->reserved[i])
-            return urt__error(-EINVAL, "urt_job_create: reserved[%zu] must be zero", i);
+    if (URT_CHECK_RESERVED("urt_job_create", "opt", o))
+        return -EINVAL;
     return 0;
 }
 
@@ -510,8 +509,8 @@ URT_API int urt_job_submit(urt_job *job, struct urt_task *task, unsigned flags)
 {
     if (!job || !task || !task->fn)
         return urt__error(-EINVAL, "urt_job_submit: %s is NULL", !job ? "job" : !task ? "task" : "task->fn");
-    if (flags & ~URT_SUBMIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_job_submit: unknown flags 0x%x", flags & ~URT_SUBMIT_FLAGS_ALL);
+    if (urt__check_flags("urt_job_submit", flags, URT_SUBMIT_FLAGS_ALL))
+        return -EINVAL;
     bool gone;
     task->priv.flags &= ~TASK_POOLED;
     return job_submit(job, task, flags, &gone, "urt_job_submit");
@@ -521,8 +520,8 @@ URT_API int urt_job_spawn(urt_job *job, urt_task_fn *fn, urt_task_cancel_fn *can
 {
     if (!job || !fn)
         return urt__error(-EINVAL, "urt_job_spawn: %s is NULL", job ? "fn" : "job");
-    if (flags & ~URT_SUBMIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "urt_job_spawn: unknown flags 0x%x", flags & ~URT_SUBMIT_FLAGS_ALL);
+    if (urt__check_flags("urt_job_spawn", flags, URT_SUBMIT_FLAGS_ALL))
+        return -EINVAL;
     struct sched *s = job->s;
     struct urt_task *t = sched_spawn_task(s, fn, cancel, arg, flags);
     if (!t)

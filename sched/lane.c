@@ -151,6 +151,7 @@
 
 #include "sched/core/run.h"
 
+#include "base/args.h"
 #include "base/error.h"
 
 /* Tasks a runner runs before it lets the worker's other lanes and queues in. */
@@ -578,8 +579,8 @@ URT_API int urt_lane_create_on(urt_runtime *rt, uint32_t worker, urt_lane **out)
     if (!rt || !out)
         return urt__error(-EINVAL, "urt_lane_create_on: %s is NULL", rt ? "out" : "rt");
     uint32_t n = sched_of(rt)->n_workers;
-    if (worker >= n)
-        return urt__error(-EINVAL, "urt_lane_create_on: worker %u is out of range (0..%u)", worker, n - 1);
+    if (urt__check_range("urt_lane_create_on", "worker", worker, 0, n - 1))
+        return -EINVAL;
     return lane_create("urt_lane_create_on", rt, (int32_t)worker, out);
 }
 
@@ -589,8 +590,8 @@ static int lane_check(const char *fn, const struct urt_lane *l, bool has_fn, con
 {
     if (!l || !has_fn)
         return urt__error(-EINVAL, "%s: %s is NULL", fn, !l ? "lane" : what);
-    if (flags & ~URT_SUBMIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
+    if (urt__check_flags(fn, flags, URT_SUBMIT_FLAGS_ALL))
+        return -EINVAL;
     if (l->kind != LANE_PLAIN)
         return urt__error(-EINVAL, "%s: lane %p belongs to a transaction or a job", fn, (const void *)l);
     if (atomic_load_explicit(&l->destroying, memory_order_relaxed)) /* (M5) */

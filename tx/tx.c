@@ -93,6 +93,7 @@
 #include "sched/core/sched.h"
 #include "tx/commit_hook.h"
 
+#include "base/args.h"
 #include "base/error.h"
 
 #define TX_GOING_TO_ABORT (1ull << 63)
@@ -307,9 +308,8 @@ URT_API int urt_tx_begin(urt_runtime *rt, const struct urt_tx_options *opt, urt_
         urt_tx_options_init(&defaults);
         opt = &defaults;
     }
-    for (size_t i = 0; i < sizeof(opt->reserved) / sizeof(opt->reserved[0]); i++)
-        if (opt->reserved[i])
-            return urt__error(-EINVAL, "urt_tx_begin: reserved[%zu] must be zero", i);
+    if (URT_CHECK_RESERVED("urt_tx_begin", "opt", opt))
+        return -EINVAL;
     struct sched *s = (struct sched *)rt;
     if (atomic_load_explicit(&s->phase, memory_order_acquire) != PHASE_RUNNING)
         return urt__error(-ESHUTDOWN, "urt_tx_begin: the runtime is being destroyed");
@@ -336,8 +336,8 @@ static int tx_submit_check(const struct urt_tx *tx, bool has_fn, unsigned flags,
 {
     if (!tx || !has_fn)
         return urt__error(-EINVAL, "%s: %s is NULL", fn, !tx ? "tx" : what);
-    if (flags & ~URT_SUBMIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
+    if (urt__check_flags(fn, flags, URT_SUBMIT_FLAGS_ALL))
+        return -EINVAL;
     /* (T1) a fast refusal only: enter decides */
     if (atomic_load_explicit(&tx->term, memory_order_acquire) & (TX_GOING_TO_ABORT | TX_GOING_TO_COMMIT))
         return urt__error(URT_TX_EINACTIVE, "%s: transaction %p is inactive (committing, committed, aborting or "
@@ -564,8 +564,8 @@ URT_API int urt_tx_log(urt_tx *tx, const void *record, size_t len)
 {
     if (!tx || !record)
         return urt__error(-EINVAL, "urt_tx_log: %s is NULL", tx ? "record" : "tx");
-    if (len == 0 || len > TX_RECORD_MAX)
-        return urt__error(-EINVAL, "urt_tx_log: len %zu is out of range (1..%u)", len, TX_RECORD_MAX);
+    if (urt__check_range("urt_tx_log", "len", len, 1, TX_RECORD_MAX))
+        return -EINVAL;
     if (tx_on_own_lane(tx)) {
         int err = tx_log_by_task(tx, record, len);
         if (err != -EAGAIN)

@@ -23,6 +23,7 @@
 
 #include "sched/core/sched.h"
 
+#include "base/args.h"
 #include "base/error.h"
 
 /* Per-thread placement and task cache for threads that are not workers, one
@@ -199,8 +200,8 @@ int sched_check_submit(const char *fn, const void *rt, bool has_fn, const char *
 {
     if (!rt || !has_fn)
         return urt__error(-EINVAL, "%s: %s is NULL", fn, !rt ? "rt" : what);
-    if (flags & ~URT_SUBMIT_FLAGS_ALL)
-        return urt__error(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~URT_SUBMIT_FLAGS_ALL);
+    if (urt__check_flags(fn, flags, URT_SUBMIT_FLAGS_ALL))
+        return -EINVAL;
     if ((flags & URT_SUBMIT_LOCAL) && (flags & URT_SUBMIT_URGENT))
         return urt__error(-EINVAL, "%s: flags URT_SUBMIT_LOCAL and URT_SUBMIT_URGENT contradict each other", fn);
     if ((flags & URT_SUBMIT_LOCAL) && !sched_current(sched_of(rt)))
@@ -222,8 +223,8 @@ int sched_submit_error(const char *fn, int err)
 static int check_target(const char *fn, const urt_runtime *rt, uint32_t worker, unsigned flags)
 {
     const struct sched *s = sched_of(rt);
-    if (worker >= s->n_workers)
-        return urt__error(-EINVAL, "%s: worker %u is out of range (0..%u)", fn, worker, s->n_workers - 1);
+    if (urt__check_range(fn, "worker", worker, 0, s->n_workers - 1))
+        return -EINVAL;
     if (flags & (URT_SUBMIT_URGENT | URT_SUBMIT_LOCAL))
         return urt__error(-EINVAL, "%s: flags URT_SUBMIT_%s contradict a given worker", fn,
                           flags & URT_SUBMIT_URGENT ? "URGENT" : "LOCAL");
@@ -306,8 +307,8 @@ URT_API int urt_worker_node(const urt_runtime *rt, uint32_t worker)
     if (!rt)
         return urt__error(-EINVAL, "urt_worker_node: rt is NULL");
     const struct sched *s = sched_of(rt);
-    if (worker >= s->n_workers)
-        return urt__error(-EINVAL, "urt_worker_node: worker %u is out of range (0..%u)", worker, s->n_workers - 1);
+    if (urt__check_range("urt_worker_node", "worker", worker, 0, s->n_workers - 1))
+        return -EINVAL;
     return s->workers[worker]->place.node;
 }
 

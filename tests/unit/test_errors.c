@@ -227,7 +227,8 @@ Test(errors, jobs, .timeout = 30)
     CHECK(urt_job_create(NULL, NULL, &job), "urt_job_create", "runtime", -EINVAL, -ENOMEM, -ESHUTDOWN);
     CHECK(urt_job_create(rt, NULL, NULL), "urt_job_create", "out", -EINVAL, -ENOMEM, -ESHUTDOWN);
     o.work_level = URT_WORK_LEVEL_MAX + 1;
-    CHECK(urt_job_create(rt, &o, &job), "urt_job_create", "work_level", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK(urt_job_create(rt, &o, &job), "urt_job_create",
+          "urt_job_create: work_level 61 is out of range (0..60)", -EINVAL, -ENOMEM, -ESHUTDOWN);
     urt_job_options_init(&o);
     o.flags = 0x40;
     CHECK(urt_job_create(rt, &o, &job), "urt_job_create", "flags", -EINVAL, -ENOMEM, -ESHUTDOWN);
@@ -236,7 +237,8 @@ Test(errors, jobs, .timeout = 30)
     CHECK(urt_job_create(rt, &o, &job), "urt_job_create", "ready_interval_ns", -EINVAL, -ENOMEM, -ESHUTDOWN);
     urt_job_options_init(&o);
     o.reserved[0] = 1;
-    CHECK(urt_job_create(rt, &o, &job), "urt_job_create", "reserved", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK(urt_job_create(rt, &o, &job), "urt_job_create",
+          "urt_job_create: opt->reserved[0] must be zero", -EINVAL, -ENOMEM, -ESHUTDOWN);
 
     cr_assert_eq(urt_job_create(rt, NULL, &job), 0);
     struct urt_task t, nofn;
@@ -368,7 +370,8 @@ Test(errors, transactions, .timeout = 30)
     CHECK(urt_tx_begin(NULL, NULL, &tx), "urt_tx_begin", "runtime", -EINVAL, -ENOMEM, -ESHUTDOWN);
     CHECK(urt_tx_begin(rt, NULL, NULL), "urt_tx_begin", "out", -EINVAL, -ENOMEM, -ESHUTDOWN);
     o.reserved[3] = 7;
-    CHECK(urt_tx_begin(rt, &o, &tx), "urt_tx_begin", "reserved", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK(urt_tx_begin(rt, &o, &tx), "urt_tx_begin",
+          "urt_tx_begin: opt->reserved[3] must be zero", -EINVAL, -ENOMEM, -ESHUTDOWN);
     cr_assert_eq(urt_tx_begin(rt, NULL, &tx), 0);
     struct urt_task t, nofn;
     urt_task_init(&t, nop, NULL);
@@ -395,7 +398,8 @@ Test(errors, transactions, .timeout = 30)
           -ECANCELED, -EALREADY, -EOPNOTSUPP);
     CHECK(urt_tx_log(NULL, "x", 1), "urt_tx_log", "tx", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
     CHECK(urt_tx_log(tx, NULL, 1), "urt_tx_log", "record", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
-    CHECK(urt_tx_log(tx, "x", 0), "urt_tx_log", "len", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
+    CHECK(urt_tx_log(tx, "x", 0), "urt_tx_log",
+          "urt_tx_log: len 0 is out of range (1..", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
     CHECK(urt_tx_log(tx, "x", (16u << 20) + 1), "urt_tx_log", "len", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
 
     /* Point 5: after the commit, every request is refused and says why. */
@@ -463,7 +467,8 @@ Test(errors, conds, .timeout = 30)
     CHECK(urt_cond_add(rt, &c), "urt_cond_add", "body", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
     c.body = cond_body;
     c.interval_us = 3600000001ull;
-    CHECK(urt_cond_add(rt, &c), "urt_cond_add", "interval_us", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
+    CHECK(urt_cond_add(rt, &c), "urt_cond_add", "urt_cond_add: cond->interval_us 3600000001 is out of range",
+          -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
     c.interval_us = 0;
     urt_job *foreign_job;
     cr_assert_eq(urt_job_create(other, NULL, &foreign_job), 0);
@@ -567,7 +572,8 @@ static void graph_build_errors(urt_runtime *rt)
     CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "flags", -EINVAL, -ENOMEM);
     urt_graph_options_init(&o);
     o.reserved[2] = 1;
-    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "reserved", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create",
+          "urt_graph_create: opt->reserved[2] must be zero", -EINVAL, -ENOMEM);
     urt_graph_options_init(&o);
     o.partitions = 1u << 20;
     CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "partitions", -EINVAL, -ENOMEM);
@@ -588,7 +594,8 @@ static void graph_build_errors(urt_runtime *rt)
     d = (struct urt_step_desc){.fn = gnop, .flags = 0x80};
     CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "flags", -EINVAL, -ENOMEM);
     d = (struct urt_step_desc){.fn = gnop, .reserved = {0, 1}};
-    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "reserved", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step",
+          "urt_graph_add_step: d->reserved[1] must be zero", -EINVAL, -ENOMEM);
     d = (struct urt_step_desc){.fn = gnop, .partitions = (1u << 20) + 1};
     CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "partitions", -EINVAL, -ENOMEM);
 
@@ -601,7 +608,8 @@ static void graph_build_errors(urt_runtime *rt)
     x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE, .limit_rows = 5};
     CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "limit_rows", -EINVAL, -ENOMEM);
     x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE, .reserved = {1}};
-    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "reserved", -EINVAL, -ENOMEM);
+    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange",
+          "urt_graph_add_exchange: d->reserved[0] must be zero", -EINVAL, -ENOMEM);
 
     d = (struct urt_step_desc){.name = "a", .fn = gnop};
     int a = urt_graph_add_step(g, &d), b = urt_graph_add_step(g, &d);
@@ -722,6 +730,10 @@ Test(errors, runtime_and_the_rest, .timeout = 30)
     CHECK(urt_config_set(&cfg, "no_such_field", "1"), "no_such_field", "no_such_field", -ENOENT, -EINVAL);
     CHECK(urt_config_set(&cfg, "workers", "many"), "workers", "workers", -ENOENT, -EINVAL);
     CHECK(urt_config_validate(&cfg, NULL, 0), "workers", "workers", -EINVAL);
+    test_config(&cfg, 1);
+    cfg.reserved[5] = 2;
+    CHECK(urt_config_validate(&cfg, NULL, 0), "urt_config_validate",
+          "urt_config_validate: cfg->reserved[5] must be zero", -EINVAL);
     struct urt_commit c;
     CHECK(urt_log_commit(NULL, &c, 1, "x", 1, URT_COMMIT_ACCEPTED, NULL, NULL), "urt_log_commit", "NULL",
           -EINVAL, -ENOTSUP, -ESHUTDOWN);
@@ -978,7 +990,8 @@ Test(errors, batches, .timeout = 30)
           BATCH_START_CODES);
     CHECK(urt_batch_start(rt, BATCH_OPT(o.max_concurrent_files = 0), &b), "urt_batch_start",
           "max_concurrent_files", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.reserved[0] = 1), &b), "urt_batch_start", "reserved", BATCH_START_CODES);
+    CHECK(urt_batch_start(rt, BATCH_OPT(o.reserved[0] = 1), &b), "urt_batch_start",
+          "urt_batch_start: opt->reserved[0] must be zero", BATCH_START_CODES);
     CHECK(urt_batch_start(rt, BATCH_OPT(o.flags = URT_BATCH_BLOCK_TX), &b), "urt_batch_start", "write-ahead log",
           BATCH_START_CODES);
     struct urt_batch_stmt dummy = {0};
@@ -1089,7 +1102,7 @@ Test(errors, dispatch, .timeout = 60)
     DISPATCH_CREATE_BAD(channel, "Bad-Name", "channel");
     DISPATCH_CREATE_BAD(conninfo, NULL, "conninfo");
     DISPATCH_CREATE_BAD(flags, 0x80, "flags");
-    DISPATCH_CREATE_BAD(reserved[3], 1, "reserved[3]");
+    DISPATCH_CREATE_BAD(reserved[3], 1, "urt_dispatch_create: opt->reserved[3] must be zero");
     DISPATCH_CREATE_BAD(sleep_min_ns, 5000000000ull, "sleep_min_ns");
     dispatch_opts(&g_dopt);
     CHECK_ON_WORKER(wd, dispatch_create_call, wd, "urt_dispatch_create", "worker", -EDEADLK);
