@@ -35,20 +35,13 @@ static _Atomic uint64_t counter;
 static _Atomic uint64_t t1;
 static uint64_t target;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void finish_one(void)
 {
     /* target is read before the fetch_add: the last child's acq_rel add and
      * its release of t1 order every read before main's next write. */
     uint64_t want = target;
     if (atomic_fetch_add_explicit(&counter, 1, memory_order_acq_rel) + 1 == want)
-        atomic_store_explicit(&t1, now_ns(), memory_order_release);
+        atomic_store_explicit(&t1, urt_now_ns(), memory_order_release);
 }
 
 static enum urt_task_result child(struct urt_task *t, void *arg)
@@ -62,7 +55,7 @@ static enum urt_task_result child(struct urt_task *t, void *arg)
 static enum urt_task_result spawn_root(struct urt_task *t, void *arg)
 {
     (void)t;
-    *(uint64_t *)arg = now_ns();
+    *(uint64_t *)arg = urt_now_ns();
     for (int i = 0; i < SPAWN_N; i++)
         if (urt_spawn(rt, child, NULL, 0) != 0)
             abort();
@@ -90,7 +83,7 @@ static enum urt_task_result yielder(struct urt_task *t, void *arg)
 static enum urt_task_result yield_root(struct urt_task *t, void *arg)
 {
     (void)t;
-    *(uint64_t *)arg = now_ns();
+    *(uint64_t *)arg = urt_now_ns();
     for (unsigned i = 0; i < 2 * workers; i++) {
         urt_task_init(&yielders[i].task, yielder, NULL);
         yielders[i].left = YIELDS;

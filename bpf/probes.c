@@ -57,7 +57,7 @@ uint64_t probe_next_task_id(void)
 void probe_task_submit_timed(struct urt_task *t, int worker)
 {
     t->priv.id = probe_next_task_id();
-    t->priv.enqueue_ns = probe_now_ns();
+    t->priv.enqueue_ns = urt_clock_ns();
     URT_PROBE_SUBMIT(worker, t->priv.id, t->priv.enqueue_ns);
 }
 
@@ -65,13 +65,13 @@ void probe_task_start_timed(uint32_t worker, const struct urt_task *t, struct pr
 {
     pr->id = t->priv.id;
     pr->enqueue_ns = t->priv.enqueue_ns;
-    pr->start_ns = probe_now_ns();
+    pr->start_ns = urt_clock_ns();
     URT_PROBE_START(worker, pr->id, pr->enqueue_ns, pr->start_ns);
 }
 
 void probe_task_done(struct probe_hists *h, uint32_t worker, struct probe_run *pr)
 {
-    pr->end_ns = probe_now_ns();
+    pr->end_ns = urt_clock_ns();
     if (pr->enqueue_ns != 0 && pr->start_ns >= pr->enqueue_ns)
         hist_record(&h->kind[URT_LAT_QUEUE], pr->start_ns - pr->enqueue_ns);
     hist_record(&h->kind[URT_LAT_RUN], pr->end_ns - pr->start_ns);
@@ -80,7 +80,7 @@ void probe_task_done(struct probe_hists *h, uint32_t worker, struct probe_run *p
 
 void probe_wake_received_timed(struct probe_hists *h, uint32_t worker, uint64_t sent_ns)
 {
-    uint64_t now = probe_now_ns();
+    uint64_t now = urt_clock_ns();
     if (sent_ns != 0 && now >= sent_ns)
         hist_record(&h->kind[URT_LAT_WAKE], now - sent_ns);
     URT_PROBE_WAKE_RECEIVED(worker, sent_ns, now);

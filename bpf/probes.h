@@ -33,7 +33,7 @@
  * probe_log_timing_on(); call probe_flush() / probe_durable() where the log
  * flushes and becomes durable; when a commit's response is delivered, call
  * probe_commit_done(&w->hists, w->index, URT_LAT_COMMIT_{ACCEPTED,AVAILABLE,
- * STORED}, submit_ns, probe_now_ns()) on the worker that delivers it: it
+ * STORED}, submit_ns, urt_clock_ns()) on the worker that delivers it: it
  * records the latency in that worker's histogram of that kind (read back
  * through urt_stats_snapshot) and fires commit_done.
  *
@@ -116,11 +116,6 @@ static inline bool probe_log_timing_on(void)
 static inline bool probe_blocking_timing_on(void)
 {
     return (probe_word(PROBE_W_TASK) & 0xffffu) != 0 || probe_word(PROBE_W_BLOCKING) != 0;
-}
-
-static inline uint64_t probe_now_ns(void)
-{
-    return urt_clock_ns(); /* the one clock (base/clock.h) */
 }
 
 /* A runtime configured with stats_timing starts (+1) or stops (-1). Any thread. */

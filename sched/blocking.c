@@ -385,7 +385,7 @@ static void run_item(struct blocking_pool *p, struct blk_slot *sl, struct urt_ta
     uint64_t enq = t->priv.enqueue_ns, id = t->priv.id, start = 0, end = 0;
     bool timed = enq != 0 || probe_blocking_timing_on();
     if (timed) {
-        start = probe_now_ns();
+        start = urt_clock_ns();
         URT_PROBE_BLOCKING_START(sl->index, id, enq, start);
     }
     if (__builtin_expect(watched, 0))
@@ -394,7 +394,7 @@ static void run_item(struct blocking_pool *p, struct blk_slot *sl, struct urt_ta
     if (__builtin_expect(watched, 0))
         watchdog_end(&sl->wd);
     if (timed) {
-        end = probe_now_ns();
+        end = urt_clock_ns();
         if (enq && start >= enq)
             hist_record_shared(&p->wait_hist, start - enq);
         hist_record_shared(&p->run_hist, end - start);
@@ -587,7 +587,7 @@ int blocking_queue(struct sched *s, struct urt_task *t, uint32_t node, unsigned 
     if (!err) {
         if (probe_blocking_timing_on()) {
             t->priv.id = probe_next_task_id();
-            t->priv.enqueue_ns = probe_now_ns();
+            t->priv.enqueue_ns = urt_clock_ns();
             struct worker *self = sched_current(s);
             URT_PROBE_BLOCKING_SUBMIT(self ? (int64_t)self->index : -1, t->priv.id, t->priv.enqueue_ns);
         } else {

@@ -39,7 +39,7 @@ static enum urt_task_result body_task(struct urt_task *t, void *arg)
     struct urt_cond *c = arg;
     (void)t;
     if (c->priv.passed_ns) { /* first call (not a re-run after a yield) */
-        record_latency(c->priv.watcher, now_ns() - c->priv.passed_ns);
+        record_latency(c->priv.watcher, urt_clock_ns() - c->priv.passed_ns);
         c->priv.passed_ns = 0;
         /* From here the cond is the caller's (rule 3); pairs with the next adder's CAS. */
         atomic_store_explicit(&c->priv.state, C_IDLE, memory_order_release);

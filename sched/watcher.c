@@ -345,7 +345,7 @@ static void cond_due(sched_timer *t, int32_t res)
         return;
     }
     WSTAT_INC(w, checks_run);
-    uint64_t now = now_ns();
+    uint64_t now = urt_clock_ns();
     if (!c->check(c, c->arg)) {
         /* Keep the cadence: next due one interval after this one. */
         uint64_t due = t->due + c->priv.interval_ns;
@@ -353,7 +353,7 @@ static void cond_due(sched_timer *t, int32_t res)
         return;
     }
     WSTAT_INC(w, checks_passed);
-    c->priv.passed_ns = now_ns();
+    c->priv.passed_ns = urt_clock_ns();
     if (w->ready_head || !hand_over(w, c))
         ready_append(w, c); /* behind older passed tasks: FIFO */
 }
@@ -372,7 +372,7 @@ static void wd_due(sched_timer *t, int32_t res)
 {
     struct watcher *w = (struct watcher *)((char *)t - offsetof(struct watcher, wd_timer));
     if (res == -ETIME)
-        watchdog_pass(w->wd, now_ns());
+        watchdog_pass(w->wd, urt_clock_ns());
 }
 
 /* Puts t at due (UINT64_MAX: out of the queue). Keeps an earlier due. */
@@ -450,7 +450,7 @@ static void cancel_everything(struct watcher *w)
 static void watcher_loop(struct watcher *w)
 {
     for (;;) {
-        uint64_t now = now_ns();
+        uint64_t now = urt_clock_ns();
         take_adds(w, now);
         if (atomic_exchange_explicit(&w->cancel_requests, 0, memory_order_acquire))
             sweep_cancelled(w);
@@ -459,7 +459,7 @@ static void watcher_loop(struct watcher *w)
         retry_ready(w);
         timerq_run(&w->timers, now); /* due checks (cond_due), the watchdog's pass (wd_due) */
         run_doomed(w);
-        plan_timers(w, now_ns());
+        plan_timers(w, urt_clock_ns());
         watcher_sleep(w);
     }
 }

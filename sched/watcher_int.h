@@ -13,6 +13,7 @@
 
 #include <urt/watcher.h>
 
+#include "base/clock.h"
 #include "sched/core/inbox.h"
 #include "sched/core/sched.h"
 #include "sched/core/sleeper.h"
@@ -93,11 +94,6 @@ static inline struct urt_cond *cond_next(struct urt_cond *c)
 static inline void cond_set_next(struct urt_cond *c, struct urt_cond *n)
 {
     atomic_store_explicit(&c->priv.task.priv.next, n ? &n->priv.task : NULL, memory_order_relaxed);
-}
-
-static inline uint64_t now_ns(void)
-{
-    return watchdog_now_ns();
 }
 
 /* Wakes the watcher if it sleeps (sched/core/sleeper.h W3 + W4), after the

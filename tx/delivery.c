@@ -67,7 +67,7 @@ void delivery_run_list(struct urt_commit *c)
         if (self && c->priv.submit_ns && c->priv.status == 0)
             probe_commit_done(&self->hists, self->index,
                               (enum urt_latency_kind)(URT_LAT_COMMIT_ACCEPTED + (int)c->priv.response),
-                              c->priv.submit_ns, probe_now_ns());
+                              c->priv.submit_ns, urt_clock_ns());
         c->priv.cb(c, c->priv.status, c->priv.arg);
         c = next;
     }

@@ -194,7 +194,7 @@ static void hop_cancel(struct urt_task *t, void *arg)
 int wal_commit(struct wal *wal, struct urt_commit *c)
 {
     c->priv.wal = wal;
-    c->priv.submit_ns = probe_log_timing_on() ? probe_now_ns() : 0;
+    c->priv.submit_ns = probe_log_timing_on() ? urt_clock_ns() : 0;
     struct worker *w = sched_current(wal->s);
     if (!w)
         return sched_submit(wal->s, hop_task(c), 0); /* placed as any task; hop_run appends or hops on */

@@ -58,7 +58,7 @@
 
 static inline uint64_t log_stamp(void)
 {
-    return probe_log_timing_on() ? probe_now_ns() : 0;
+    return probe_log_timing_on() ? urt_clock_ns() : 0;
 }
 
 /* ---- buffers ------------------------------------------------------------------------ */
@@ -213,7 +213,7 @@ void chan_submit_write(struct chan *ch, bool chain_ok)
     chan_submit(ch, &op, &ch->wr, wr_done);
     ch->cqes = 1;
     ch->sync.res = 0;
-    ch->io_start_ns = wal_poll_clock();
+    ch->io_start_ns = urt_clock_ns();
     if (!dsync && (ch->form != FLUSH_SINGLE || sfr))
         submit_sync(ch, n, p != 0);
     if (p) {
@@ -347,7 +347,7 @@ static void flush_succeeded(struct chan *ch)
     struct wal_buf *x = ch->flight;
     wal_cnt_add(&ch->n_fsyncs, 1);
     wal_cnt_add(&ch->n_bytes, ch->wr_to - ch->wr_from);
-    probe_durable((int)ch->index, ch->flight_lsn, ch->flush_start_ns, ch->flush_start_ns ? probe_now_ns() : 0);
+    probe_durable((int)ch->index, ch->flight_lsn, ch->flush_start_ns, ch->flush_start_ns ? urt_clock_ns() : 0);
     struct urt_commit *waiters = x->wait_head;
     wal_buf_reset_batch(x);
     ch->flight = NULL;

@@ -236,12 +236,6 @@ static inline void chan_submit(struct chan *ch, const struct be_op *op, struct c
 
 #define CHAN_OF(p, field) ((struct chan *)((char *)(p) - offsetof(struct chan, field)))
 
-/* The clock of the polling budget (wal_chan.c, log_poll_us). */
-static inline uint64_t wal_poll_clock(void)
-{
-    return urt_clock_ns();
-}
-
 static inline void wal_buf_reset_batch(struct wal_buf *b)
 {
     b->min_epoch = b->max_epoch = 0;

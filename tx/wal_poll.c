@@ -65,7 +65,7 @@ static inline void ewma_add(uint64_t *avg, uint64_t t)
 
 void wal_poll_done(struct chan *ch, enum flush_form form)
 {
-    uint64_t t = ch->io_start_ns ? wal_poll_clock() - ch->io_start_ns : 0;
+    uint64_t t = ch->io_start_ns ? urt_clock_ns() - ch->io_start_ns : 0;
     ch->io_start_ns = 0;
     if (ch->poll_skip)
         ch->poll_skip--;
@@ -85,11 +85,11 @@ bool chan_poll_own_write(struct chan *ch, struct worker *w)
     if (!ch->flight || !ch->io_start_ns || ch->poll_skip)
         return false;
     uint64_t budget = poll_budget_ns(ch);
-    uint64_t now = wal_poll_clock();
+    uint64_t now = urt_clock_ns();
     if (!budget || now - ch->io_start_ns >= budget)
         return false;
     sched_yield();
-    if (wal_poll_clock() - now > POLL_YIELD_LONG_NS) {
+    if (urt_clock_ns() - now > POLL_YIELD_LONG_NS) {
         /* Another thread had this CPU: the machine is busy, polling only
          * delays us (a worker woken by its completion is scheduled sooner
          * than one that yields). Sleep through this write and the next few. */

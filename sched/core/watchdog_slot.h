@@ -50,11 +50,6 @@ struct watchdog_slot {
     struct urt_job *_Atomic job;
 };
 
-static inline uint64_t watchdog_now_ns(void)
-{
-    return urt_clock_ns(); /* the one clock (base/clock.h) */
-}
-
 /* Owner only. */
 static inline void watchdog_begin(struct watchdog_slot *wd, struct urt_task *t)
 {

@@ -80,7 +80,7 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
     int err;
     /* The stamp belongs to the winner of wake_pending (W4) until the sleeper
      * takes it at R2; release pairs with the acquire load in on_tag. */
-    uint64_t sent_ns = probe_wake_timing_on() ? probe_now_ns() : 0;
+    uint64_t sent_ns = probe_wake_timing_on() ? urt_clock_ns() : 0;
     atomic_store_explicit(&target->wake_sent_ns, sent_ns, memory_order_release);
     URT_PROBE_WAKE_SENT(self ? (int64_t)self->index : -1, target->index, sent_ns);
     err = be_wake(&s->caps, &s->wake_fallback, self ? &self->be : NULL, target->peer, target->index);

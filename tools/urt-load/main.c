@@ -290,7 +290,7 @@ struct options {
 
 static double seconds_since(uint64_t t0)
 {
-    return (double)(measure_now_ns() - t0) * 1e-9;
+    return (double)(urt_now_ns() - t0) * 1e-9;
 }
 
 static void progress(bool tty, size_t i, size_t n, const char *name, double elapsed, double total)
@@ -374,7 +374,7 @@ static const struct result *find_result(const struct child_run *c, const char *m
 static void child_run(const char *self, struct child_run *c, bool tty, size_t i, size_t n, uint64_t run_t0)
 {
     int out_fd, err_fd;
-    uint64_t t0 = measure_now_ns();
+    uint64_t t0 = urt_now_ns();
     pid_t pid = child_start(self, c->wl->name, &out_fd, &err_fd);
     if (!tty)
         fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, n, c->wl->name);
@@ -627,7 +627,7 @@ static int run_summary(const char *self, const struct options *opt)
     bool tty = isatty(STDERR_FILENO);
     struct child_run *runs = xrealloc(NULL, n * sizeof(*runs));
     memset(runs, 0, n * sizeof(*runs));
-    uint64_t t0 = measure_now_ns();
+    uint64_t t0 = urt_now_ns();
     int rc = EXIT_OK;
     for (size_t i = 0; i < n; i++) {
         runs[i].wl = sel[i];

@@ -7,7 +7,7 @@
  *
  * What lives here:
  *  - the constants of the workload spec (WARMUP, ITERS, SPAWN_N, ...);
- *  - the clock (CLOCK_MONOTONIC, like every peer) and process CPU time;
+ *  - process CPU time (the clock is urt_now_ns(): CLOCK_MONOTONIC, like every peer);
  *  - a one-waiter futex event: only the external (main) thread waits;
  *  - the completion counter of section 2 (the unit that brings the count to
  *    the target takes t1 and wakes the external thread);
@@ -43,6 +43,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <urt/common.h>
+
 /* ---- the workload spec's constants (docs/benchmarks.md section 2) --------- */
 #define WARMUP 2          /* untimed iterations */
 #define ITERS 10          /* timed iterations; the median is reported */
@@ -66,13 +68,8 @@
 
 /* ---- clock ----------------------------------------------------------------- */
 
-/* CLOCK_MONOTONIC in ns (the clock of every peer). Any thread. */
-static inline uint64_t measure_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* The clock is urt's, urt_now_ns() (urt/common.h): CLOCK_MONOTONIC in ns,
+ * the clock of every peer and of every stamp urt takes itself. */
 
 /* Process CPU time (user + sys, all threads) in ns. Any thread. */
 uint64_t measure_cpu_ns(void);
@@ -118,7 +115,7 @@ static inline void measure_done_count(struct measure_done *d)
     uint64_t target = atomic_load_explicit(&d->target, memory_order_relaxed);
     /* acq_rel: pairs with the other units' increments (see the file top). */
     if (atomic_fetch_add_explicit(&d->count, 1, memory_order_acq_rel) + 1 == target) {
-        atomic_store_explicit(&d->t1, measure_now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&d->t1, urt_now_ns(), memory_order_relaxed);
         measure_event_set(&d->event);
     }
 }
@@ -126,7 +123,7 @@ static inline void measure_done_count(struct measure_done *d)
 /* Stores t0 := now. Any thread (the root task's first action). */
 static inline void measure_done_start(struct measure_done *d)
 {
-    atomic_store_explicit(&d->t0, measure_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->t0, urt_now_ns(), memory_order_relaxed);
 }
 
 /* Marks the iteration failed (a correctness check, or a submission error

@@ -269,7 +269,7 @@ static void batch_done(urt_batch *b, int status, const char *message, void *arg)
 {
     struct bl *bl = arg;
     (void)b;
-    atomic_store_explicit(&bl->t1, measure_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&bl->t1, urt_now_ns(), memory_order_relaxed);
     if (status) {
         fprintf(stderr, "# ERROR %s %s: the batch failed: %s\n", MEASURE_PEER, WL, message);
         atomic_store(&bl->failed, 1);
@@ -367,7 +367,7 @@ static int check_log(struct bl *bl, const char *dir)
         return 1;
     struct urt_log_recover_ops ops = {.record = on_record};
     struct urt_log_recovery out;
-    uint64_t t = measure_now_ns();
+    uint64_t t = urt_now_ns();
     int rc = urt_log_recover(dir, 0, &ops, &rp, &out);
     free(rp.seen);
     if (rc || rp.n != total || rp.bad || rp.dup) {
@@ -377,7 +377,7 @@ static int check_log(struct bl *bl, const char *dir)
         return 1;
     }
     measure_note(WL, "check: recovery replayed %llu records (every one once, with its value) in %.0f ms",
-                 (unsigned long long)rp.n, (double)(measure_now_ns() - t) / 1e6);
+                 (unsigned long long)rp.n, (double)(urt_now_ns() - t) / 1e6);
     return 0;
 }
 
@@ -428,7 +428,7 @@ static int run_batch(struct bl *bl, urt_runtime *rt, struct it_result *res)
     bool hwm_ok = reset_hwm();
     long rss0 = status_kb("VmRSS");
     uint64_t cpu0 = measure_cpu_ns();
-    uint64_t t0 = measure_now_ns();
+    uint64_t t0 = urt_now_ns();
     urt_batch *b;
     if (urt_batch_start(rt, &o, &b) != 0) {
         fprintf(stderr, "# ERROR %s %s: urt_batch_start: %s\n", MEASURE_PEER, WL, urt_last_error());
@@ -531,7 +531,7 @@ static int setup(struct bl *bl)
         bl->base[0] = 0;
         return 1;
     }
-    uint64_t t = measure_now_ns();
+    uint64_t t = urt_now_ns();
     int rc = make_files(bl);
     if (rc) {
         fprintf(stderr, "# ERROR %s %s: writing the CSV files: %s\n", MEASURE_PEER, WL, strerror(-rc));
@@ -539,7 +539,7 @@ static int setup(struct bl *bl)
     }
     measure_note(WL, "%u CSV files of %llu lines, %.1f MiB, written and fdatasync'd in %.0f ms (not timed) under %s",
                  bl->files, (unsigned long long)bl->records, (double)bl->csv_bytes / 1048576.0,
-                 (double)(measure_now_ns() - t) / 1e6, bl->base);
+                 (double)(urt_now_ns() - t) / 1e6, bl->base);
     return 0;
 }
 

@@ -83,7 +83,7 @@ static int64_t bo_body(void *arg)
 
 static void bo_submit(struct bo_task *t)
 {
-    t->ts = measure_now_ns();
+    t->ts = urt_now_ns();
     int err = urt_blocking_submit(t->bo->rt, &t->b, 0);
     if (err)
         measure_done_fail(&t->bo->done, t->bo->name, "urt_blocking_submit: %s (%s)", strerror(-err),
@@ -93,7 +93,7 @@ static void bo_submit(struct bo_task *t)
 static void bo_done(struct urt_blocking *b, int64_t res, void *arg)
 {
     struct bo_task *t = arg;
-    uint64_t now = measure_now_ns();
+    uint64_t now = urt_now_ns();
     (void)b;
     t->lat[t->n_lat++] = now - t->ts;
     if (urt_current_worker(t->bo->rt) < 0) {
@@ -203,9 +203,9 @@ static int run_blocking(urt_runtime *rt, const char *name)
     measure_note(name, "%u tasks x %u offloads (urt_blocking_submit of an embedded struct urt_blocking, "
                        "resubmitted from its continuation); body %d xorshift64 steps; pool max %u threads",
                  bo.tasks, bo.each, BO_STEPS, cfg->blocking_threads_max);
-    uint64_t cpu0 = measure_cpu_ns(), w0 = measure_now_ns();
+    uint64_t cpu0 = measure_cpu_ns(), w0 = urt_now_ns();
     int rc = measure_throughput(name, "offloads_per_s", "offloads/s", (double)per_iter, it_blocking, &bo);
-    uint64_t cpu1 = measure_cpu_ns(), w1 = measure_now_ns();
+    uint64_t cpu1 = measure_cpu_ns(), w1 = urt_now_ns();
     if (rc == 0) {
         qsort(bo.all_lat, bo.n_all, sizeof(uint64_t), cmp_u64);
         printf("%s %s rtt_p50_us %.2f us\n", MEASURE_PEER, name, measure_percentile(bo.all_lat, bo.n_all, 500) / 1e3);

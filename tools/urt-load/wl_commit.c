@@ -114,7 +114,7 @@ static void commit_done(struct urt_commit *cm, int status, void *arg);
 
 static void issue(struct client *c)
 {
-    c->t_a = measure_now_ns();
+    c->t_a = urt_now_ns();
     int rc = urt_log_commit(RUN.rt, &c->commit, (c->id << 40) | c->seq, c->rec, REC_SIZE, RUN.response,
                             commit_done, c);
     if (rc) {
@@ -128,7 +128,7 @@ static void commit_done(struct urt_commit *cm, int status, void *arg)
 {
     (void)cm;
     struct client *c = arg;
-    uint64_t t_b = measure_now_ns();
+    uint64_t t_b = urt_now_ns();
     if (status) {
         c->error = status;
         measure_done_fail(&RUN.done, RUN.name, "client %llu: commit failed: %s", (unsigned long long)c->id,
@@ -381,7 +381,7 @@ static int run(urt_runtime *rt, const char *name)
     uint64_t duration_ms = env_u64("DURATION_MS", 2000);
     if (clients_create(r))
         return 1;
-    r->t0 = measure_now_ns() + COMMIT_WARMUP_MS * 1000000ull;
+    r->t0 = urt_now_ns() + COMMIT_WARMUP_MS * 1000000ull;
     r->t1 = r->t0 + duration_ms * 1000000ull;
     for (unsigned i = 0; i < r->n; i++) {
         int rc = urt_task_submit(rt, &r->clients[i].start, 0);

@@ -242,7 +242,7 @@ static enum urt_task_result pp_a_task(struct urt_task *t, void *arg)
     if (r == 0)
         measure_done_start(&c->done);
     if (r == PP_ROUNDS) {
-        atomic_store_explicit(&c->done.t1, measure_now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&c->done.t1, urt_now_ns(), memory_order_relaxed);
         measure_event_set(&c->done.event);
         return URT_TASK_DONE;
     }
@@ -289,7 +289,7 @@ static enum urt_task_result chain_task(struct urt_task *t, void *arg)
     uintptr_t k = (uintptr_t)arg;
     (void)t;
     if (k == CHAIN_DEPTH) {
-        atomic_store_explicit(&c->done.t1, measure_now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&c->done.t1, urt_now_ns(), memory_order_relaxed);
         measure_event_set(&c->done.event);
         return URT_TASK_DONE;
     }
@@ -322,7 +322,7 @@ static enum urt_task_result wake_task(struct urt_task *t, void *arg)
 {
     struct core *c = arg;
     (void)t;
-    atomic_store_explicit(&c->done.t1, measure_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->done.t1, urt_now_ns(), memory_order_relaxed);
     measure_event_set(&c->done.event);
     return URT_TASK_DONE;
 }
@@ -339,10 +339,10 @@ static int wake_latency(struct core *c, int warmup, int samples, uint64_t gap_us
     for (int i = 0; i < warmup + samples; i++) {
         if (i == warmup) {
             cpu0 = measure_cpu_ns();
-            wall0 = measure_now_ns();
+            wall0 = urt_now_ns();
         }
         measure_sleep_us(gap_us);
-        uint64_t t_sub = measure_now_ns();
+        uint64_t t_sub = urt_now_ns();
         int err = urt_spawn(c->rt, wake_task, c, 0);
         if (err) {
             fprintf(stderr, "# ERROR %s %s: urt_spawn of sample %d: %s\n", MEASURE_PEER, c->name, i,
@@ -361,7 +361,7 @@ static int wake_latency(struct core *c, int warmup, int samples, uint64_t gap_us
         if (i >= warmup)
             lat[i - warmup] = t_start - t_sub;
     }
-    double cpu_pct = (double)(measure_cpu_ns() - cpu0) * 100.0 / (double)(measure_now_ns() - wall0);
+    double cpu_pct = (double)(measure_cpu_ns() - cpu0) * 100.0 / (double)(urt_now_ns() - wall0);
     measure_report_latency(c->name, lat, (size_t)samples, cpu_pct);
     free(lat);
     return 0;

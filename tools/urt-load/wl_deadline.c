@@ -133,7 +133,7 @@ static int dl_run(urt_runtime *rt, const char *name, enum dl_kind kind)
     for (int i = 0; !rc && i < DL_WARMUP + DL_SAMPLES; i++) {
         if (i == DL_WARMUP) {
             cpu0 = measure_cpu_ns();
-            t0 = measure_now_ns();
+            t0 = urt_now_ns();
         }
         urt_task_init(&d->start, dl_start, d);
         if (urt_task_submit_to(rt, 0, &d->start, 0) != 0) {
@@ -153,7 +153,7 @@ static int dl_run(urt_runtime *rt, const char *name, enum dl_kind kind)
         measure_sleep_us(gap_us);
     }
     if (!rc) {
-        double cpu = 100.0 * (double)(measure_cpu_ns() - cpu0) / (double)(measure_now_ns() - t0);
+        double cpu = 100.0 * (double)(measure_cpu_ns() - cpu0) / (double)(urt_now_ns() - t0);
         measure_report_latency(name, lat, DL_SAMPLES, cpu);
         measure_note(name, "deadline 1 ms, the submitting task works %llu us after it, %llu us between samples, "
                            "linked timeouts %s",

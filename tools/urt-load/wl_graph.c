@@ -180,7 +180,7 @@ static int ga_final(struct urt_graph_ctx *ctx, void *arg)
             cs += a[k].count * 1000003ull + a[k].sum;
     }
     GA.checksum = cs;
-    atomic_store_explicit(&GA.done.t1, measure_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&GA.done.t1, urt_now_ns(), memory_order_relaxed);
     measure_event_set(&GA.done.event);
     return URT_STEP_DONE;
 }
@@ -242,7 +242,7 @@ static uint64_t ga_iteration(void *arg)
     urt_graph *g = ga_build();
     if (!g)
         return 0;
-    const uint64_t t0 = measure_now_ns();
+    const uint64_t t0 = urt_now_ns();
     int err = urt_graph_start(g);
     if (!err)
         measure_event_wait(&GA.done.event); /* set by the final task */
@@ -278,9 +278,9 @@ static int run_graph_aggregate(urt_runtime *rt, const char *name)
         free(GA.agg);
         return 1;
     }
-    uint64_t t_ref = measure_now_ns(), kept = 0;
+    uint64_t t_ref = urt_now_ns(), kept = 0;
     GA.reference = ga_reference(&kept);
-    t_ref = measure_now_ns() - t_ref;
+    t_ref = urt_now_ns() - t_ref;
     measure_note(name, "rows=%u morsels=%u keys=%u parts=%u kept=%llu reference checksum=%016llx (single thread, "
                        "%.0f ms); buffers %.0f MiB virtual",
                  GA_ROWS, GA_MORSELS, GA_KEYS, GA.parts, (unsigned long long)kept, (unsigned long long)GA.reference,
@@ -367,7 +367,7 @@ static void gl_done(urt_graph *g, int status, void *arg)
 {
     (void)g;
     (void)arg;
-    atomic_store_explicit(&GL.t1, measure_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&GL.t1, urt_now_ns(), memory_order_relaxed);
     atomic_store_explicit(&GL.status, status, memory_order_relaxed);
     measure_event_set(&GL.ended);
 }
@@ -421,7 +421,7 @@ static int gl_iteration(uint32_t workers, uint64_t *lat, uint32_t *ran)
     urt_graph *g = gl_build(workers);
     if (!g)
         return -1;
-    const uint64_t t0 = measure_now_ns();
+    const uint64_t t0 = urt_now_ns();
     int err = urt_graph_start(g);
     if (!err)
         measure_event_wait(&GL.ended);
@@ -572,7 +572,7 @@ static void gp_done(urt_graph *g, int status, void *arg)
 {
     (void)g;
     (void)arg;
-    atomic_store_explicit(&GP.t1, measure_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&GP.t1, urt_now_ns(), memory_order_relaxed);
     atomic_store_explicit(&GP.status, status, memory_order_relaxed);
     measure_event_set(&GP.ended);
 }
@@ -617,7 +617,7 @@ static uint64_t gp_iteration(void *arg)
     urt_graph *g = gp_build(ids);
     if (!g)
         return 0;
-    const uint64_t t0 = measure_now_ns();
+    const uint64_t t0 = urt_now_ns();
     int err = urt_graph_start(g);
     if (!err)
         measure_event_wait(&GP.ended);

@@ -218,9 +218,9 @@ static int randread(urt_runtime *rt, const char *name)
         urt_task_submit_to(rt, i, &w[i].start, 0);
     }
     measure_sleep_us(IO_WARMUP_MS * 1000ull);
-    uint64_t c0 = total_done(w, n), t0 = measure_now_ns(), cpu0 = measure_cpu_ns();
+    uint64_t c0 = total_done(w, n), t0 = urt_now_ns(), cpu0 = measure_cpu_ns();
     measure_sleep_us(IO_WINDOW_MS * 1000ull);
-    uint64_t c1 = total_done(w, n), t1 = measure_now_ns(), cpu1 = measure_cpu_ns();
+    uint64_t c1 = total_done(w, n), t1 = urt_now_ns(), cpu1 = measure_cpu_ns();
     atomic_store_explicit(&g_stop, 1, memory_order_relaxed);
     while (atomic_load_explicit(&g_left, memory_order_acquire) > 0)
         measure_sleep_us(1000);
@@ -383,9 +383,9 @@ static int sendbench(urt_runtime *rt, const char *name, unsigned flags)
     urt_task_init(&st.task, send_start_fn, &st);
     urt_task_submit_to(rt, 0, &st.task, 0);
     measure_sleep_us(IO_WARMUP_MS * 1000ull);
-    uint64_t b0 = atomic_load(&g_send.window), t0 = measure_now_ns(), cpu0 = measure_cpu_ns();
+    uint64_t b0 = atomic_load(&g_send.window), t0 = urt_now_ns(), cpu0 = measure_cpu_ns();
     measure_sleep_us(IO_WINDOW_MS * 1000ull);
-    uint64_t b1 = atomic_load(&g_send.window), t1 = measure_now_ns(), cpu1 = measure_cpu_ns();
+    uint64_t b1 = atomic_load(&g_send.window), t1 = urt_now_ns(), cpu1 = measure_cpu_ns();
     atomic_store_explicit(&g_send.stop, 1, memory_order_relaxed);
     while (atomic_load_explicit(&g_send.left, memory_order_acquire) > 0)
         measure_sleep_us(1000);

@@ -229,10 +229,10 @@ static double body_ns(int steps)
 {
     struct tx *tx = &ST.tx[0];
     tx->acc = 1;
-    uint64_t t0 = measure_now_ns();
+    uint64_t t0 = urt_now_ns();
     for (int i = 0; i < BODY_RUNS; i++)
         tx_body(tx, steps);
-    uint64_t t1 = measure_now_ns();
+    uint64_t t1 = urt_now_ns();
     /* keep the result alive */
     if (tx->acc == 0)
         fprintf(stderr, "# (acc 0)\n");
