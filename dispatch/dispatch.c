@@ -32,6 +32,7 @@
 
 #include "base/args.h"
 #include "base/error.h"
+#include "base/waitcount.h"
 #include "dispatch/dispatch_int.h"
 
 #define MS 1000000ull
@@ -361,25 +362,23 @@ URT_API int urt_dispatch_start(urt_dispatch *d)
     return 0;
 }
 
-static bool wait_until(bool (*cond)(struct urt_dispatch *), struct urt_dispatch *d, uint64_t deadline)
+/* The stop's conditions are several words set on the lanes' workers, which
+ * wake nobody: the one poll for such waits (base/waitcount.h). */
+static bool wait_until(bool (*cond)(void *), struct urt_dispatch *d, uint64_t deadline)
 {
-    while (!cond(d)) {
-        if (urt_now_ns() >= deadline)
-            return false;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    return true;
+    return urt_wait_poll(cond, d, deadline) == 0;
 }
 
-static bool runs_back(struct urt_dispatch *d)
+static bool runs_back(void *arg)
 {
+    struct urt_dispatch *d = arg;
     return atomic_load_explicit(&d->ctl_stopped, memory_order_acquire) &&
            atomic_load_explicit(&d->ctr.running, memory_order_acquire) == 0; /* pairs with finish_task */
 }
 
-static bool conns_closed(struct urt_dispatch *d)
+static bool conns_closed(void *arg)
 {
+    struct urt_dispatch *d = arg;
     if (!atomic_load_explicit(&d->ctl.conn.closed, memory_order_acquire))
         return false;
     for (uint32_t i = 0; d->n_handlers && i < d->n_conns; i++)

@@ -3,8 +3,9 @@
  * submitters (design, invariants and lifecycle in sched/admission.h). The
  * same object bounds the blocking pool's queue (sched/blocking.c).
  *
- * Only threads that are neither workers nor the watcher ever block (on a
- * condition variable of their own, under the limiter's mutex); workers and
+ * Only threads that are neither workers nor the watcher ever block (each on
+ * a waitcount of its own, base/waitcount.h, queued under the limiter's
+ * mutex, sleeping outside it); workers and
  * the watcher get -EAGAIN or retry later, so nothing on a worker's path waits on a lock held by a
  * sleeper.
  *
@@ -14,13 +15,22 @@
  *   Releaser (admission_release):        Blocker (take_blocking, mutex held):
  *     R1 fetch_sub(pending)   seq_cst       B1 enqueue self; fetch_add(n_waiters) seq_cst
  *     R2 load(n_waiters)      seq_cst       B2 grant loop: load(pending) seq_cst, CAS
- *     R3 if > 0: lock, grant loop           B3 if not granted: wait on own cv
+ *     R3 if > 0: lock, grant loop           B3 unlock; if not granted: sleep on
+ *                                              its own grant waitcount
  *
  * R1/B1 and R2/B2 are seq_cst, so in their single total order either B2 reads
  * the pending count after R1 (the blocker takes the freed slot itself) or R2
  * reads n_waiters after B1 (the releaser runs the grant loop after taking the
- * mutex, i.e. after B3 released it by waiting). Either way the freed slot
- * reaches the oldest waiter.
+ * mutex, i.e. after B3 released it). Either way the freed slot reaches the
+ * oldest waiter. A grant (or the close's -ESHUTDOWN) writes the waiter's
+ * result, then brings its grant count from 1 to 0 — the granter's last touch
+ * of the record, which lives on the blocked thread's stack: the waitcount's
+ * sub wakes by address only (base/waitcount.h W1), and its release pairs with
+ * the waiter's acquire (W2), so the waiter reads the result written for it.
+ *
+ * blockers (submitters between admission_take's blocking path and
+ * admission_left) is a waitcount too: admission_close waits for it to reach
+ * 0, and admission_left's sub is the submitter's last touch of the runtime.
  *
  * pending only moves by CAS (take) and fetch_sub (release), both seq_cst;
  * the count protects no other data, so nothing else needs ordering. Waiter
@@ -38,12 +48,12 @@
 #include "sched/core/sched.h"
 
 #include "base/error.h"
+#include "base/waitcount.h"
 
 struct adm_waiter {
     struct adm_waiter *next;
-    pthread_cond_t cv;
-    int result;
-    bool done;
+    int result;          /* written before grant goes to 0 */
+    urt_waitcount grant; /* 1 until answered (a slot or -ESHUTDOWN) */
 };
 
 struct admission {
@@ -54,7 +64,7 @@ struct admission {
     pthread_mutex_t lock;
     struct adm_waiter *head, *tail; /* FIFO of blocked submitters (under lock) */
     alignas(64) _Atomic uint64_t max_pending, rejected, blocked;
-    _Atomic uint32_t blockers; /* submitters in the blocking path (until their call returns) */
+    urt_waitcount blockers; /* submitters in the blocking path (until their call returns) */
 };
 
 struct admission *admission_new(uint64_t limit)
@@ -134,8 +144,7 @@ static void grant_locked(struct admission *a)
             a->tail = NULL;
         atomic_fetch_sub_explicit(&a->n_waiters, 1, memory_order_relaxed);
         w->result = 0;
-        w->done = true;
-        pthread_cond_signal(&w->cv);
+        urt_waitcount_sub(&w->grant, 1); /* the last touch of w */
     }
 }
 
@@ -151,12 +160,12 @@ void admission_release(struct admission *a)
 
 static __attribute__((cold)) int take_blocking(struct admission *a)
 {
-    struct adm_waiter me = {.next = NULL, .result = 0, .done = false};
-    pthread_cond_init(&me.cv, NULL);
+    struct adm_waiter me = {.next = NULL, .result = 0};
+    atomic_init(&me.grant, 1);
     pthread_mutex_lock(&a->lock);
     if (atomic_load_explicit(&a->closed, memory_order_relaxed)) {
         me.result = -ESHUTDOWN;
-        me.done = true;
+        atomic_store_explicit(&me.grant, 0, memory_order_relaxed); /* ours alone */
     } else {
         if (a->tail)
             a->tail->next = &me;
@@ -166,11 +175,9 @@ static __attribute__((cold)) int take_blocking(struct admission *a)
         atomic_fetch_add_explicit(&a->n_waiters, 1, memory_order_seq_cst); /* B1 */
         atomic_fetch_add_explicit(&a->blocked, 1, memory_order_relaxed);
         grant_locked(a); /* B2: pairs with R2 */
-        while (!me.done) /* B3 */
-            pthread_cond_wait(&me.cv, &a->lock);
     }
     pthread_mutex_unlock(&a->lock);
-    pthread_cond_destroy(&me.cv);
+    urt_waitcount_wait(&me.grant, URT_WAITCOUNT_FOREVER); /* B3 */
     return me.result;
 }
 
@@ -185,14 +192,14 @@ int admission_take(struct sched *s, struct admission *a, unsigned flags, bool *b
     }
     /* Shutdown fence: admission_close() waits until blockers is 0 again, so
      * the runtime outlives every submitter it woke. Pairs with its seq_cst load. */
-    atomic_fetch_add_explicit(&a->blockers, 1, memory_order_seq_cst);
+    urt_waitcount_add(&a->blockers, 1, memory_order_seq_cst);
     *blocking = true;
     return take_blocking(a);
 }
 
 void admission_left(struct admission *a)
 {
-    atomic_fetch_sub_explicit(&a->blockers, 1, memory_order_release); /* last touch of the runtime */
+    urt_waitcount_sub(&a->blockers, 1); /* last touch of the runtime (wakes by address only) */
 }
 
 int admission_submit_via(struct sched *s, struct urt_task *t, unsigned flags, admission_place_fn *place, void *ctx)
@@ -240,15 +247,13 @@ void admission_close(struct admission *a)
         struct adm_waiter *w = a->head;
         a->head = w->next;
         w->result = -ESHUTDOWN;
-        w->done = true;
-        pthread_cond_signal(&w->cv);
+        urt_waitcount_sub(&w->grant, 1); /* the last touch of w */
     }
     a->tail = NULL;
     atomic_store_explicit(&a->n_waiters, 0, memory_order_relaxed);
     pthread_mutex_unlock(&a->lock);
     /* Let every woken submitter leave the runtime's code before it is torn down. */
-    while (atomic_load_explicit(&a->blockers, memory_order_seq_cst) != 0)
-        sched_yield();
+    urt_waitcount_wait(&a->blockers, URT_WAITCOUNT_FOREVER);
 }
 
 void admission_shutdown(struct sched *s)

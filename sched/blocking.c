@@ -85,7 +85,9 @@
  *       holder at its unlock (sleeper_fence: out of line under TSan).
  *  (B5) Shutdown: submitters bracket their push with `entering` (seq_cst)
  *       after reading `closed`; blocking_quiesce stores closed (seq_cst) and
- *       waits for entering == 0, so every accepted item is in a queue before
+ *       waits for entering == 0 (a waitcount, base/waitcount.h: the last
+ *       sub wakes it; so is `running`, which the quiesce waits out next),
+ *       so every accepted item is in a queue before
  *       it takes them out. `closing` (seq_cst) against a parking thread's
  *       PARKED store (seq_cst) is one more Dekker pair: either the thread
  *       sees closing and does not wait, or blocking_stop sees it parked and
@@ -403,7 +405,7 @@ static void run_item(struct blocking_pool *p, struct blk_slot *sl, struct urt_ta
     atomic_store_explicit(&sl->done, atomic_load_explicit(&sl->done, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     blocking_finish(t, true); /* the continuation goes to a worker: t may be gone from here on */
-    atomic_fetch_sub_explicit(&p->running, 1, memory_order_seq_cst); /* (B6) after the delivery */
+    urt_waitcount_sub(&p->running, 1); /* (B6) after the delivery; wakes the quiesce at 0 */
 }
 
 /* Looks for work for up to BLK_SPIN_NS (spinning counted by the caller):
@@ -598,7 +600,7 @@ int blocking_queue(struct sched *s, struct urt_task *t, uint32_t node, unsigned 
         if (atomic_load_explicit(&nd->spinning, memory_order_seq_cst) == 0) /* P2 */
             kick(p, nd);                                                 /* P3 */
     }
-    atomic_fetch_sub_explicit(&p->entering, 1, memory_order_release);
+    urt_waitcount_sub(&p->entering, 1); /* (B5) wakes the quiesce at 0 */
     if (blocking)
         admission_left(p->adm);
     return err;

@@ -12,6 +12,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
+#include "base/waitcount.h"
 #include "sched/admission.h"
 #include "sched/blocking.h"
 
@@ -62,9 +63,9 @@ struct blocking_pool {
     _Atomic uint64_t free;                /* free slot stack, as idle */
     _Atomic uint32_t threads;             /* counted against max */
     _Atomic uint32_t alive;               /* threads that may still touch the pool (B5) */
-    alignas(64) _Atomic uint64_t running;
+    alignas(64) urt_waitcount running;    /* functions running (B6; base/waitcount.h) */
     alignas(64) _Atomic uint32_t closed, closing;
-    _Atomic uint64_t entering;
+    urt_waitcount entering;               /* submitters inside their push (B5; base/waitcount.h) */
     _Atomic uint64_t started, exited, cancelled;
     struct hist wait_hist, run_hist; /* several writers: hist_record_shared */
 };

@@ -129,7 +129,7 @@ bool blocking_busy(struct sched *s)
         return false;
     if (admission_pending(p->adm)) /* (B6): slots, then running */
         return true;
-    return atomic_load_explicit(&p->running, memory_order_seq_cst) != 0;
+    return urt_waitcount_count(atomic_load_explicit(&p->running, memory_order_seq_cst)) != 0;
 }
 
 void blocking_quiesce(struct sched *s)
@@ -138,8 +138,7 @@ void blocking_quiesce(struct sched *s)
     if (!p)
         return;
     atomic_store_explicit(&p->closed, 1, memory_order_seq_cst); /* (B5) */
-    while (atomic_load_explicit(&p->entering, memory_order_seq_cst) != 0)
-        sched_yield();
+    urt_waitcount_wait(&p->entering, URT_WAITCOUNT_FOREVER); /* (B5) */
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         struct blk_node *nd = &p->nodes[i];
         pthread_mutex_lock(&nd->lock);
@@ -147,10 +146,7 @@ void blocking_quiesce(struct sched *s)
         pthread_mutex_unlock(&nd->lock);
         blk_finish_unrun(p, dead);
     }
-    while (atomic_load_explicit(&p->running, memory_order_seq_cst) != 0) {
-        struct timespec ts = {0, 100 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    urt_waitcount_wait(&p->running, URT_WAITCOUNT_FOREVER); /* (B6): the last function's sub wakes us */
 }
 
 void blocking_stop(struct sched *s)
@@ -159,6 +155,8 @@ void blocking_stop(struct sched *s)
     if (!p)
         return;
     atomic_store_explicit(&p->closing, 1, memory_order_seq_cst); /* (B5) */
+    /* Not a wait for a count (base/waitcount.h): each round wakes the
+     * threads that parked meanwhile, which then leave and drop alive. */
     while (atomic_load_explicit(&p->alive, memory_order_acquire) != 0) {
         uint32_t n = atomic_load_explicit(&p->n_slots, memory_order_acquire);
         for (uint32_t i = 0; i < n; i++) {
@@ -226,7 +224,7 @@ void blocking_read_stats(const struct sched *s, struct urt_blocking_stats *o)
     o->threads = atomic_load_explicit(&p->threads, memory_order_relaxed);
     o->threads_started = atomic_load_explicit(&p->started, memory_order_relaxed);
     o->threads_exited = atomic_load_explicit(&p->exited, memory_order_relaxed);
-    o->running = atomic_load_explicit(&p->running, memory_order_relaxed);
+    o->running = urt_waitcount_count(atomic_load_explicit(&p->running, memory_order_relaxed));
     o->cancelled = atomic_load_explicit(&p->cancelled, memory_order_relaxed);
     o->threads_max = p->max;
     o->threads_min = p->min;

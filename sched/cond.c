@@ -74,7 +74,7 @@ static bool enter(struct watcher *w)
 {
     atomic_fetch_add_explicit(&w->inflight, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&w->closed, memory_order_seq_cst)) {
-        atomic_fetch_sub_explicit(&w->inflight, 1, memory_order_release);
+        urt_waitcount_sub(&w->inflight, 1);
         return false;
     }
     return true;
@@ -82,7 +82,7 @@ static bool enter(struct watcher *w)
 
 static void leave(struct watcher *w)
 {
-    atomic_fetch_sub_explicit(&w->inflight, 1, memory_order_release);
+    urt_waitcount_sub(&w->inflight, 1);
 }
 
 /* What a cond in state st is doing, for messages. */

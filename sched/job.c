@@ -10,7 +10,7 @@
  *   teardown: readiness predicate (false: re-check after ready_interval_ns on
  *             a timeout SQE of the same worker's ring, no spinning) -> seal the
  *             status (0, or the first cancel reason) -> completion callback ->
- *             ended := 1, wake waiters -> disarm the deadline -> release.
+ *             running := 0, waking waiters -> disarm the deadline -> release.
  *
  * It runs in place on the worker of the last task (default) or in the
  * embedded teardown task (URT_JOB_TEARDOWN_TASK). If the count reaches 0 on a
@@ -31,8 +31,8 @@
  * arm_task handed to a worker. Its expiry (-ETIME) cancels the job with
  * -ETIME. The teardown disarms it: directly on that worker, else with the
  * embedded disarm_task sent to it. The arm task and the teardown meet by a
- * Dekker pair (J4): arm stores timer_worker then loads ended; teardown stores
- * ended then loads timer_worker; at least one sees the other, so the timer is
+ * Dekker pair (J4): arm stores timer_worker then loads running; teardown
+ * clears running then loads timer_worker; at least one sees the other, so the timer is
  * either never armed or disarmed.
  *
  * Hybrid (C8): work_level <= lightweight_job_level gives the job its own lane
@@ -63,11 +63,12 @@
  *  (J3) status: CAS by cancel (seq_cst, for J7) / seal (acq_rel); acquire load before each task
  *       (sched_run_skip) and in urt_job_cancelled, so a task that sees the
  *       cancel sees what the canceller wrote before it.
- *  (J4) timer_worker / ended: seq_cst stores and loads (Dekker, above).
- *  (J5) ended / waiters: the teardown stores ended (seq_cst) then loads
- *       waiters (seq_cst); a waiter increments waiters (seq_cst) then loads
- *       ended (seq_cst) before FUTEX_WAIT, so no wake is lost; the futex
- *       itself rechecks the word.
+ *  (J4) timer_worker / running: seq_cst store, loads and the teardown's
+ *       seq_cst sub (Dekker, above; base/waitcount.h W3).
+ *  (J5) running is a waitcount (base/waitcount.h): urt_job_wait sleeps on it
+ *       until the teardown's sub brings it to 0 (no lost wake-up: W1), and
+ *       the sub is a release that urt_job_poll's acquire load pairs with, so
+ *       a waiter sees the status and what the callback wrote (W2).
  *  (J7) conds / status (conditions of the job, urt/watcher.h rules 7-9): a
  *       cond's add increments conds then loads status; a cancel CASes status
  *       then loads conds (all seq_cst, Dekker): either the add sees the
@@ -82,19 +83,18 @@
  *       calls sched_clients.io_sweep, which cancels it on its worker.
  *  timer_armed, deadline_io and ready_io belong to the worker they are on.
  */
-#include "base/args.h"
 #include "sched/job.h"
 #include "sched/admission.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/args.h"
+#include "base/clock.h"
 #include "base/error.h"
 
 #define JOB_OF(ptr, member) ((struct urt_job *)((char *)(ptr) - offsetof(struct urt_job, member)))
@@ -149,7 +149,7 @@ static void on_deadline(struct sched_io *io, struct worker *w, int32_t res, uint
 static void deadline_arm_here(struct worker *w, struct urt_job *j)
 {
     atomic_store_explicit(&j->timer_worker, w, memory_order_seq_cst); /* (J4) */
-    if (atomic_load_explicit(&j->ended, memory_order_seq_cst) || job_is_cancelled(j)) {
+    if (urt_waitcount_count(atomic_load_explicit(&j->running, memory_order_seq_cst)) == 0 || job_is_cancelled(j)) {
         job_unref(j);
         return;
     }
@@ -249,9 +249,7 @@ static void teardown_run(struct worker *w, struct urt_job *j)
     int status = st == JOB_OPEN ? 0 : st;
     if (j->opt.done)
         j->opt.done((urt_job *)j, status, j->opt.arg);
-    atomic_store_explicit(&j->ended, 1, memory_order_seq_cst); /* (J4)(J5) */
-    if (atomic_load_explicit(&j->waiters, memory_order_seq_cst))
-        syscall(SYS_futex, &j->ended, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    urt_waitcount_sub(&j->running, 1); /* (J4)(J5) */
     deadline_disarm(s, w, j);
     job_unref(j); /* the runtime's reference */
 }
@@ -360,8 +358,7 @@ URT_API int urt_job_create(urt_runtime *rt, const struct urt_job_options *opt, u
     j->opt = *opt;
     atomic_init(&j->live, 1); /* the open count (rule 3) */
     atomic_init(&j->status, JOB_OPEN);
-    atomic_init(&j->ended, 0);
-    atomic_init(&j->waiters, 0);
+    atomic_init(&j->running, 1);
     atomic_init(&j->refs, 2 + (opt->deadline_ns ? 1 : 0));
     atomic_init(&j->closed, 0);
     atomic_init(&j->timer_worker, NULL);
@@ -575,8 +572,8 @@ URT_API int urt_job_poll(const urt_job *job)
 {
     if (!job)
         return urt__error(-EINVAL, "urt_job_poll: job is NULL");
-    if (!atomic_load_explicit(&job->ended, memory_order_acquire))
-        return -EINPROGRESS;
+    if (urt_waitcount_count(atomic_load_explicit(&((urt_job *)job)->running, memory_order_acquire)) != 0)
+        return -EINPROGRESS; /* (J5) */
     int32_t st = atomic_load_explicit(&job->status, memory_order_acquire);
     return st == JOB_SEALED_OK ? 0 : st;
 }
@@ -587,27 +584,12 @@ URT_API int urt_job_wait(urt_job *job, uint64_t timeout_ns)
         return urt__error(-EINVAL, "urt_job_wait: job is NULL");
     if (sched_current(job->s))
         return urt__error(-EDEADLK, "urt_job_wait: workers never block (use urt_job_poll)");
-    uint64_t deadline = timeout_ns == URT_WAIT_FOREVER ? UINT64_MAX : urt_now_ns() + timeout_ns;
-    for (;;) {
-        int st = urt_job_poll(job);
-        if (st != -EINPROGRESS)
-            return st;
-        uint64_t now = urt_now_ns();
-        if (now >= deadline)
-            return urt__error(-ETIMEDOUT, "urt_job_wait: job %p did not end within timeout_ns %llu", (void *)job,
-                              (unsigned long long)timeout_ns);
-        struct timespec ts, *tp = NULL;
-        if (deadline != UINT64_MAX) {
-            uint64_t rem = deadline - now;
-            ts.tv_sec = (time_t)(rem / 1000000000ull);
-            ts.tv_nsec = (long)(rem % 1000000000ull);
-            tp = &ts;
-        }
-        atomic_fetch_add_explicit(&job->waiters, 1, memory_order_seq_cst); /* (J5) */
-        if (!atomic_load_explicit(&job->ended, memory_order_seq_cst))
-            syscall(SYS_futex, &job->ended, FUTEX_WAIT_PRIVATE, 0, tp, NULL, 0);
-        atomic_fetch_sub_explicit(&job->waiters, 1, memory_order_relaxed);
-    }
+    uint64_t now = urt_clock_ns();
+    uint64_t deadline = timeout_ns >= URT_WAITCOUNT_FOREVER - now ? URT_WAITCOUNT_FOREVER : now + timeout_ns;
+    if (urt_waitcount_wait(&job->running, deadline)) /* (J5) */
+        return urt__error(-ETIMEDOUT, "urt_job_wait: job %p did not end within timeout_ns %llu", (void *)job,
+                          (unsigned long long)timeout_ns);
+    return urt_job_poll(job);
 }
 
 URT_API urt_job *urt_task_job(const struct urt_task *task)

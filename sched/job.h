@@ -19,6 +19,7 @@
 
 #include <urt/job.h>
 
+#include "base/waitcount.h"
 #include "sched/core/io.h"
 #include "sched/lane.h"
 #include "sched/core/sched.h"
@@ -31,8 +32,8 @@
 struct urt_job {
     alignas(64) _Atomic uint64_t live;   /* live tasks (+1 while not closed) */
     alignas(64) _Atomic int32_t status;  /* JOB_OPEN, JOB_SEALED_OK or -ECANCELED / -ETIME / an abort error */
-    _Atomic uint32_t ended;              /* futex word: 1 once teardown finished */
-    _Atomic uint32_t waiters;            /* threads in urt_job_wait */
+    urt_waitcount running;               /* 1 until the teardown finished, then 0
+                                            (base/waitcount.h: urt_job_wait sleeps on it) */
     _Atomic uint32_t refs;               /* see job.c "References" */
     _Atomic uint32_t closed;             /* urt_job_close was called */
     _Atomic uint32_t conds;              /* watched conditions of the job (J7) */

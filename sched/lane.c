@@ -153,6 +153,7 @@
 
 #include "base/args.h"
 #include "base/error.h"
+#include "base/waitcount.h"
 
 /* Tasks a runner runs before it lets the worker's other lanes and queues in. */
 #define LANE_BATCH 64
@@ -473,7 +474,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
         /* (M4) pairs with sched_stop's phase store + foreign_inflight wait. */
         atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
-            atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+            urt_waitcount_sub(&s->foreign_inflight, 1);
             return -ESHUTDOWN;
         }
     }
@@ -494,7 +495,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
             sched_push_sticky(s, target, &l->runner); /* L3 + wake */
     }
     if (!self)
-        atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+        urt_waitcount_sub(&s->foreign_inflight, 1);
     return 0;
 }
 
@@ -633,6 +634,12 @@ URT_API uint32_t urt_lane_pending(const urt_lane *lane)
     return lane ? atomic_load_explicit(&lane->pending, memory_order_acquire) : 0;
 }
 
+/* acquire: pairs with the runner's release L4, its last access (M2). */
+static bool lane_drained(void *lane)
+{
+    return atomic_load_explicit(&((urt_lane *)lane)->pending, memory_order_acquire) == 0;
+}
+
 URT_API int urt_lane_destroy(urt_lane *lane)
 {
     if (!lane)
@@ -645,9 +652,10 @@ URT_API int urt_lane_destroy(urt_lane *lane)
         return urt__error(-EBUSY, "urt_lane_destroy: lane %p has %u task(s) pending and a worker may not wait",
                           (void *)lane, pending);
     atomic_store_explicit(&lane->destroying, true, memory_order_relaxed); /* (M5) */
-    /* acquire: pairs with the runner's release L4, its last access (M2). */
-    while (atomic_load_explicit(&lane->pending, memory_order_acquire) != 0)
-        sched_yield();
+    /* A poll, not a waitcount: the runner's L4 reads the exact count it
+     * leaves (V4), so no waiting bit may share the word, and L4 is its last
+     * access, so it cannot wake anyone after it (base/waitcount.h). */
+    urt_wait_poll(lane_drained, lane, URT_WAITCOUNT_FOREVER);
     free(lane);
     return 0;
 }

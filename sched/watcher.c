@@ -53,7 +53,8 @@
  * only the value (a pointer compared, never followed), not what it orders.
  * Shutdown fence with adders/cancellers: they increment inflight, then load
  * closed (both seq_cst); watcher_close stores closed, then waits for
- * inflight == 0 (seq_cst), then stores stop. So an adder either sees closed
+ * inflight == 0 (a waitcount, base/waitcount.h: the subs are seq_cst and the
+ * last one wakes it, W1-W3), then stores stop. So an adder either sees closed
  * or its push is finished before the watcher is told to stop (and drains the
  * queue).
  * Watchdog: its passes run on the watcher thread (sched/watchdog.c).
@@ -517,7 +518,7 @@ static void watcher_sweep_soon(struct sched *s)
         atomic_fetch_add_explicit(&w->cancel_requests, 1, memory_order_seq_cst); /* W1 */
         watcher_notify(w);
     }
-    atomic_fetch_sub_explicit(&w->inflight, 1, memory_order_release);
+    urt_waitcount_sub(&w->inflight, 1);
 }
 
 int watcher_start(struct sched *s)
@@ -571,8 +572,7 @@ void watcher_close(struct sched *s)
     if (!w || atomic_load_explicit(&w->stop, memory_order_relaxed))
         return;
     atomic_store_explicit(&w->closed, 1, memory_order_seq_cst);
-    while (atomic_load_explicit(&w->inflight, memory_order_seq_cst) != 0)
-        sched_yield();
+    urt_waitcount_wait(&w->inflight, URT_WAITCOUNT_FOREVER); /* the last sub wakes us (by address only) */
     atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
     while (!watcher_notify(w)) { /* a failed send is reported at once (nothing in flight): send again */
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000 * 1000};

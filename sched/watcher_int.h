@@ -14,6 +14,7 @@
 #include <urt/watcher.h>
 
 #include "base/clock.h"
+#include "base/waitcount.h"
 #include "sched/core/inbox.h"
 #include "sched/core/sched.h"
 #include "sched/core/sleeper.h"
@@ -45,7 +46,8 @@ struct watcher {
     _Atomic uint32_t stop;
     struct be_peer peer;                 /* target of wake messages (backend/backend.h) */
     alignas(64) _Atomic uint32_t closed; /* adds and cancels refused */
-    _Atomic uint64_t inflight;           /* adders/cancellers past the closed check */
+    urt_waitcount inflight;              /* adders/cancellers past the closed check
+                                            (base/waitcount.h: watcher_close waits for 0) */
     _Atomic uint32_t cancel_requests;
     _Atomic uint64_t watching;
     struct inbox adds;

@@ -32,6 +32,7 @@
 #include <urt/stats.h>
 #include <urt/task.h>
 
+#include "base/waitcount.h"
 #include "bpf/probes.h"
 #include "sched/core/deque.h"
 #include "sched/core/inbox.h"
@@ -220,7 +221,8 @@ struct sched {
      * counters, written once or twice per foreign submission, live on the
      * next line (on phase's line each submission cost the workers a miss). */
     alignas(64) _Atomic uint32_t phase;      /* enum sched_phase */
-    alignas(64) _Atomic uint64_t foreign_inflight; /* foreign submissions between phase check and push */
+    alignas(64) urt_waitcount foreign_inflight; /* foreign submissions between phase check and push
+                                                   (base/waitcount.h: sched_stop waits for 0) */
     _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
     struct be_shared wake_fallback;          /* the one send-wake's fallback (be_wake, backend/backend.h) */

@@ -30,7 +30,8 @@
  * start_lock/start_cond order the workers' start reports (start_err, ring)
  * before the starter reads them, and the starter's phase store before the
  * workers read it. phase is stored seq_cst by the stopper; foreign_inflight
- * (seq_cst) is the fence with foreign submitters (sched/core/submit.c); tasks_run
+ * (a waitcount, base/waitcount.h, its adds and subs seq_cst) is the fence with
+ * foreign submitters (sched/core/submit.c); tasks_run
  * and idle_sweeps are read with acquire (the workers store release).
  */
 #include "sched/core/sched.h"
@@ -203,16 +204,20 @@ static uint64_t sum_tasks_run(struct sched *s)
     return sum;
 }
 
+/* The drain's pacing, not a wait for a count: a drain round reads sums over
+ * the workers and the blocking pool, which no decrement can signal, and the
+ * naps bound how often it reads them (a function on the pool; no memory). */
 static void sleep_us(unsigned us)
 {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)us * 1000};
     nanosleep(&ts, NULL);
 }
 
+/* A submitter's sub is its last touch of the runtime: it wakes by address
+ * only (base/waitcount.h W1); its seq_cst pairs with the phase store (W3). */
 static void wait_foreign_submitters(struct sched *s)
 {
-    while (atomic_load_explicit(&s->foreign_inflight, memory_order_seq_cst) != 0)
-        sched_yield();
+    urt_waitcount_wait(&s->foreign_inflight, URT_WAITCOUNT_FOREVER);
 }
 
 static void drain(struct sched *s)

@@ -93,7 +93,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 {
     atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
-        atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+        urt_waitcount_sub(&s->foreign_inflight, 1);
         /* The message here, so that the public entry points tail-call sched_submit. */
         return urt__error(-ESHUTDOWN, "task submission: the runtime is being destroyed");
     }
@@ -104,7 +104,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
         w = sched_pick_worker(s);
     inbox_push(&w->inbox, t);
     sched_notify(s, w, NULL);
-    atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+    urt_waitcount_sub(&s->foreign_inflight, 1);
     return 0;
 }
 
@@ -122,11 +122,11 @@ int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t)
     /* The shutdown fence of submit_foreign. */
     atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
-        atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+        urt_waitcount_sub(&s->foreign_inflight, 1);
         return -ESHUTDOWN;
     }
     sched_push_sticky(s, target, t);
-    atomic_fetch_sub_explicit(&s->foreign_inflight, 1, memory_order_release);
+    urt_waitcount_sub(&s->foreign_inflight, 1);
     return 0;
 }
 
