@@ -58,6 +58,28 @@ static void opts(struct urt_job_options *o, struct jstate *s)
     o->arg = s;
 }
 
+/* The set-up the job tests share: a runtime of `workers` workers
+ * (lightweight_job_level and max_pending_tasks as given: 0 is the default)
+ * in s->rt, o the default options with done_cb reporting into s (the rest of
+ * s as the caller left it: a static, zeroed, with its test's settings). */
+static void job_setup(struct jstate *s, struct urt_job_options *o, uint32_t workers, uint32_t lightweight,
+                      uint64_t max_pending)
+{
+    struct urt_config cfg;
+    test_config(&cfg, workers);
+    cfg.lightweight_job_level = lightweight;
+    cfg.max_pending_tasks = max_pending;
+    s->rt = rt_create_or_skip(&cfg);
+    opts(o, s);
+}
+
+/* Releases s->job and destroys s->rt (drain, every task accounted for). */
+static void job_teardown(struct jstate *s)
+{
+    urt_job_release(s->job);
+    rt_destroy_clean(s->rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
 static void count_cancel(struct urt_task *t, void *arg)
 {
     struct jstate *s = arg;
@@ -100,13 +122,9 @@ static enum urt_task_result fan_fn(struct urt_task *t, void *arg)
 
 static void run_fanout(struct jstate *s, uint32_t flags, uint32_t work_level, uint32_t lightweight)
 {
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    cfg.lightweight_job_level = lightweight;
-    s->rt = rt_create_or_skip(&cfg);
-    g_fan = s;
     struct urt_job_options o;
-    opts(&o, s);
+    job_setup(s, &o, 2, lightweight, 0);
+    g_fan = s;
     o.flags = flags;
     o.work_level = work_level;
     cr_assert_eq(urt_job_create(s->rt, &o, &s->job), 0);
@@ -121,8 +139,7 @@ static void run_fanout(struct jstate *s, uint32_t flags, uint32_t work_level, ui
     cr_assert_lt(atomic_load(&s->overlaps), 1000000, "a task's urt_job_spawn failed");
     cr_assert_geq(atomic_load(&s->cb_worker), 0, "the callback runs on a worker");
     cr_assert_eq(urt_job_cancel(s->job), -EALREADY);
-    urt_job_release(s->job);
-    rt_destroy_clean(s->rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(s);
     cr_assert_eq(atomic_load(&s->callbacks), 1);
 }
 
@@ -174,11 +191,8 @@ static enum urt_task_result wait_in_task(struct urt_task *t, void *arg)
 Test(jobs, wait_timeout_and_worker_refusal, .timeout = 30)
 {
     static struct jstate s;
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 2, 0, 0);
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     uint64_t t0 = now_ns();
     cr_assert_eq(urt_job_wait(s.job, 20 * 1000 * 1000), -ETIMEDOUT); /* open: cannot end */
@@ -189,8 +203,7 @@ Test(jobs, wait_timeout_and_worker_refusal, .timeout = 30)
     cr_assert_eq(urt_job_close(s.job), 0); /* no task: ends now (teardown handed to a worker) */
     cr_assert_eq(urt_job_wait(s.job, URT_WAIT_FOREVER), 0);
     cr_assert_eq(atomic_load(&s.callbacks), 1);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
 }
 
 /* ---- readiness ----------------------------------------------------------------------------- */
@@ -213,12 +226,9 @@ static enum urt_task_result nop_fn(struct urt_task *t, void *arg)
 Test(jobs, readiness_delays_teardown_without_spinning, .timeout = 30)
 {
     static struct jstate s;
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    s.rt = rt_create_or_skip(&cfg);
-    s.ready_after = 4;
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 2, 0, 0);
+    s.ready_after = 4;
     o.ready = ready_fn;
     o.ready_arg = &s;
     o.ready_interval_ns = 5 * 1000 * 1000;
@@ -231,8 +241,7 @@ Test(jobs, readiness_delays_teardown_without_spinning, .timeout = 30)
     cr_assert_eq(atomic_load(&s.ready_calls), 4, "the predicate ran %d times", atomic_load(&s.ready_calls));
     cr_assert_geq(took, 3 * 5 * 1000 * 1000ull, "teardown after %lu ns, before 3 intervals", (unsigned long)took);
     cr_assert_eq(atomic_load(&s.callbacks), 1);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
 }
 
 /* ---- deadline --------------------------------------------------------------------------------- */
@@ -257,12 +266,8 @@ static void run_deadline(uint32_t work_level, urt_task_fn *fn)
 {
     static struct jstate s;
     memset(&s, 0, sizeof(s));
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    cfg.lightweight_job_level = 10;
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 2, 10, 0);
     /* 5 ms as the issue asks; sanitized builds run 5-15x slower, and creating
      * the job and spawning its tasks must fit inside the deadline. */
     const uint64_t deadline_ns = SCALE(5, 50) * 1000 * 1000ull;
@@ -283,8 +288,7 @@ static void run_deadline(uint32_t work_level, urt_task_fn *fn)
     cr_assert(urt_job_cancelled(s.job));
     cr_assert_eq(atomic_load(&s.overlaps), 0);
     cr_assert_geq(atomic_load(&s.tasks_cancelled), 1, "the pending tasks get their cancel callback");
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
 }
 
 Test(jobs, deadline_5ms_yielding, .timeout = 30)
@@ -305,11 +309,8 @@ Test(jobs, deadline_5ms_serial_job, .timeout = 30)
 Test(jobs, deadline_disarmed_when_job_ends_first, .timeout = 30)
 {
     static struct jstate s;
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 2, 0, 0);
     o.deadline_ns = 60ull * 1000 * 1000 * 1000; /* a drain would wait for it if it stayed armed */
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     cr_assert_eq(urt_job_spawn(s.job, nop_fn, NULL, &s, 0), 0);
@@ -338,11 +339,8 @@ static enum urt_task_result gated_fn(struct urt_task *t, void *arg)
 Test(jobs, cancel_skips_queued_tasks, .timeout = 30)
 {
     static struct jstate s;
-    struct urt_config cfg;
-    test_config(&cfg, 1);
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 1, 0, 0);
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     for (int i = 0; i < 50; i++)
         cr_assert_eq(urt_job_spawn(s.job, gated_fn, count_cancel, &s, 0), 0);
@@ -357,8 +355,7 @@ Test(jobs, cancel_skips_queued_tasks, .timeout = 30)
     cr_assert_eq(atomic_load(&s.tasks_run) + atomic_load(&s.tasks_cancelled), 50);
     cr_assert_leq(atomic_load(&s.tasks_run), 1, "%d tasks ran after the cancel", atomic_load(&s.tasks_run));
     cr_assert_eq(atomic_load(&s.callbacks), 1);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
 }
 
 /* urt_job_abort: a cancel whose reason is the caller's error (a task graph's first error). */
@@ -366,12 +363,9 @@ Test(jobs, abort_carries_its_error, .timeout = 30)
 {
     static struct jstate s;
     memset(&s, 0, sizeof(s));
-    atomic_store(&g_gate, false);
-    struct urt_config cfg;
-    test_config(&cfg, 1);
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    atomic_store(&g_gate, false);
+    job_setup(&s, &o, 1, 0, 0);
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     for (int i = 0; i < 20; i++)
         cr_assert_eq(urt_job_spawn(s.job, gated_fn, count_cancel, &s, 0), 0);
@@ -388,8 +382,7 @@ Test(jobs, abort_carries_its_error, .timeout = 30)
     cr_assert_eq(atomic_load(&s.status), -EIO);
     cr_assert_eq(atomic_load(&s.callbacks), 1);
     cr_assert_eq(atomic_load(&s.tasks_run) + atomic_load(&s.tasks_cancelled), 20);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
 }
 
 static void *open_gate_later(void *arg)
@@ -404,13 +397,9 @@ static void run_destroy_cancel(uint32_t work_level)
 {
     static struct jstate s;
     memset(&s, 0, sizeof(s));
-    atomic_store(&g_gate, false);
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    cfg.lightweight_job_level = 10;
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    atomic_store(&g_gate, false);
+    job_setup(&s, &o, 2, 10, 0);
     o.work_level = work_level;
     o.deadline_ns = 60ull * 1000 * 1000 * 1000; /* armed: destroy must still free the job */
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
@@ -476,13 +465,9 @@ Test(jobs, bad_options_rejected, .timeout = 30)
 Test(jobs, job_tasks_count_against_max_pending_tasks, .timeout = 30)
 {
     static struct jstate s;
-    struct urt_config cfg;
-    test_config(&cfg, 1);
-    cfg.max_pending_tasks = 4;
-    s.rt = rt_create_or_skip(&cfg);
-    atomic_store(&g_gate, false);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 1, 0, 4);
+    atomic_store(&g_gate, false);
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     for (int i = 0; i < 4; i++)
         cr_assert_eq(urt_job_spawn(s.job, gated_fn, count_cancel, &s, 0), 0);
@@ -492,8 +477,7 @@ Test(jobs, job_tasks_count_against_max_pending_tasks, .timeout = 30)
     cr_assert_eq(urt_job_wait(s.job, 10ull * 1000 * 1000 * 1000), 0);
     cr_assert_eq(atomic_load(&s.tasks_run), 4);
     cr_assert_eq(atomic_load(&s.callbacks), 1);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
 }
 
 /* ---- misuse while the handle is held (issue 10, point 5) ------------------------------------- */
@@ -505,12 +489,8 @@ static void run_spawn_after_end(uint32_t work_level)
 {
     static struct jstate s;
     memset(&s, 0, sizeof(s));
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    cfg.lightweight_job_level = 10;
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 2, 10, 0);
     o.work_level = work_level;
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     cr_assert_eq(urt_job_spawn(s.job, nop_fn, count_cancel, &s, 0), 0);
@@ -526,8 +506,7 @@ static void run_spawn_after_end(uint32_t work_level)
     cr_assert(strstr(urt_last_error(), "closed"), "%s", urt_last_error());
     cr_assert_eq(urt_job_cancel(s.job), -EALREADY);
     cr_assert_eq(urt_job_poll(s.job), 0);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
     cr_assert_eq(atomic_load(&s.callbacks), 1, "the completion callback ran %d times", atomic_load(&s.callbacks));
     cr_assert_eq(atomic_load(&s.status), 0);
 }
@@ -560,12 +539,9 @@ static enum urt_task_result gated_spawner(struct urt_task *t, void *arg)
 Test(jobs, spawn_from_outside_after_close_is_refused, .timeout = 30)
 {
     static struct jstate s;
-    struct urt_config cfg;
-    test_config(&cfg, 2);
-    s.rt = rt_create_or_skip(&cfg);
-    atomic_store(&g_gate, false);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 2, 0, 0);
+    atomic_store(&g_gate, false);
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     cr_assert_eq(urt_job_spawn(s.job, gated_spawner, count_cancel, &s, 0), 0);
     cr_assert_eq(urt_job_close(s.job), 0);
@@ -576,8 +552,7 @@ Test(jobs, spawn_from_outside_after_close_is_refused, .timeout = 30)
     cr_assert_eq(atomic_load(&g_inner_spawn), 0, "a task of the job may spawn after close");
     cr_assert_eq(atomic_load(&s.tasks_run), 2);
     cr_assert_eq(atomic_load(&s.callbacks), 1);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
 }
 
 /* The completion callback spawning into its own job: the job has ended. */
@@ -593,18 +568,14 @@ static void done_spawns(urt_job *job, int status, void *arg)
 Test(jobs, spawn_from_completion_callback_is_refused, .timeout = 30)
 {
     static struct jstate s;
-    struct urt_config cfg;
-    test_config(&cfg, 1);
-    s.rt = rt_create_or_skip(&cfg);
     struct urt_job_options o;
-    opts(&o, &s);
+    job_setup(&s, &o, 1, 0, 0);
     o.done = done_spawns;
     cr_assert_eq(urt_job_create(s.rt, &o, &s.job), 0);
     cr_assert_eq(urt_job_spawn(s.job, nop_fn, count_cancel, &s, 0), 0);
     cr_assert_eq(urt_job_close(s.job), 0);
     cr_assert_eq(urt_job_wait(s.job, URT_WAIT_FOREVER), 0);
     cr_assert_eq(atomic_load(&g_cb_spawn), -EINVAL);
-    urt_job_release(s.job);
-    rt_destroy_clean(s.rt, URT_SHUTDOWN_DRAIN, 0);
+    job_teardown(&s);
     cr_assert_eq(atomic_load(&s.callbacks), 1);
 }
