@@ -7,7 +7,9 @@
  * ended job, a transaction after commit or abort, a lane being destroyed, a
  * cond after cancel) and checks that
  *   (a) the return value is one of the codes the function's header comment
- *       documents (listed in the case, copied from the header), and
+ *       documents (copied from the header once per function, E_<function>
+ *       below, used by CHECK_FN; listed in the case where one case differs),
+ *       and
  *   (b) urt_last_error() was set — it is emptied before the call with the
  *       internal urt__error_clear() — to a message naming the function and
  *       the argument or state at fault (a word of it, given in the case).
@@ -94,6 +96,63 @@ static urt_runtime *make_rt(uint32_t workers, uint64_t max_pending)
     return rt_create_or_skip(&cfg);
 }
 
+/* The codes each function's header comment documents, copied once per function:
+ * CHECK_FN(fn, (args...), "word") is CHECK(fn(args...), "fn", "word", E_fn). */
+#define CHECK_FN(fn, args, needle) CHECK_FN_(fn args, #fn, needle, E_##fn)
+#define CHECK_FN_(expr, fn, needle, ...) CHECK(expr, fn, needle, __VA_ARGS__)
+#define E_urt_admission_stats -EINVAL
+#define E_urt_batch_cancel -EINVAL, -EALREADY
+#define E_urt_batch_start BATCH_START_CODES
+#define E_urt_batch_stats -EINVAL
+#define E_urt_batch_stmt_done -EINVAL, -EALREADY
+#define E_urt_batch_wait -EINVAL, -ETIMEDOUT, -EDEADLK
+#define E_urt_blocking_spawn BLOCKING_CODES, -ENOMEM
+#define E_urt_blocking_submit BLOCKING_CODES
+#define E_urt_cond_add -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP
+#define E_urt_cond_cancel -EINVAL, -EALREADY, -ESHUTDOWN
+#define E_urt_dispatch_cancel -EINVAL, -ENOTCONN, -ENOMEM
+#define E_urt_dispatch_create -EINVAL
+#define E_urt_dispatch_enqueue -EINVAL, -ENOTCONN, -ENOMEM
+#define E_urt_dispatch_handle -EINVAL, -EEXIST, -EBUSY, -ENOSPC
+#define E_urt_dispatch_metrics -EINVAL
+#define E_urt_dispatch_migrate -EINVAL, -ECONNREFUSED, -EIO, -EPROTO
+#define E_urt_dispatch_options_from_env -EINVAL
+#define E_urt_dispatch_partition_range -EINVAL
+#define E_urt_dispatch_requeue -EINVAL, -ENOTCONN, -ENOMEM
+#define E_urt_dispatch_start -EINVAL, -EALREADY, -ENOMEM, -ESHUTDOWN
+#define E_urt_dispatch_wake -EINVAL, -ENOTCONN, -ENOMEM
+#define E_urt_dump_state -EINVAL
+#define E_urt_graph_add_exchange -EINVAL, -ENOMEM
+#define E_urt_graph_add_input -EINVAL, -ENOMEM
+#define E_urt_graph_add_output -EINVAL, -ENOMEM
+#define E_urt_graph_add_step -EINVAL, -ENOMEM
+#define E_urt_graph_cancel -EINVAL, -EALREADY
+#define E_urt_graph_create -EINVAL, -ENOMEM
+#define E_urt_graph_prepare -EINVAL, -EALREADY, -ENOMEM
+#define E_urt_graph_start -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN, -ENOMEM
+#define E_urt_graph_step_state -EINVAL
+#define E_urt_graph_wait -EINVAL, -ETIMEDOUT, -EDEADLK
+#define E_urt_io_set_timeout -EINVAL, -EBUSY
+#define E_urt_job_abort -EINVAL, -EALREADY
+#define E_urt_job_cancel -EINVAL, -EALREADY
+#define E_urt_job_close -EINVAL, -EALREADY
+#define E_urt_job_create -EINVAL, -ENOMEM, -ESHUTDOWN
+#define E_urt_job_spawn -EINVAL, -ECANCELED, -EAGAIN, -ESHUTDOWN, -ENOMEM
+#define E_urt_job_submit -EINVAL, -ECANCELED, -EAGAIN, -ESHUTDOWN
+#define E_urt_job_wait -EINVAL, -ETIMEDOUT, -EDEADLK
+#define E_urt_lane_create -EINVAL, -ENOMEM
+#define E_urt_lane_spawn -EINVAL, -ESHUTDOWN, -ENOMEM
+#define E_urt_lane_submit -EINVAL, -ESHUTDOWN
+#define E_urt_spawn -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM
+#define E_urt_task_submit -EINVAL, -ESHUTDOWN, -EAGAIN
+#define E_urt_tx_abort -EINVAL, -EALREADY
+#define E_urt_tx_begin -EINVAL, -ENOMEM, -ESHUTDOWN
+#define E_urt_tx_commit -EINVAL, -ECANCELED, -EALREADY, -EOPNOTSUPP
+#define E_urt_tx_log -EINVAL, -ENOMEM, URT_TX_EINACTIVE
+#define E_urt_tx_spawn -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE, -ENOMEM
+#define E_urt_tx_submit -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE
+#define E_urt_watcher_stats -EINVAL
+
 /* ---- running a call on a worker -------------------------------------------------------------- */
 
 struct on_worker {
@@ -175,16 +234,15 @@ Test(errors, task_submission, .timeout = 30)
     struct urt_task t, nofn;
     urt_task_init(&t, nop, NULL);
     urt_task_init(&nofn, NULL, NULL);
-    CHECK(urt_task_submit(NULL, &t, 0), "urt_task_submit", "rt", -EINVAL, -ESHUTDOWN, -EAGAIN);
-    CHECK(urt_task_submit(rt, NULL, 0), "urt_task_submit", "task", -EINVAL, -ESHUTDOWN, -EAGAIN);
-    CHECK(urt_task_submit(rt, &nofn, 0), "urt_task_submit", "fn", -EINVAL, -ESHUTDOWN, -EAGAIN);
-    CHECK(urt_task_submit(rt, &t, 0x80), "urt_task_submit", "flags", -EINVAL, -ESHUTDOWN, -EAGAIN);
-    CHECK(urt_task_submit(rt, &t, URT_SUBMIT_LOCAL), "urt_task_submit", "not a worker", -EINVAL, -ESHUTDOWN, -EAGAIN);
-    CHECK(urt_task_submit(rt, &t, URT_SUBMIT_LOCAL | URT_SUBMIT_URGENT), "urt_task_submit", "contradict", -EINVAL,
-          -ESHUTDOWN, -EAGAIN);
-    CHECK(urt_spawn(NULL, nop, NULL, 0), "urt_spawn", "rt", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
-    CHECK(urt_spawn(rt, NULL, NULL, 0), "urt_spawn", "fn", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
-    CHECK(urt_spawn(rt, nop, NULL, 0x80), "urt_spawn", "flags", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
+    CHECK_FN(urt_task_submit, (NULL, &t, 0), "rt");
+    CHECK_FN(urt_task_submit, (rt, NULL, 0), "task");
+    CHECK_FN(urt_task_submit, (rt, &nofn, 0), "fn");
+    CHECK_FN(urt_task_submit, (rt, &t, 0x80), "flags");
+    CHECK_FN(urt_task_submit, (rt, &t, URT_SUBMIT_LOCAL), "not a worker");
+    CHECK_FN(urt_task_submit, (rt, &t, URT_SUBMIT_LOCAL | URT_SUBMIT_URGENT), "contradict");
+    CHECK_FN(urt_spawn, (NULL, nop, NULL, 0), "rt");
+    CHECK_FN(urt_spawn, (rt, NULL, NULL, 0), "fn");
+    CHECK_FN(urt_spawn, (rt, nop, NULL, 0x80), "flags");
     CHECK(urt_spawn_ex(rt, NULL, NULL, NULL, 0), "urt_spawn", "fn", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
@@ -196,14 +254,13 @@ Test(errors, admission_limit, .timeout = 30)
     cr_assert_eq(urt_spawn(rt, gated, NULL, 0), 0);
     struct urt_task t;
     urt_task_init(&t, nop, NULL);
-    CHECK(urt_task_submit(rt, &t, 0), "urt_task_submit", "max_pending_tasks", -EINVAL, -ESHUTDOWN, -EAGAIN);
-    CHECK(urt_spawn(rt, nop, NULL, 0), "urt_spawn", "max_pending_tasks", -EINVAL, -ESHUTDOWN, -EAGAIN, -ENOMEM);
+    CHECK_FN(urt_task_submit, (rt, &t, 0), "max_pending_tasks");
+    CHECK_FN(urt_spawn, (rt, nop, NULL, 0), "max_pending_tasks");
     urt_job *job = NULL;
     cr_assert_eq(urt_job_create(rt, NULL, &job), 0);
-    CHECK(urt_job_spawn(job, nop, NULL, NULL, 0), "urt_job_spawn", "max_pending_tasks", -EINVAL, -ECANCELED,
-          -EAGAIN, -ESHUTDOWN, -ENOMEM);
-    CHECK(urt_admission_stats(rt, NULL), "urt_admission_stats", "out", -EINVAL);
-    CHECK(urt_admission_stats(NULL, NULL), "urt_admission_stats", "rt", -EINVAL);
+    CHECK_FN(urt_job_spawn, (job, nop, NULL, NULL, 0), "max_pending_tasks");
+    CHECK_FN(urt_admission_stats, (rt, NULL), "out");
+    CHECK_FN(urt_admission_stats, (NULL, NULL), "rt");
     atomic_store(&g_gate, true);
     cr_assert_eq(urt_job_close(job), 0);
     cr_assert_eq(urt_job_wait(job, URT_WAIT_FOREVER), 0);
@@ -224,60 +281,53 @@ Test(errors, jobs, .timeout = 30)
     urt_job *job = NULL;
     struct urt_job_options o;
     urt_job_options_init(&o);
-    CHECK(urt_job_create(NULL, NULL, &job), "urt_job_create", "runtime", -EINVAL, -ENOMEM, -ESHUTDOWN);
-    CHECK(urt_job_create(rt, NULL, NULL), "urt_job_create", "out", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_job_create, (NULL, NULL, &job), "runtime");
+    CHECK_FN(urt_job_create, (rt, NULL, NULL), "out");
     o.work_level = URT_WORK_LEVEL_MAX + 1;
-    CHECK(urt_job_create(rt, &o, &job), "urt_job_create",
-          "urt_job_create: work_level 61 is out of range (0..60)", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_job_create, (rt, &o, &job), "urt_job_create: work_level 61 is out of range (0..60)");
     urt_job_options_init(&o);
     o.flags = 0x40;
-    CHECK(urt_job_create(rt, &o, &job), "urt_job_create", "flags", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_job_create, (rt, &o, &job), "flags");
     urt_job_options_init(&o);
     o.ready_interval_ns = 0;
-    CHECK(urt_job_create(rt, &o, &job), "urt_job_create", "ready_interval_ns", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_job_create, (rt, &o, &job), "ready_interval_ns");
     urt_job_options_init(&o);
     o.reserved[0] = 1;
-    CHECK(urt_job_create(rt, &o, &job), "urt_job_create",
-          "urt_job_create: opt->reserved[0] must be zero", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_job_create, (rt, &o, &job), "urt_job_create: opt->reserved[0] must be zero");
 
     cr_assert_eq(urt_job_create(rt, NULL, &job), 0);
     struct urt_task t, nofn;
     urt_task_init(&t, nop, NULL);
     urt_task_init(&nofn, NULL, NULL);
-    CHECK(urt_job_submit(NULL, &t, 0), "urt_job_submit", "job", -EINVAL, -ECANCELED, -EAGAIN, -ESHUTDOWN);
-    CHECK(urt_job_submit(job, NULL, 0), "urt_job_submit", "task", -EINVAL, -ECANCELED, -EAGAIN, -ESHUTDOWN);
-    CHECK(urt_job_submit(job, &nofn, 0), "urt_job_submit", "fn", -EINVAL, -ECANCELED, -EAGAIN, -ESHUTDOWN);
-    CHECK(urt_job_submit(job, &t, 0x80), "urt_job_submit", "flags", -EINVAL, -ECANCELED, -EAGAIN, -ESHUTDOWN);
-    CHECK(urt_job_spawn(NULL, nop, NULL, NULL, 0), "urt_job_spawn", "job", -EINVAL, -ECANCELED, -EAGAIN,
-          -ESHUTDOWN, -ENOMEM);
-    CHECK(urt_job_spawn(job, NULL, NULL, NULL, 0), "urt_job_spawn", "fn", -EINVAL, -ECANCELED, -EAGAIN,
-          -ESHUTDOWN, -ENOMEM);
-    CHECK(urt_job_spawn(job, nop, NULL, NULL, 0x80), "urt_job_spawn", "flags", -EINVAL, -ECANCELED, -EAGAIN,
-          -ESHUTDOWN, -ENOMEM);
-    CHECK(urt_job_close(NULL), "urt_job_close", "job", -EINVAL, -EALREADY);
-    CHECK(urt_job_cancel(NULL), "urt_job_cancel", "job", -EINVAL, -EALREADY);
+    CHECK_FN(urt_job_submit, (NULL, &t, 0), "job");
+    CHECK_FN(urt_job_submit, (job, NULL, 0), "task");
+    CHECK_FN(urt_job_submit, (job, &nofn, 0), "fn");
+    CHECK_FN(urt_job_submit, (job, &t, 0x80), "flags");
+    CHECK_FN(urt_job_spawn, (NULL, nop, NULL, NULL, 0), "job");
+    CHECK_FN(urt_job_spawn, (job, NULL, NULL, NULL, 0), "fn");
+    CHECK_FN(urt_job_spawn, (job, nop, NULL, NULL, 0x80), "flags");
+    CHECK_FN(urt_job_close, (NULL), "job");
+    CHECK_FN(urt_job_cancel, (NULL), "job");
     CHECK(urt_job_poll(NULL), "urt_job_poll", "job", -EINVAL);
-    CHECK(urt_job_wait(NULL, 0), "urt_job_wait", "job", -EINVAL, -ETIMEDOUT, -EDEADLK);
-    CHECK(urt_job_wait(job, 1000), "urt_job_wait", "timeout_ns", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    CHECK_FN(urt_job_wait, (NULL, 0), "job");
+    CHECK_FN(urt_job_wait, (job, 1000), "timeout_ns");
     CHECK_ON_WORKER(rt, wait_call, job, "urt_job_wait", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
 
-    CHECK(urt_job_abort(NULL, -EIO), "urt_job_abort", "job", -EINVAL, -EALREADY);
-    CHECK(urt_job_abort(job, 0), "urt_job_abort", "err", -EINVAL, -EALREADY);
-    CHECK(urt_job_abort(job, -EINPROGRESS), "urt_job_abort", "err", -EINVAL, -EALREADY);
-    CHECK(urt_job_abort(job, -5000), "urt_job_abort", "err", -EINVAL, -EALREADY);
+    CHECK_FN(urt_job_abort, (NULL, -EIO), "job");
+    CHECK_FN(urt_job_abort, (job, 0), "err");
+    CHECK_FN(urt_job_abort, (job, -EINPROGRESS), "err");
+    CHECK_FN(urt_job_abort, (job, -5000), "err");
 
     /* wrong state: cancelled, closed twice, ended */
     cr_assert_eq(urt_job_cancel(job), 0);
-    CHECK(urt_job_abort(job, -EIO), "urt_job_abort", "cancelled", -EINVAL, -EALREADY);
-    CHECK(urt_job_cancel(job), "urt_job_cancel", "cancelled", -EINVAL, -EALREADY);
-    CHECK(urt_job_spawn(job, nop, NULL, NULL, 0), "urt_job_spawn", "cancelled", -EINVAL, -ECANCELED, -EAGAIN,
-          -ESHUTDOWN, -ENOMEM);
+    CHECK_FN(urt_job_abort, (job, -EIO), "cancelled");
+    CHECK_FN(urt_job_cancel, (job), "cancelled");
+    CHECK_FN(urt_job_spawn, (job, nop, NULL, NULL, 0), "cancelled");
     cr_assert_eq(urt_job_close(job), 0);
-    CHECK(urt_job_close(job), "urt_job_close", "closed", -EINVAL, -EALREADY);
+    CHECK_FN(urt_job_close, (job), "closed");
     cr_assert_eq(urt_job_wait(job, URT_WAIT_FOREVER), -ECANCELED);
-    CHECK(urt_job_submit(job, &t, 0), "urt_job_submit", "ended", -EINVAL, -ECANCELED, -EAGAIN, -ESHUTDOWN);
-    CHECK(urt_job_spawn(job, nop, NULL, NULL, 0), "urt_job_spawn", "ended", -EINVAL, -ECANCELED, -EAGAIN,
-          -ESHUTDOWN, -ENOMEM);
+    CHECK_FN(urt_job_submit, (job, &t, 0), "ended");
+    CHECK_FN(urt_job_spawn, (job, nop, NULL, NULL, 0), "ended");
     urt_job_release(job);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
@@ -293,19 +343,19 @@ Test(errors, lanes, .timeout = 30)
 {
     urt_runtime *rt = make_rt(1, 0);
     urt_lane *lane = NULL;
-    CHECK(urt_lane_create(NULL, &lane), "urt_lane_create", "rt", -EINVAL, -ENOMEM);
-    CHECK(urt_lane_create(rt, NULL), "urt_lane_create", "out", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_lane_create, (NULL, &lane), "rt");
+    CHECK_FN(urt_lane_create, (rt, NULL), "out");
     cr_assert_eq(urt_lane_create(rt, &lane), 0);
     struct urt_task t, nofn;
     urt_task_init(&t, nop, NULL);
     urt_task_init(&nofn, NULL, NULL);
-    CHECK(urt_lane_submit(NULL, &t, 0), "urt_lane_submit", "lane", -EINVAL, -ESHUTDOWN);
-    CHECK(urt_lane_submit(lane, NULL, 0), "urt_lane_submit", "task", -EINVAL, -ESHUTDOWN);
-    CHECK(urt_lane_submit(lane, &nofn, 0), "urt_lane_submit", "fn", -EINVAL, -ESHUTDOWN);
-    CHECK(urt_lane_submit(lane, &t, 0x80), "urt_lane_submit", "flags", -EINVAL, -ESHUTDOWN);
-    CHECK(urt_lane_spawn(NULL, nop, NULL, NULL, 0), "urt_lane_spawn", "lane", -EINVAL, -ESHUTDOWN, -ENOMEM);
-    CHECK(urt_lane_spawn(lane, NULL, NULL, NULL, 0), "urt_lane_spawn", "fn", -EINVAL, -ESHUTDOWN, -ENOMEM);
-    CHECK(urt_lane_spawn(lane, nop, NULL, NULL, 0x80), "urt_lane_spawn", "flags", -EINVAL, -ESHUTDOWN, -ENOMEM);
+    CHECK_FN(urt_lane_submit, (NULL, &t, 0), "lane");
+    CHECK_FN(urt_lane_submit, (lane, NULL, 0), "task");
+    CHECK_FN(urt_lane_submit, (lane, &nofn, 0), "fn");
+    CHECK_FN(urt_lane_submit, (lane, &t, 0x80), "flags");
+    CHECK_FN(urt_lane_spawn, (NULL, nop, NULL, NULL, 0), "lane");
+    CHECK_FN(urt_lane_spawn, (lane, NULL, NULL, NULL, 0), "fn");
+    CHECK_FN(urt_lane_spawn, (lane, nop, NULL, NULL, 0x80), "flags");
     /* a worker may not wait for the lane's tasks */
     atomic_store(&g_gate, false);
     cr_assert_eq(urt_lane_spawn(lane, yield_until_gate, NULL, NULL, 0), 0);
@@ -367,60 +417,48 @@ Test(errors, transactions, .timeout = 30)
     urt_tx *tx = NULL;
     struct urt_tx_options o;
     urt_tx_options_init(&o);
-    CHECK(urt_tx_begin(NULL, NULL, &tx), "urt_tx_begin", "runtime", -EINVAL, -ENOMEM, -ESHUTDOWN);
-    CHECK(urt_tx_begin(rt, NULL, NULL), "urt_tx_begin", "out", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_tx_begin, (NULL, NULL, &tx), "runtime");
+    CHECK_FN(urt_tx_begin, (rt, NULL, NULL), "out");
     o.reserved[3] = 7;
-    CHECK(urt_tx_begin(rt, &o, &tx), "urt_tx_begin",
-          "urt_tx_begin: opt->reserved[3] must be zero", -EINVAL, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_tx_begin, (rt, &o, &tx), "urt_tx_begin: opt->reserved[3] must be zero");
     cr_assert_eq(urt_tx_begin(rt, NULL, &tx), 0);
     struct urt_task t, nofn;
     urt_task_init(&t, nop, NULL);
     urt_task_init(&nofn, NULL, NULL);
-    CHECK(urt_tx_submit(NULL, &t, 0), "urt_tx_submit", "tx", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE);
-    CHECK(urt_tx_submit(tx, NULL, 0), "urt_tx_submit", "task", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE);
-    CHECK(urt_tx_submit(tx, &nofn, 0), "urt_tx_submit", "fn", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE);
-    CHECK(urt_tx_submit(tx, &t, 0x80), "urt_tx_submit", "flags", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE);
-    CHECK(urt_tx_spawn(NULL, nop, NULL, NULL, 0), "urt_tx_spawn", "tx", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE,
-          -ENOMEM);
-    CHECK(urt_tx_spawn(tx, NULL, NULL, NULL, 0), "urt_tx_spawn", "fn", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE,
-          -ENOMEM);
-    CHECK(urt_tx_spawn(tx, nop, NULL, NULL, 0x80), "urt_tx_spawn", "flags", -EINVAL, -ESHUTDOWN,
-          URT_TX_EINACTIVE, -ENOMEM);
-    CHECK(urt_tx_abort(NULL), "urt_tx_abort", "tx", -EINVAL, -EALREADY);
+    CHECK_FN(urt_tx_submit, (NULL, &t, 0), "tx");
+    CHECK_FN(urt_tx_submit, (tx, NULL, 0), "task");
+    CHECK_FN(urt_tx_submit, (tx, &nofn, 0), "fn");
+    CHECK_FN(urt_tx_submit, (tx, &t, 0x80), "flags");
+    CHECK_FN(urt_tx_spawn, (NULL, nop, NULL, NULL, 0), "tx");
+    CHECK_FN(urt_tx_spawn, (tx, NULL, NULL, NULL, 0), "fn");
+    CHECK_FN(urt_tx_spawn, (tx, nop, NULL, NULL, 0x80), "flags");
+    CHECK_FN(urt_tx_abort, (NULL), "tx");
     static _Atomic int cb;
-    CHECK(urt_tx_commit(NULL, URT_COMMIT_ACCEPTED, commit_cb, &cb), "urt_tx_commit", "tx", -EINVAL, -ECANCELED,
-          -EALREADY, -EOPNOTSUPP);
-    CHECK(urt_tx_commit(tx, URT_COMMIT_ACCEPTED, NULL, &cb), "urt_tx_commit", "cb", -EINVAL, -ECANCELED,
-          -EALREADY, -EOPNOTSUPP);
-    CHECK(urt_tx_commit(tx, (enum urt_commit_response)9, commit_cb, &cb), "urt_tx_commit", "response", -EINVAL,
-          -ECANCELED, -EALREADY, -EOPNOTSUPP);
-    CHECK(urt_tx_commit(tx, URT_COMMIT_STORED, commit_cb, &cb), "urt_tx_commit", "write-ahead log", -EINVAL,
-          -ECANCELED, -EALREADY, -EOPNOTSUPP);
-    CHECK(urt_tx_log(NULL, "x", 1), "urt_tx_log", "tx", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
-    CHECK(urt_tx_log(tx, NULL, 1), "urt_tx_log", "record", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
-    CHECK(urt_tx_log(tx, "x", 0), "urt_tx_log",
-          "urt_tx_log: len 0 is out of range (1..", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
-    CHECK(urt_tx_log(tx, "x", (16u << 20) + 1), "urt_tx_log", "len", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
+    CHECK_FN(urt_tx_commit, (NULL, URT_COMMIT_ACCEPTED, commit_cb, &cb), "tx");
+    CHECK_FN(urt_tx_commit, (tx, URT_COMMIT_ACCEPTED, NULL, &cb), "cb");
+    CHECK_FN(urt_tx_commit, (tx, (enum urt_commit_response)9, commit_cb, &cb), "response");
+    CHECK_FN(urt_tx_commit, (tx, URT_COMMIT_STORED, commit_cb, &cb), "write-ahead log");
+    CHECK_FN(urt_tx_log, (NULL, "x", 1), "tx");
+    CHECK_FN(urt_tx_log, (tx, NULL, 1), "record");
+    CHECK_FN(urt_tx_log, (tx, "x", 0), "urt_tx_log: len 0 is out of range (1..");
+    CHECK_FN(urt_tx_log, (tx, "x", (16u << 20) + 1), "len");
 
     /* Point 5: after the commit, every request is refused and says why. */
     cr_assert_eq(urt_tx_commit(tx, URT_COMMIT_ACCEPTED, commit_cb, &cb), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&cb) == 1, 5000));
-    CHECK(urt_tx_commit(tx, URT_COMMIT_ACCEPTED, commit_cb, &cb), "urt_tx_commit", "commit", -EINVAL, -ECANCELED,
-          -EALREADY, -EOPNOTSUPP);
-    CHECK(urt_tx_abort(tx), "urt_tx_abort", "commit", -EINVAL, -EALREADY);
-    CHECK(urt_tx_submit(tx, &t, 0), "urt_tx_submit", "inactive", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE);
-    CHECK(urt_tx_spawn(tx, nop, NULL, NULL, 0), "urt_tx_spawn", "inactive", -EINVAL, -ESHUTDOWN,
-          URT_TX_EINACTIVE, -ENOMEM);
-    CHECK(urt_tx_log(tx, "x", 1), "urt_tx_log", "ended", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
+    CHECK_FN(urt_tx_commit, (tx, URT_COMMIT_ACCEPTED, commit_cb, &cb), "commit");
+    CHECK_FN(urt_tx_abort, (tx), "commit");
+    CHECK_FN(urt_tx_submit, (tx, &t, 0), "inactive");
+    CHECK_FN(urt_tx_spawn, (tx, nop, NULL, NULL, 0), "inactive");
+    CHECK_FN(urt_tx_log, (tx, "x", 1), "ended");
     urt_tx_release(tx);
 
     /* ... and after the abort. */
     cr_assert_eq(urt_tx_begin(rt, NULL, &tx), 0);
     cr_assert_eq(urt_tx_abort(tx), 0);
-    CHECK(urt_tx_commit(tx, URT_COMMIT_ACCEPTED, commit_cb, &cb), "urt_tx_commit", "abort", -EINVAL, -ECANCELED,
-          -EALREADY, -EOPNOTSUPP);
-    CHECK(urt_tx_submit(tx, &t, 0), "urt_tx_submit", "inactive", -EINVAL, -ESHUTDOWN, URT_TX_EINACTIVE);
-    CHECK(urt_tx_log(tx, "x", 1), "urt_tx_log", "ended", -EINVAL, -ENOMEM, URT_TX_EINACTIVE);
+    CHECK_FN(urt_tx_commit, (tx, URT_COMMIT_ACCEPTED, commit_cb, &cb), "abort");
+    CHECK_FN(urt_tx_submit, (tx, &t, 0), "inactive");
+    CHECK_FN(urt_tx_log, (tx, "x", 1), "ended");
     cr_assert_eq(urt_tx_abort(tx), 0, "abort stays idempotent");
     urt_tx_release(tx);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
@@ -458,37 +496,36 @@ Test(errors, conds, .timeout = 30)
     static struct urt_cond c;
     urt_cond_init(&c, never, cond_body, NULL);
     c.cancel = cond_cancelled;
-    CHECK(urt_cond_add(NULL, &c), "urt_cond_add", "rt", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
-    CHECK(urt_cond_add(rt, NULL), "urt_cond_add", "cond", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
+    CHECK_FN(urt_cond_add, (NULL, &c), "rt");
+    CHECK_FN(urt_cond_add, (rt, NULL), "cond");
     c.check = NULL;
-    CHECK(urt_cond_add(rt, &c), "urt_cond_add", "check", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
+    CHECK_FN(urt_cond_add, (rt, &c), "check");
     c.check = never;
     c.body = NULL;
-    CHECK(urt_cond_add(rt, &c), "urt_cond_add", "body", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
+    CHECK_FN(urt_cond_add, (rt, &c), "body");
     c.body = cond_body;
     c.interval_us = 3600000001ull;
-    CHECK(urt_cond_add(rt, &c), "urt_cond_add", "urt_cond_add: cond->interval_us 3600000001 is out of range",
-          -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
+    CHECK_FN(urt_cond_add, (rt, &c), "urt_cond_add: cond->interval_us 3600000001 is out of range");
     c.interval_us = 0;
     urt_job *foreign_job;
     cr_assert_eq(urt_job_create(other, NULL, &foreign_job), 0);
     c.job = foreign_job; /* a job of another runtime */
-    CHECK(urt_cond_add(rt, &c), "urt_cond_add", "job", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
+    CHECK_FN(urt_cond_add, (rt, &c), "job");
     c.job = NULL;
     cr_assert_eq(urt_job_close(foreign_job), 0);
     cr_assert_eq(urt_job_wait(foreign_job, 5ull * 1000000000ull), 0);
     urt_job_release(foreign_job);
-    CHECK(urt_cond_cancel(NULL, &c), "urt_cond_cancel", "rt", -EINVAL, -EALREADY, -ESHUTDOWN);
-    CHECK(urt_cond_cancel(rt, NULL), "urt_cond_cancel", "cond", -EINVAL, -EALREADY, -ESHUTDOWN);
-    CHECK(urt_cond_cancel(rt, &c), "urt_cond_cancel", "not watched", -EINVAL, -EALREADY, -ESHUTDOWN);
+    CHECK_FN(urt_cond_cancel, (NULL, &c), "rt");
+    CHECK_FN(urt_cond_cancel, (rt, NULL), "cond");
+    CHECK_FN(urt_cond_cancel, (rt, &c), "not watched");
     struct urt_watcher_stats ws;
-    CHECK(urt_watcher_stats(NULL, &ws), "urt_watcher_stats", "rt", -EINVAL);
-    CHECK(urt_watcher_stats(rt, NULL), "urt_watcher_stats", "out", -EINVAL);
+    CHECK_FN(urt_watcher_stats, (NULL, &ws), "rt");
+    CHECK_FN(urt_watcher_stats, (rt, NULL), "out");
 
     /* wrong state: watched twice, another runtime, cancelled twice, added while cancelling */
     cr_assert_eq(urt_cond_add(rt, &c), 0);
-    CHECK(urt_cond_add(rt, &c), "urt_cond_add", "watched", -EINVAL, -EBUSY, -ESHUTDOWN, -ENOTSUP);
-    CHECK(urt_cond_cancel(other, &c), "urt_cond_cancel", "another runtime", -EINVAL, -EALREADY, -ESHUTDOWN);
+    CHECK_FN(urt_cond_add, (rt, &c), "watched");
+    CHECK_FN(urt_cond_cancel, (other, &c), "another runtime");
     cr_assert_eq(urt_cond_cancel(rt, &c), 0);
     /* until its cancel callback ran the cond is the runtime's: both refused */
     urt__error_clear();
@@ -566,50 +603,47 @@ static void graph_build_errors(urt_runtime *rt)
     urt_graph *g = NULL;
     struct urt_graph_options o;
     urt_graph_options_init(&o);
-    CHECK(urt_graph_create(NULL, NULL, &g), "urt_graph_create", "rt", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_create(rt, NULL, NULL), "urt_graph_create", "out", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_create, (NULL, NULL, &g), "rt");
+    CHECK_FN(urt_graph_create, (rt, NULL, NULL), "out");
     o.flags = 1;
-    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "flags", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_create, (rt, &o, &g), "flags");
     urt_graph_options_init(&o);
     o.reserved[2] = 1;
-    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create",
-          "urt_graph_create: opt->reserved[2] must be zero", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_create, (rt, &o, &g), "urt_graph_create: opt->reserved[2] must be zero");
     urt_graph_options_init(&o);
     o.partitions = 1u << 20;
-    CHECK(urt_graph_create(rt, &o, &g), "urt_graph_create", "partitions", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_create, (rt, &o, &g), "partitions");
     cr_assert_eq(urt_graph_create(rt, NULL, &g), 0);
-    CHECK(urt_graph_prepare(g), "urt_graph_prepare", "no step", -EINVAL, -EALREADY, -ENOMEM);
+    CHECK_FN(urt_graph_prepare, (g), "no step");
 
     struct urt_step_desc d = {.name = "s", .fn = gnop};
     struct urt_processor proc = {0};
-    CHECK(urt_graph_add_step(NULL, &d), "urt_graph_add_step", "g", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_step(g, NULL), "urt_graph_add_step", "d", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_step, (NULL, &d), "g");
+    CHECK_FN(urt_graph_add_step, (g, NULL), "d");
     d.fn = NULL;
-    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "fn and processor", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_step, (g, &d), "fn and processor");
     d.processor = &proc;
-    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "event", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_step, (g, &d), "event");
     proc.event = gnop;
     d.max_in_flight = 2;
-    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "max_in_flight", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_step, (g, &d), "max_in_flight");
     d = (struct urt_step_desc){.fn = gnop, .flags = 0x80};
-    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "flags", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_step, (g, &d), "flags");
     d = (struct urt_step_desc){.fn = gnop, .reserved = {0, 1}};
-    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step",
-          "urt_graph_add_step: d->reserved[1] must be zero", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_step, (g, &d), "urt_graph_add_step: d->reserved[1] must be zero");
     d = (struct urt_step_desc){.fn = gnop, .partitions = (1u << 20) + 1};
-    CHECK(urt_graph_add_step(g, &d), "urt_graph_add_step", "partitions", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_step, (g, &d), "partitions");
 
     struct urt_exchange_desc x = {.kind = 9};
-    CHECK(urt_graph_add_exchange(NULL, &x), "urt_graph_add_exchange", "g", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_exchange(g, NULL), "urt_graph_add_exchange", "d", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "kind", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_exchange, (NULL, &x), "g");
+    CHECK_FN(urt_graph_add_exchange, (g, NULL), "d");
+    CHECK_FN(urt_graph_add_exchange, (g, &x), "kind");
     x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD, .capacity = (1u << 24) + 1};
-    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "capacity", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_exchange, (g, &x), "capacity");
     x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE, .limit_rows = 5};
-    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange", "limit_rows", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_exchange, (g, &x), "limit_rows");
     x = (struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE, .reserved = {1}};
-    CHECK(urt_graph_add_exchange(g, &x), "urt_graph_add_exchange",
-          "urt_graph_add_exchange: d->reserved[0] must be zero", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_exchange, (g, &x), "urt_graph_add_exchange: d->reserved[0] must be zero");
 
     d = (struct urt_step_desc){.name = "a", .fn = gnop};
     int a = urt_graph_add_step(g, &d), b = urt_graph_add_step(g, &d);
@@ -619,27 +653,27 @@ static void graph_build_errors(urt_runtime *rt)
     int fx2 = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD});
     int sx = urt_graph_add_exchange(g, &(struct urt_exchange_desc){.kind = URT_EXCHANGE_SHUFFLE});
     cr_assert(a >= 0 && b >= 0 && pr >= 0 && fx >= 0 && fx2 >= 0 && sx >= 0);
-    CHECK(urt_graph_add_output(NULL, a, fx), "urt_graph_add_output", "g", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_output(g, 42, fx), "urt_graph_add_output", "step 42", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_output(g, a, 42), "urt_graph_add_output", "exchange 42", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_output, (NULL, a, fx), "g");
+    CHECK_FN(urt_graph_add_output, (g, 42, fx), "step 42");
+    CHECK_FN(urt_graph_add_output, (g, a, 42), "exchange 42");
     cr_assert_eq(urt_graph_add_output(g, a, fx), 0);
-    CHECK(urt_graph_add_output(g, a, fx), "urt_graph_add_output", "already", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_input(g, 42, fx), "urt_graph_add_input", "step 42", -EINVAL, -ENOMEM);
+    CHECK_FN(urt_graph_add_output, (g, a, fx), "already");
+    CHECK_FN(urt_graph_add_input, (g, 42, fx), "step 42");
     cr_assert_eq(urt_graph_add_input(g, b, fx), 0);
-    CHECK(urt_graph_add_input(g, b, fx), "urt_graph_add_input", "already", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_input(g, b, fx2), "urt_graph_add_input", "forward", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_input(g, b, sx), "urt_graph_add_input", "shuffle", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_add_input(g, pr, sx), "urt_graph_add_input", "processor", -EINVAL, -ENOMEM);
-    CHECK(urt_graph_prepare(g), "urt_graph_prepare", "exchange", -EINVAL, -EALREADY, -ENOMEM);
+    CHECK_FN(urt_graph_add_input, (g, b, fx), "already");
+    CHECK_FN(urt_graph_add_input, (g, b, fx2), "forward");
+    CHECK_FN(urt_graph_add_input, (g, b, sx), "shuffle");
+    CHECK_FN(urt_graph_add_input, (g, pr, sx), "processor");
+    CHECK_FN(urt_graph_prepare, (g), "exchange");
     CHECK(urt_graph_step_partitions(g, a), "urt_graph_step_partitions", "prepared", -EINVAL);
-    CHECK(urt_graph_step_state(NULL, 0), "urt_graph_step_state", "g", -EINVAL);
-    CHECK(urt_graph_step_state(g, 42), "urt_graph_step_state", "step 42", -EINVAL);
+    CHECK_FN(urt_graph_step_state, (NULL, 0), "g");
+    CHECK_FN(urt_graph_step_state, (g, 42), "step 42");
     CHECK(urt_graph_step_stats(g, 0, NULL), "urt_graph_step_stats", "out", -EINVAL);
-    CHECK(urt_graph_cancel(NULL), "urt_graph_cancel", "g", -EINVAL, -EALREADY);
-    CHECK(urt_graph_cancel(g), "urt_graph_cancel", "started", -EINVAL, -EALREADY);
-    CHECK(urt_graph_wait(NULL, 0), "urt_graph_wait", "g", -EINVAL, -ETIMEDOUT, -EDEADLK);
-    CHECK(urt_graph_wait(g, 0), "urt_graph_wait", "started", -EINVAL, -ETIMEDOUT, -EDEADLK);
-    CHECK(urt_graph_start(NULL), "urt_graph_start", "g", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN, -ENOMEM);
+    CHECK_FN(urt_graph_cancel, (NULL), "g");
+    CHECK_FN(urt_graph_cancel, (g), "started");
+    CHECK_FN(urt_graph_wait, (NULL, 0), "g");
+    CHECK_FN(urt_graph_wait, (g, 0), "started");
+    CHECK_FN(urt_graph_start, (NULL), "g");
     /* a start refused by the pending-task limit is final */
     {
         urt_runtime *lim = make_rt(1, 1);
@@ -648,10 +682,8 @@ static void graph_build_errors(urt_runtime *rt)
         cr_assert_geq(urt_graph_add_step(lg, &(struct urt_step_desc){.fn = gnop, .partitions = 1}), 0);
         atomic_store(&g_gate, false);
         cr_assert_eq(urt_spawn(lim, gated, NULL, 0), 0); /* holds the one pending slot */
-        CHECK(urt_graph_start(lg), "urt_graph_start", "bootstrap", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN,
-              -ENOMEM);
-        CHECK(urt_graph_start(lg), "urt_graph_start", "earlier start", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN,
-              -ENOMEM);
+        CHECK_FN(urt_graph_start, (lg), "bootstrap");
+        CHECK_FN(urt_graph_start, (lg), "earlier start");
         atomic_store(&g_gate, true);
         urt_graph_release(lg);
         rt_destroy_clean(lim, URT_SHUTDOWN_DRAIN, 0);
@@ -683,14 +715,13 @@ Test(errors, graphs, .timeout = 30)
     cr_assert_eq(urt_graph_add_output(g, a, x), 0);
     cr_assert_eq(urt_graph_add_input(g, b, x), 0);
     cr_assert_eq(urt_graph_prepare(g), 0);
-    CHECK(urt_graph_prepare(g), "urt_graph_prepare", "prepared", -EINVAL, -EALREADY, -ENOMEM);
+    CHECK_FN(urt_graph_prepare, (g), "prepared");
     cr_assert_eq(urt_graph_start(g), 0);
-    CHECK(urt_graph_start(g), "urt_graph_start", "started", -EINVAL, -EALREADY, -ESHUTDOWN, -EAGAIN, -ENOMEM);
-    CHECK(urt_graph_add_step(g, &(struct urt_step_desc){.fn = gnop}), "urt_graph_add_step", "started", -EINVAL,
-          -ENOMEM);
+    CHECK_FN(urt_graph_start, (g), "started");
+    CHECK_FN(urt_graph_add_step, (g, &(struct urt_step_desc){.fn = gnop}), "started");
     CHECK_ON_WORKER(rt, gwait_call, g, "urt_graph_wait", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
     cr_assert_eq(urt_graph_wait(g, URT_WAIT_FOREVER), 0);
-    CHECK(urt_graph_cancel(g), "urt_graph_cancel", "ended", -EINVAL, -EALREADY);
+    CHECK_FN(urt_graph_cancel, (g), "ended");
     CHECK_INSIDE(0, "urt_graph_emit", "port 7", -EINVAL);
     CHECK_INSIDE(1, "urt_graph_emit", "partition 99", -EINVAL);
     CHECK_INSIDE(2, "urt_graph_next", "port 9", -EINVAL);
@@ -712,8 +743,8 @@ Test(errors, runtime_and_the_rest, .timeout = 30)
 {
     urt_runtime *rt = make_rt(1, 0);
     CHECK(urt_watchdog_set_callback(NULL, NULL, NULL), "urt_watchdog_set_callback", "rt", -EINVAL);
-    CHECK(urt_dump_state(NULL, 2), "urt_dump_state", "rt", -EINVAL);
-    CHECK(urt_dump_state(rt, -1), "urt_dump_state", "fd", -EINVAL);
+    CHECK_FN(urt_dump_state, (NULL, 2), "rt");
+    CHECK_FN(urt_dump_state, (rt, -1), "fd");
     CHECK(urt_runtime_create(NULL, NULL), "urt_runtime_create", "out", -EINVAL, -ENOMEM, -ENOSYS, -EPERM);
     struct urt_config cfg;
     test_config(&cfg, 1);
@@ -840,8 +871,8 @@ Test(errors, io, .timeout = 30)
     CHECK(urt_io_sleep(&g_io, 1), "urt_io_sleep", "not a worker", IO_COMMON);
     CHECK(urt_io_sleep_until(&g_io, 1), "urt_io_sleep_until", "not a worker", IO_COMMON);
     CHECK(urt_io_cancel(&g_io), "urt_io_cancel", "not a worker", -EALREADY, -EPERM, -EINVAL);
-    CHECK(urt_io_set_timeout(&g_io, 0), "urt_io_set_timeout", "ns", -EINVAL, -EBUSY);
-    CHECK(urt_io_set_timeout(NULL, 1), "urt_io_set_timeout", "io", -EINVAL, -EBUSY);
+    CHECK_FN(urt_io_set_timeout, (&g_io, 0), "ns");
+    CHECK_FN(urt_io_set_timeout, (NULL, 1), "io");
     CHECK(urt_io_init_ex(&g_io, io_nop, NULL, 0x100), "urt_io_init_ex", "flags", -EINVAL);
     CHECK(urt_spawn_at(NULL, 0, nop, NULL, NULL, 0), "urt_spawn_at", "rt", -EINVAL, -ESHUTDOWN, -EAGAIN,
           -ENOMEM);
@@ -915,19 +946,16 @@ Test(errors, blocking, .timeout = 30)
     urt_runtime *rt = rt_create_or_skip(&cfg);
     struct urt_blocking b, c, d;
     urt_blocking_init(&b, blk_wait_gate, blk_done_nop, NULL);
-    CHECK(urt_blocking_submit(NULL, &b, 0), "urt_blocking_submit", "rt", BLOCKING_CODES);
-    CHECK(urt_blocking_submit(rt, NULL, 0), "urt_blocking_submit", "b", BLOCKING_CODES);
-    CHECK(urt_blocking_submit(rt, &b, 0x2), "urt_blocking_submit", "flags", BLOCKING_CODES);
+    CHECK_FN(urt_blocking_submit, (NULL, &b, 0), "rt");
+    CHECK_FN(urt_blocking_submit, (rt, NULL, 0), "b");
+    CHECK_FN(urt_blocking_submit, (rt, &b, 0x2), "flags");
     b.fn = NULL;
-    CHECK(urt_blocking_submit(rt, &b, 0), "urt_blocking_submit", "b->fn", BLOCKING_CODES);
+    CHECK_FN(urt_blocking_submit, (rt, &b, 0), "b->fn");
     urt_blocking_init(&b, blk_wait_gate, NULL, NULL);
-    CHECK(urt_blocking_submit(rt, &b, 0), "urt_blocking_submit", "b->done", BLOCKING_CODES);
-    CHECK(urt_blocking_spawn(rt, NULL, blk_done_nop, NULL, 0), "urt_blocking_spawn", "fn", BLOCKING_CODES,
-          -ENOMEM);
-    CHECK(urt_blocking_spawn(rt, blk_wait_gate, NULL, NULL, 0), "urt_blocking_spawn", "done", BLOCKING_CODES,
-          -ENOMEM);
-    CHECK(urt_blocking_spawn(NULL, blk_wait_gate, blk_done_nop, NULL, 0), "urt_blocking_spawn", "rt",
-          BLOCKING_CODES, -ENOMEM);
+    CHECK_FN(urt_blocking_submit, (rt, &b, 0), "b->done");
+    CHECK_FN(urt_blocking_spawn, (rt, NULL, blk_done_nop, NULL, 0), "fn");
+    CHECK_FN(urt_blocking_spawn, (rt, blk_wait_gate, NULL, NULL, 0), "done");
+    CHECK_FN(urt_blocking_spawn, (NULL, blk_wait_gate, blk_done_nop, NULL, 0), "rt");
     CHECK(urt_blocking_stats(rt, NULL), "urt_blocking_stats", "out", -EINVAL);
     /* in flight, and the queue full (one thread busy, one offload waiting) */
     atomic_store(&g_gate, false);
@@ -938,8 +966,8 @@ Test(errors, blocking, .timeout = 30)
     struct urt_blocking_stats st;
     cr_assert(WAIT_UNTIL(urt_blocking_stats(rt, &st) == 0 && st.running == 1, 5000));
     cr_assert_eq(urt_blocking_submit(rt, &c, 0), 0);
-    CHECK(urt_blocking_submit(rt, &b, 0), "urt_blocking_submit", "in flight", BLOCKING_CODES);
-    CHECK(urt_blocking_submit(rt, &d, 0), "urt_blocking_submit", "blocking_queue_max", BLOCKING_CODES);
+    CHECK_FN(urt_blocking_submit, (rt, &b, 0), "in flight");
+    CHECK_FN(urt_blocking_submit, (rt, &d, 0), "blocking_queue_max");
     atomic_store(&g_gate, true);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
@@ -977,32 +1005,26 @@ Test(errors, batches, .timeout = 30)
     urt_batch *b = NULL;
 #define BATCH_OPT(stmt)                                                                                      \
     (urt_batch_options_init(&o), o.files = files, o.n_files = 1, o.statement = batch_stmt_hold, stmt, &o)
-    CHECK(urt_batch_start(NULL, BATCH_OPT((void)0), &b), "urt_batch_start", "rt", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, NULL, &b), "urt_batch_start", "opt", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT((void)0), NULL), "urt_batch_start", "out", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.n_files = 0), &b), "urt_batch_start", "n_files", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.statement = NULL), &b), "urt_batch_start", "statement",
-          BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.format = (enum urt_batch_format)5), &b), "urt_batch_start", "format",
-          BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.flags = 0x80), &b), "urt_batch_start", "flags", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.block_bytes = 1), &b), "urt_batch_start", "block_bytes",
-          BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.max_concurrent_files = 0), &b), "urt_batch_start",
-          "max_concurrent_files", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.reserved[0] = 1), &b), "urt_batch_start",
-          "urt_batch_start: opt->reserved[0] must be zero", BATCH_START_CODES);
-    CHECK(urt_batch_start(rt, BATCH_OPT(o.flags = URT_BATCH_BLOCK_TX), &b), "urt_batch_start", "write-ahead log",
-          BATCH_START_CODES);
+    CHECK_FN(urt_batch_start, (NULL, BATCH_OPT((void)0), &b), "rt");
+    CHECK_FN(urt_batch_start, (rt, NULL, &b), "opt");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT((void)0), NULL), "out");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.n_files = 0), &b), "n_files");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.statement = NULL), &b), "statement");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.format = (enum urt_batch_format)5), &b), "format");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.flags = 0x80), &b), "flags");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.block_bytes = 1), &b), "block_bytes");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.max_concurrent_files = 0), &b), "max_concurrent_files");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.reserved[0] = 1), &b), "urt_batch_start: opt->reserved[0] must be zero");
+    CHECK_FN(urt_batch_start, (rt, BATCH_OPT(o.flags = URT_BATCH_BLOCK_TX), &b), "write-ahead log");
     struct urt_batch_stmt dummy = {0};
-    CHECK(urt_batch_stmt_done(NULL, 0), "urt_batch_stmt_done", "stmt", -EINVAL, -EALREADY);
-    CHECK(urt_batch_stmt_done(&dummy, 3), "urt_batch_stmt_done", "positive", -EINVAL, -EALREADY);
+    CHECK_FN(urt_batch_stmt_done, (NULL, 0), "stmt");
+    CHECK_FN(urt_batch_stmt_done, (&dummy, 3), "positive");
     CHECK(urt_batch_stmt_error(NULL, -EIO, "x"), "urt_batch_stmt_error", "stmt", -EINVAL);
-    CHECK(urt_batch_cancel(NULL), "urt_batch_cancel", "batch", -EINVAL, -EALREADY);
+    CHECK_FN(urt_batch_cancel, (NULL), "batch");
     CHECK(urt_batch_poll(NULL), "urt_batch_poll", "batch", -EINVAL);
-    CHECK(urt_batch_wait(NULL, 0), "urt_batch_wait", "batch", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    CHECK_FN(urt_batch_wait, (NULL, 0), "batch");
     struct urt_batch_stats st;
-    CHECK(urt_batch_stats(NULL, &st), "urt_batch_stats", "batch", -EINVAL);
+    CHECK_FN(urt_batch_stats, (NULL, &st), "batch");
     cr_assert_str_eq(urt_batch_error(NULL), "");
     cr_assert_null(urt_batch_job(NULL));
     cr_assert(!urt_batch_aborting(NULL));
@@ -1011,17 +1033,17 @@ Test(errors, batches, .timeout = 30)
     /* a batch whose one statement is held pending */
     atomic_store(&g_held, NULL);
     cr_assert_eq(urt_batch_start(rt, BATCH_OPT((void)0), &b), 0, "%s", urt_last_error());
-    CHECK(urt_batch_stats(b, NULL), "urt_batch_stats", "out", -EINVAL);
-    CHECK(urt_batch_wait(b, 1000000), "urt_batch_wait", "did not end", -EINVAL, -ETIMEDOUT, -EDEADLK);
+    CHECK_FN(urt_batch_stats, (b, NULL), "out");
+    CHECK_FN(urt_batch_wait, (b, 1000000), "did not end");
     CHECK_ON_WORKER(rt, batch_wait_call, b, "urt_batch_wait", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
     cr_assert(WAIT_UNTIL(atomic_load(&g_held) != NULL, 5000));
     struct urt_batch_stmt *s = atomic_load(&g_held);
     CHECK(urt_batch_stmt_error(s, -EDOM, "field %s is bad", s->fields[0].data), "urt_batch_stmt_error",
           "field a is bad", -EDOM);
-    CHECK(urt_batch_cancel(b), "urt_batch_cancel", "failed before", -EINVAL, -EALREADY);
+    CHECK_FN(urt_batch_cancel, (b), "failed before");
     cr_assert_eq(urt_batch_stmt_done(s, 0), 0);
     cr_assert_eq(urt_batch_wait(b, URT_WAIT_FOREVER), -EDOM);
-    CHECK(urt_batch_cancel(b), "urt_batch_cancel", "ended", -EINVAL, -EALREADY);
+    CHECK_FN(urt_batch_cancel, (b), "ended");
     urt_batch_release(b);
 #undef BATCH_OPT
     test_remove_dir(dir);
@@ -1082,19 +1104,18 @@ Test(errors, dispatch, .timeout = 60)
     struct urt_dispatch_options o;
     urt_dispatch *d = NULL;
     /* options and the migration */
-    CHECK(urt_dispatch_options_from_env(NULL), "urt_dispatch_options_from_env", "opt", -EINVAL);
+    CHECK_FN(urt_dispatch_options_from_env, (NULL), "opt");
     setenv("URT_DISPATCH_PARTITION", "300", 1);
     dispatch_opts(&o);
-    CHECK(urt_dispatch_options_from_env(&o), "urt_dispatch_options_from_env", "URT_DISPATCH_PARTITION", -EINVAL);
+    CHECK_FN(urt_dispatch_options_from_env, (&o), "URT_DISPATCH_PARTITION");
     unsetenv("URT_DISPATCH_PARTITION");
-    CHECK(urt_dispatch_migrate(NULL), "urt_dispatch_migrate", "conninfo", -EINVAL, -ECONNREFUSED, -EIO, -EPROTO);
-    CHECK(urt_dispatch_migrate("host=/nonexistent/urt-errors"), "urt_dispatch_migrate", "cannot connect", -EINVAL,
-          -ECONNREFUSED, -EIO, -EPROTO);
+    CHECK_FN(urt_dispatch_migrate, (NULL), "conninfo");
+    CHECK_FN(urt_dispatch_migrate, ("host=/nonexistent/urt-errors"), "cannot connect");
     /* create */
     dispatch_opts(&o);
-    CHECK(urt_dispatch_create(NULL, &o, &d), "urt_dispatch_create", "rt", -EINVAL);
-    CHECK(urt_dispatch_create(wd, NULL, &d), "urt_dispatch_create", "opt", -EINVAL);
-    CHECK(urt_dispatch_create(plain, &o, &d), "urt_dispatch_create", "watchdog", -EINVAL);
+    CHECK_FN(urt_dispatch_create, (NULL, &o, &d), "rt");
+    CHECK_FN(urt_dispatch_create, (wd, NULL, &d), "opt");
+    CHECK_FN(urt_dispatch_create, (plain, &o, &d), "watchdog");
     DISPATCH_CREATE_BAD(pool, 0, "pool");
     DISPATCH_CREATE_BAD(partition, 257, "partition");
     DISPATCH_CREATE_BAD(lease_ns, 1500000000ull, "twice the watchdog");
@@ -1110,20 +1131,14 @@ Test(errors, dispatch, .timeout = 60)
     dispatch_opts(&o);
     cr_assert_eq(urt_dispatch_create(wd, &o, &g_d), 0, "%s", urt_last_error());
     CHECK(urt_dispatch_handle(NULL, "k", NULL, NULL), "urt_dispatch_handle", "d", -EINVAL);
-    CHECK(urt_dispatch_handle(g_d, "bad kind!", dispatch_handler, NULL),
-          "urt_dispatch_handle", "kind", -EINVAL, -EEXIST, -EBUSY, -ENOSPC);
+    CHECK_FN(urt_dispatch_handle, (g_d, "bad kind!", dispatch_handler, NULL), "kind");
     cr_assert_eq(urt_dispatch_handle(g_d, "k", dispatch_handler, NULL), 0);
-    CHECK(urt_dispatch_handle(g_d, "k", dispatch_handler, NULL), "urt_dispatch_handle",
-          "has a handler", -EINVAL, -EEXIST, -EBUSY, -ENOSPC);
-    CHECK(urt_dispatch_enqueue(g_d, "k", NULL, 0, 1, NULL, NULL), "urt_dispatch_enqueue", "not started", -EINVAL,
-          -ENOTCONN, -ENOMEM);
-    CHECK(urt_dispatch_enqueue(g_d, "k", NULL, 0, 0, NULL, NULL), "urt_dispatch_enqueue", "count", -EINVAL,
-          -ENOTCONN, -ENOMEM);
-    CHECK(urt_dispatch_enqueue(g_d, "a b", NULL, 0, 1, NULL, NULL), "urt_dispatch_enqueue", "kind", -EINVAL,
-          -ENOTCONN, -ENOMEM);
-    CHECK(urt_dispatch_wake(g_d, "not-a-uuid", NULL, NULL), "urt_dispatch_wake", "uuid", -EINVAL, -ENOTCONN,
-          -ENOMEM);
-    CHECK(urt_dispatch_wake(g_d, NULL, NULL, NULL), "urt_dispatch_wake", "id", -EINVAL, -ENOTCONN, -ENOMEM);
+    CHECK_FN(urt_dispatch_handle, (g_d, "k", dispatch_handler, NULL), "has a handler");
+    CHECK_FN(urt_dispatch_enqueue, (g_d, "k", NULL, 0, 1, NULL, NULL), "not started");
+    CHECK_FN(urt_dispatch_enqueue, (g_d, "k", NULL, 0, 0, NULL, NULL), "count");
+    CHECK_FN(urt_dispatch_enqueue, (g_d, "a b", NULL, 0, 1, NULL, NULL), "kind");
+    CHECK_FN(urt_dispatch_wake, (g_d, "not-a-uuid", NULL, NULL), "uuid");
+    CHECK_FN(urt_dispatch_wake, (g_d, NULL, NULL, NULL), "id");
     struct urt_dispatch_item items[2] = {{.kind = "k"}, {.kind = "k"}};
 #define ITEMS_BAD(d_, it_, n_, mode_, needle)                                                               \
     CHECK(urt_dispatch_enqueue_items(d_, it_, n_, mode_, NULL, NULL), "urt_dispatch_enqueue_items", needle,     \
@@ -1148,30 +1163,27 @@ Test(errors, dispatch, .timeout = 60)
     items[0].delay_ns = 0;
     ITEMS_BAD(g_d, items, 2, URT_DISPATCH_KEY_KEEP, "not started");
 #undef ITEMS_BAD
-    CHECK(urt_dispatch_cancel(NULL, "x", NULL, NULL), "urt_dispatch_cancel", "d", -EINVAL, -ENOTCONN, -ENOMEM);
-    CHECK(urt_dispatch_cancel(g_d, NULL, NULL, NULL), "urt_dispatch_cancel", "id", -EINVAL, -ENOTCONN, -ENOMEM);
-    CHECK(urt_dispatch_cancel(g_d, "x", NULL, NULL), "urt_dispatch_cancel", "uuid", -EINVAL, -ENOTCONN, -ENOMEM);
-    CHECK(urt_dispatch_requeue(g_d, "00000000-0000-0000-0000-00000000000", NULL, NULL), "urt_dispatch_requeue",
-          "uuid", -EINVAL, -ENOTCONN, -ENOMEM);
-    CHECK(urt_dispatch_requeue(g_d, "00000000-0000-0000-0000-000000000000", NULL, NULL), "urt_dispatch_requeue",
-          "not started", -EINVAL, -ENOTCONN, -ENOMEM);
+    CHECK_FN(urt_dispatch_cancel, (NULL, "x", NULL, NULL), "d");
+    CHECK_FN(urt_dispatch_cancel, (g_d, NULL, NULL, NULL), "id");
+    CHECK_FN(urt_dispatch_cancel, (g_d, "x", NULL, NULL), "uuid");
+    CHECK_FN(urt_dispatch_requeue, (g_d, "00000000-0000-0000-0000-00000000000", NULL, NULL), "uuid");
+    CHECK_FN(urt_dispatch_requeue, (g_d, "00000000-0000-0000-0000-000000000000", NULL, NULL), "not started");
     CHECK(urt_dispatch_stop(g_d, 0), "urt_dispatch_stop", "never started", -EINVAL, -ETIMEDOUT, -EDEADLK);
-    CHECK(urt_dispatch_start(NULL), "urt_dispatch_start", "d", -EINVAL, -EALREADY, -ENOMEM, -ESHUTDOWN);
+    CHECK_FN(urt_dispatch_start, (NULL), "d");
     cr_assert_eq(urt_dispatch_start(g_d), 0, "%s", urt_last_error());
-    CHECK(urt_dispatch_start(g_d), "urt_dispatch_start", "started before", -EINVAL, -EALREADY, -ENOMEM, -ESHUTDOWN);
-    CHECK(urt_dispatch_handle(g_d, "k2", dispatch_handler, NULL), "urt_dispatch_handle",
-          "started", -EINVAL, -EEXIST, -EBUSY, -ENOSPC);
+    CHECK_FN(urt_dispatch_start, (g_d), "started before");
+    CHECK_FN(urt_dispatch_handle, (g_d, "k2", dispatch_handler, NULL), "started");
     CHECK_ON_WORKER(wd, dispatch_stop_call, g_d, "urt_dispatch_stop", "worker", -EINVAL, -ETIMEDOUT, -EDEADLK);
     /* readers and the pure helper */
     struct urt_dispatch_metrics m;
     struct urt_dispatch_partitions p;
     char lo[37], hi[37];
-    CHECK(urt_dispatch_metrics(NULL, &m), "urt_dispatch_metrics", "d", -EINVAL);
-    CHECK(urt_dispatch_metrics(g_d, NULL), "urt_dispatch_metrics", "out", -EINVAL);
+    CHECK_FN(urt_dispatch_metrics, (NULL, &m), "d");
+    CHECK_FN(urt_dispatch_metrics, (g_d, NULL), "out");
     CHECK(urt_dispatch_partitions(NULL, &p), "urt_dispatch_partitions", "d", -EINVAL);
-    CHECK(urt_dispatch_partition_range(0, 1, lo, hi), "urt_dispatch_partition_range", "partition 0 of 1", -EINVAL);
-    CHECK(urt_dispatch_partition_range(3, 2, lo, hi), "urt_dispatch_partition_range", "out of range", -EINVAL);
-    CHECK(urt_dispatch_partition_range(1, 1, NULL, hi), "urt_dispatch_partition_range", "first_id", -EINVAL);
+    CHECK_FN(urt_dispatch_partition_range, (0, 1, lo, hi), "partition 0 of 1");
+    CHECK_FN(urt_dispatch_partition_range, (3, 2, lo, hi), "out of range");
+    CHECK_FN(urt_dispatch_partition_range, (1, 1, NULL, hi), "first_id");
     /* a run's functions with no run */
     CHECK(urt_dispatch_run_done(NULL, "x"), "urt_dispatch_run_done", "run", -EINVAL, -EALREADY);
     CHECK(urt_dispatch_run_nap(NULL, 1), "urt_dispatch_run_nap", "run", -EINVAL, -EALREADY);
