@@ -45,6 +45,8 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "powerloss/pl_mount.h"
+
 #ifndef PLFS_BIN
 #error "PLFS_BIN (path of the plfs executable) comes from tests/meson.build"
 #endif
@@ -92,7 +94,7 @@ static void fs_setup(void)
 static void fs_teardown(void)
 {
     if (fs.pid > 0) {
-        umount2(fs.mnt, MNT_DETACH);
+        pl_detach(fs.mnt, &(bool){true});
         kill(fs.pid, SIGKILL);
         waitpid(fs.pid, NULL, 0);
         fs.pid = 0;
@@ -193,10 +195,7 @@ static void fs_mount(void)
 /* The power loss: unmount, plfs exits 0 without applying anything. */
 static struct drop fs_drop(void)
 {
-    int rc = -1, busy = 0;
-    for (; busy < 500 && (rc = umount(fs.mnt)) != 0 && errno == EBUSY; busy++)
-        usleep(10000); /* a dead writer's io_uring still holds its files */
-    cr_assert_eq(rc, 0, "umount %s: %s", fs.mnt, strerror(errno));
+    int busy = pl_umount(fs.mnt, "plfs");
     if (busy)
         cr_log_info("umount: EBUSY for %d ms", busy * 10);
     int status = 0;

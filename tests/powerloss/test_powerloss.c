@@ -63,6 +63,7 @@
 
 #include "helpers.h"
 #include "crash/crash_check.h"
+#include "powerloss/pl_mount.h"
 
 #define IMAGE_BYTES (2048ull << 20)
 #define KILL_MAX_US SCALE(100000, 300000)
@@ -167,6 +168,18 @@ static void pl_report(struct pl_run *run)
     }
 }
 
+/* Every driver's run: its cycles (mount, write, cut, check), the report,
+ * no leak. */
+static void pl_drive(struct pl_run *run, void (*cycle_fn)(struct pl_run *run, uint64_t cycle))
+{
+    uint64_t cycles = pl_cycles();
+    for (uint64_t cycle = 1; cycle <= cycles; cycle++)
+        cycle_fn(run, cycle);
+    pl_report(run);
+    crash_history_free(&run->hist);
+    leak_check();
+}
+
 static bool have_tool(const char *name)
 {
     return crash_sh("command -v %s >/dev/null 2>&1", name) == 0;
@@ -192,10 +205,7 @@ static void loop_umount(void)
 {
     if (!g_loop.mounted)
         return;
-    int rc = -1;
-    for (int i = 0; i < 500 && (rc = umount(g_loop.mnt)) != 0 && errno == EBUSY; i++)
-        sleep_us(10000);
-    cr_assert_eq(rc, 0, "umount %s (%s): %s", g_loop.mnt, g_loop.fs, strerror(errno));
+    pl_umount(g_loop.mnt, g_loop.fs);
     g_loop.mounted = false;
 }
 
@@ -253,10 +263,7 @@ static void loop_prepare(const char *fs)
 /* Fixture teardown: runs after a failed assertion too. */
 static void loop_teardown(void)
 {
-    if (g_loop.mounted) {
-        umount2(g_loop.mnt, MNT_DETACH);
-        g_loop.mounted = false;
-    }
+    pl_detach(g_loop.mnt, &g_loop.mounted);
     if (g_loop.tmp) {
         crash_sh("for i in '%s' '%s'; do losetup -j \"$i\" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d; done",
                  g_loop.image, g_loop.copy);
@@ -301,12 +308,7 @@ static void loop_driver(const char *fs)
     struct pl_run run = {.driver = "loop", .fs = fs, .modes = loop_modes,
                          .n_modes = (int)(sizeof(loop_modes) / sizeof(loop_modes[0])), .rng = now_ns() | 1};
     cr_log_info("loop %s: kill-moment seed %" PRIu64 ", image %s", fs, run.rng, g_loop.image);
-    uint64_t cycles = pl_cycles();
-    for (uint64_t cycle = 1; cycle <= cycles; cycle++)
-        loop_cycle(&run, cycle);
-    pl_report(&run);
-    crash_history_free(&run.hist);
-    leak_check();
+    pl_drive(&run, loop_cycle);
 }
 
 Test(powerloss, loop_ext4, .fini = loop_teardown, .timeout = 1800)
@@ -387,10 +389,7 @@ static bool plfs_start(char *why, size_t len)
  * unsynced writes; returns its drop line. */
 static void plfs_cut(char *drop, size_t len)
 {
-    int rc = -1;
-    for (int i = 0; i < 500 && (rc = umount(g_plfs.mnt)) != 0 && errno == EBUSY; i++)
-        sleep_us(10000);
-    cr_assert_eq(rc, 0, "umount %s: %s", g_plfs.mnt, strerror(errno));
+    pl_umount(g_plfs.mnt, "plfs");
     g_plfs.mounted = false;
     int st;
     cr_assert_eq(waitpid(g_plfs.pid, &st, 0), g_plfs.pid, "waitpid plfs: %s", strerror(errno));
@@ -411,10 +410,7 @@ static void plfs_cut(char *drop, size_t len)
 
 static void plfs_teardown(void)
 {
-    if (g_plfs.mounted) {
-        umount2(g_plfs.mnt, MNT_DETACH);
-        g_plfs.mounted = false;
-    }
+    pl_detach(g_plfs.mnt, &g_plfs.mounted);
     if (g_plfs.pid > 0) {
         kill(g_plfs.pid, SIGTERM);
         waitpid(g_plfs.pid, NULL, 0);
@@ -490,11 +486,6 @@ Test(powerloss, fuse_plfs, .fini = plfs_teardown, .timeout = 1800)
     struct pl_run run = {.driver = "fuse", .fs = "plfs", .modes = fuse_modes,
                          .n_modes = (int)(sizeof(fuse_modes) / sizeof(fuse_modes[0])), .rng = now_ns() | 1};
     cr_log_info("fuse: kill-moment seed %" PRIu64 ", backing %s", run.rng, g_plfs.back);
-    uint64_t cycles = pl_cycles();
-    for (uint64_t cycle = 1; cycle <= cycles; cycle++)
-        fuse_cycle(&run, cycle);
-    pl_report(&run);
-    crash_history_free(&run.hist);
-    leak_check();
+    pl_drive(&run, fuse_cycle);
 #endif
 }
