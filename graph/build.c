@@ -597,6 +597,7 @@ static int alloc_step(struct urt_graph *g, struct gstep *s)
             atomic_init(&s->ctx[i]->inbox, s->n_side ? S_SHUT : S_IDLE);
             s->ctx[i]->in = g->xs[s->in_x[s->fwd_port]];
             s->ctx[i]->link = s->in_link[s->fwd_port];
+            s->ctx[i]->main_port = s->fwd_port;
         }
         if (kind == CTX_PROC)
             gproc_init(s->ctx[i]);

@@ -282,8 +282,7 @@ static inline int emit_fast(struct urt_graph_ctx *c, void *data, uint32_t rows)
     u->rows = u->emitted = rows;
     stream_push(to, 0, u);
     c->n_out++;
-    c->n_rows += rows;
-    forward_provided(c, x);
+    c->n_rows += rows; /* `provided` is set: the fast path follows an accepted emit (emit_checked) */
     return 0;
 }
 
@@ -303,8 +302,8 @@ static __attribute__((noinline)) int emit_checked(struct urt_graph_ctx *ctx, uin
 
 URT_API int urt_graph_emit(struct urt_graph_ctx *ctx, uint32_t port, uint32_t partition, void *data, uint32_t rows)
 {
-    if (ctx && ctx->fw_x && port == ctx->fw_port && !emit_fast(ctx, data, rows))
-        return 0;
+    if (ctx && ctx->fw_x && port == ctx->fw_port) /* partition is not used for a forward */
+        return emit_fast(ctx, data, rows) ? emit_checked(ctx, ctx->fw_port, 0, data, rows) : 0;
     return emit_checked(ctx, port, partition, data, rows);
 }
 
@@ -328,8 +327,10 @@ static __attribute__((noinline)) int emit_checked(struct urt_graph_ctx *ctx, uin
     if (atomic_load_explicit(&ctx->g->abort, memory_order_acquire) || urt_job_cancelled(ctx->g->job))
         return urt__error(-EPIPE, "urt_graph_emit: the graph is being aborted");
     if (x->d.kind == URT_EXCHANGE_FORWARD) {
-        emit_resolve(ctx, port, x);
-        return emit_forward(ctx, x, data, rows);
+        int err = emit_forward(ctx, x, data, rows);
+        if (!err)
+            emit_resolve(ctx, port, x); /* after an accepted emit: `provided` is set */
+        return err;
     }
     return emit_blocking(ctx, x, partition, data, rows);
 }

@@ -319,18 +319,22 @@ static struct gunit *stream_take(struct urt_graph_ctx *c)
     return u;
 }
 
-/* Runs the current unit, or skips it when stopping; false: the step yielded. */
-static bool stream_unit(struct urt_graph_ctx *c)
+/* Runs the current unit, or skips it when stopping; false: the step yielded.
+ * The job's cancel (a call into the scheduler) was read for the batch
+ * (run_stream: `stopping`); the step's stop and the graph's abort, two
+ * loads, are read per unit. The step sees the job's cancel at once anyway
+ * (urt_graph_stopping, emit's -EPIPE). */
+static bool stream_unit(struct urt_graph_ctx *c, struct urt_graph *g, struct gstep *s, bool stopping)
 {
-    struct gstep *s = c->s;
-    if (c->unlive || gctl_stopping(c->g, s)) {
+    if (stopping || atomic_load_explicit(&s->stop, memory_order_acquire) ||
+        atomic_load_explicit(&g->abort, memory_order_acquire)) {
         count_stopped(c);
         return true;
     }
     if (!c->started) {
         if (s->n_side)
             init_cursors(c); /* the side inputs from their start, for each unit */
-        c->unit_taken = false;
+        c->avail = c->unit;
         c->started = true;
         c->n_in++;
     }
@@ -343,7 +347,7 @@ static void stream_unit_done(struct urt_graph_ctx *c)
 {
     struct gunit *u = c->unit;
     struct gx *x = c->in;
-    c->unit = NULL;
+    c->unit = c->avail = NULL;
     if (x->n_cons == 1 || atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) == 1)
         gunit_done(c->g, x, u);
 }
@@ -375,13 +379,15 @@ static bool stream_leave(struct urt_graph_ctx *c)
 
 static enum urt_task_result run_stream(struct urt_graph_ctx *c)
 {
+    struct urt_graph *g = c->g;
+    struct gstep *s = c->s;
     for (;;) {
-        bool stopping = c->unlive || gctl_stopping(c->g, c->s);
+        bool stopping = c->unlive || gctl_stopping(g, s);
         uint32_t done = 0;
         while (done < G_STREAM_BATCH || stopping) {
             if (!c->unit && !(c->unit = stream_take(c)))
                 break;
-            if (!stream_unit(c))
+            if (!stream_unit(c, g, s, stopping))
                 return yielded(c); /* yielded mid-unit: the stream stays this task's */
             c->started = false;
             stream_unit_done(c);
@@ -580,9 +586,10 @@ static int next_of(struct urt_graph_ctx *c, uint32_t k, struct urt_graph_unit *u
 
 URT_API int urt_graph_next(struct urt_graph_ctx *ctx, uint32_t port, struct urt_graph_unit *u)
 {
-    if (ctx && u && port == URT_GRAPH_ANY_PORT && ctx->kind == CTX_STREAM && ctx->unit && !ctx->unit_taken) {
-        ctx->unit_taken = true; /* a stream's unit, the common case: as below */
-        *u = (struct urt_graph_unit){.data = ctx->unit->data, .rows = ctx->unit->rows, .port = ctx->s->fwd_port};
+    struct gunit *n;
+    if (ctx && u && port == URT_GRAPH_ANY_PORT && (n = ctx->avail)) {
+        ctx->avail = NULL; /* a stream's unit, the common case: as below */
+        *u = (struct urt_graph_unit){.data = n->data, .rows = n->rows, .port = ctx->main_port};
         return 1;
     }
     if (!ctx || !u)
@@ -594,9 +601,9 @@ URT_API int urt_graph_next(struct urt_graph_ctx *ctx, uint32_t port, struct urt_
                           gstep_name(ctx->s), ctx->s->n_in);
     if (ctx->kind == CTX_STREAM) {
         uint32_t fport = ctx->s->fwd_port;
-        if (!ctx->unit_taken && ctx->unit && (port == URT_GRAPH_ANY_PORT || port == fport)) {
-            ctx->unit_taken = true;
-            *u = (struct urt_graph_unit){.data = ctx->unit->data, .rows = ctx->unit->rows, .port = fport};
+        if ((n = ctx->avail) && (port == URT_GRAPH_ANY_PORT || port == fport)) {
+            ctx->avail = NULL;
+            *u = (struct urt_graph_unit){.data = n->data, .rows = n->rows, .port = fport};
             return 1;
         }
         if (port == URT_GRAPH_ANY_PORT || port == fport)

@@ -152,12 +152,14 @@ struct urt_graph_ctx {
     struct urt_graph_ctx *wnext; /* waiters' stack */
     bool started;                /* the step function ran once for this partition/unit */
     bool cleaning;               /* in the step's cleanup callback (emit and push refuse) */
-    bool unit_taken;             /* CTX_STREAM: urt_graph_next returned the unit */
+
     /* CTX_STREAM (the owner's: the task that took the inbox from S_IDLE or S_SHUT) */
     bool unlive;                 /* run in place by the pusher that found the step completed */
     uint32_t link;               /* this step's index among its forward input's consumers */
     struct gx *in;               /* its forward input */
     struct gunit *unit;          /* the unit being processed */
+    struct gunit *avail;         /* that unit while urt_graph_next has not returned it */
+    uint32_t main_port;          /* the forward input's port (s->fwd_port), for urt_graph_next */
     struct gunit *fifo;          /* taken from the inbox, in arrival order */
     /* the forward output it emits into, resolved by its first emit there
      * (emit.c's fast path): one consumer step, no limit_rows */
@@ -243,8 +245,10 @@ void gctl_stop_eager(struct urt_graph *g, struct gstep *s); /* any thread: s->st
 void gctl_job_done(urt_job *job, int status, void *arg);
 enum urt_task_result gctl_bootstrap(struct urt_task *t, void *arg);
 void gctl_bootstrap_cancel(struct urt_task *t, void *arg);
-/* The step was told to complete, or the graph is being aborted (per unit of
- * a stream: inline). */
+/* The step was told to complete, or the graph is being aborted (its abort
+ * word: urt_graph_cancel, a failed step; or the job cancelled: urt_job_cancel,
+ * the deadline). A stream reads the job's part once per batch of units
+ * (exec.c), the rest per unit. */
 static inline bool gctl_stopping(const struct urt_graph *g, const struct gstep *s)
 {
     return atomic_load_explicit(&s->stop, memory_order_acquire) ||

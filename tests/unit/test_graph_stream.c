@@ -18,6 +18,10 @@
  *  - an emit after the graph's job was cancelled, or the graph cancelled, is
  *    refused (-EPIPE) at once, also when the emits before it took the fast
  *    path (a free node waiting, the output resolved);
+ *  - a stream whose step cancels: after urt_graph_cancel its next unit is
+ *    skipped, after urt_job_cancel the rest of its batch is still called
+ *    (each call sees urt_graph_stopping() and cannot emit), then skipped;
+ *    every unit released once;
  *  - a cleanup cannot emit (-EINVAL), also when its task's emits took the
  *    fast path;
  *  - a consumer that completes early while units wait for it: they are
@@ -518,6 +522,93 @@ Test(graph_stream, an_emit_after_the_cancel_is_refused_at_once, .timeout = 60)
         cr_assert_eq(atomic_load(&r.after), -EPIPE, "%s: the emit after the cancel returned %d",
                      by_job ? "urt_job_cancel" : "urt_graph_cancel", atomic_load(&r.after));
         cr_assert_eq(atomic_load(&r.released), atomic_load(&r.accepted), "every accepted unit released once");
+        urt_graph_release(g);
+        rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    }
+}
+
+/* ---- a stream after a cancel: its next unit, or its next batch ---------------------------------------- */
+
+/* One worker: the source emits QC_UNITS units (the exchange holds them all)
+ * and ends; then the stage's stream runs them, 64 a run. Its call for the
+ * unit QC_AT cancels: urt_graph_cancel is seen from the stream's next unit
+ * on, urt_job_cancel (a read of the job's state) from its next batch on; the
+ * calls in between see urt_graph_stopping() and their emits are refused. */
+#define QC_UNITS 300
+#define QC_AT 10
+#define QC_BATCH 64 /* G_STREAM_BATCH */
+struct qcancel_rec {
+    bool by_job;
+    int calls, calls_after;       /* the stage's (one task at a time) */
+    int not_stopping, emitted_after; /* calls after the cancel that saw no stop, or could emit */
+    _Atomic uint64_t accepted, released;
+};
+
+static void qc_release(void *data, uint32_t rows, void *arg)
+{
+    struct qcancel_rec *r = arg;
+    (void)data;
+    (void)rows;
+    atomic_fetch_add(&r->released, 1);
+}
+
+static int qc_src(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct qcancel_rec *r = arg;
+    for (uint32_t i = 0; i < QC_UNITS; i++)
+        if (urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)unit_val(0, i), 1) == 0)
+            atomic_fetch_add(&r->accepted, 1);
+    return URT_STEP_DONE;
+}
+
+static int qc_stage(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct qcancel_rec *r = arg;
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1)
+        return URT_STEP_DONE;
+    if (r->calls++ == QC_AT) {
+        urt_graph *g = urt_graph_of(ctx);
+        if (r->by_job)
+            urt_job_cancel(urt_graph_job(g));
+        else
+            urt_graph_cancel(g);
+    } else if (r->calls > QC_AT + 1) {
+        r->calls_after++;
+        r->not_stopping += !urt_graph_stopping(ctx);
+        r->emitted_after += urt_graph_emit(ctx, 0, 0, u.data, u.rows) == 0;
+    }
+    return URT_STEP_DONE;
+}
+
+Test(graph_stream, a_stream_sees_a_cancel_from_its_next_unit_or_batch, .timeout = 60)
+{
+    for (int by_job = 0; by_job < 2; by_job++) {
+        urt_runtime *rt = make_rt(1);
+        struct done_rec d = {0};
+        struct qcancel_rec r = {.by_job = by_job};
+        _Atomic uint64_t sunk = 0;
+        urt_graph *g = make_graph(rt, &d);
+        struct urt_step_desc sd = {.name = "src", .fn = qc_src, .arg = &r, .partitions = 1};
+        struct urt_step_desc md = {.name = "stage", .fn = qc_stage, .arg = &r};
+        struct urt_step_desc kd = {.name = "sink", .fn = count_sink, .arg = &sunk};
+        int s = add_step(g, &sd), m = add_step(g, &md), k = add_step(g, &kd);
+        wire(g, s, add_forward(g, 1024, qc_release, &r), m);
+        wire(g, m, add_forward(g, 1024, NULL, NULL), k);
+        cr_assert_eq(run_graph(g, &d), -ECANCELED);
+        cr_assert_eq(atomic_load(&r.accepted), QC_UNITS, "the source's units were all queued");
+        if (by_job) /* the rest of the batch that holds unit QC_AT */
+            cr_assert_eq(r.calls_after, QC_BATCH - QC_AT - 1, "urt_job_cancel: %d calls after it", r.calls_after);
+        else
+            cr_assert_eq(r.calls_after, 0, "urt_graph_cancel: %d calls after it", r.calls_after);
+        cr_assert_eq(r.not_stopping, 0, "every call after the cancel sees urt_graph_stopping()");
+        cr_assert_eq(r.emitted_after, 0, "no call after the cancel can emit");
+        cr_assert_eq(atomic_load(&r.released), QC_UNITS, "every unit released once");
+        struct urt_graph_step_stats st;
+        cr_assert_eq(urt_graph_step_stats(g, m, &st), 0);
+        cr_assert_eq(st.tasks_run + st.tasks_skipped + st.tasks_cut, QC_UNITS, "run %llu + skipped %llu + cut %llu",
+                     (unsigned long long)st.tasks_run, (unsigned long long)st.tasks_skipped,
+                     (unsigned long long)st.tasks_cut);
         urt_graph_release(g);
         rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
     }
