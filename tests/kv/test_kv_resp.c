@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "resp.h"
@@ -218,4 +219,36 @@ Test(kv_resp, replies)
     cr_assert_eq(b.len, sizeof(want) - 1);
     cr_assert_eq(memcmp(b.p, want, b.len), 0);
     buf_free(&b);
+}
+
+/* The integer encoders write digits by hand: every width, both signs, the
+ * ends of int64, against snprintf. */
+Test(kv_resp, integer_replies_match_snprintf)
+{
+    int64_t vals[] = {0, 1, -1, 9, 10, -10, 99, 100, 12345, -987654321, INT32_MAX, INT32_MIN,
+                      INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1, 1000000000000000000ll};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        struct kv_buf b = {0};
+        char want[64];
+        int n = snprintf(want, sizeof(want), ":%lld\r\n*%lld\r\n", (long long)vals[i], (long long)vals[i]);
+        reply_int(&b, vals[i]);
+        reply_array(&b, vals[i]);
+        cr_assert_eq(b.len, (size_t)n, "value %lld", (long long)vals[i]);
+        cr_assert_eq(memcmp(b.p, want, b.len), 0, "value %lld", (long long)vals[i]);
+        buf_free(&b);
+    }
+    size_t lens[] = {0, 1, 9, 10, 11, 99, 100, 4096, 100000};
+    static char val[100000];
+    memset(val, 'v', sizeof(val));
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        struct kv_buf b = {0};
+        char head[32];
+        int h = snprintf(head, sizeof(head), "$%zu\r\n", lens[i]);
+        cr_assert_eq(reply_bulk(&b, val, lens[i]), 0);
+        cr_assert_eq(b.len, (size_t)h + lens[i] + 2);
+        cr_assert_eq(memcmp(b.p, head, (size_t)h), 0, "length %zu", lens[i]);
+        cr_assert_eq(memcmp(b.p + h, val, lens[i]), 0);
+        cr_assert_eq(memcmp(b.p + h + lens[i], "\r\n", 2), 0);
+        buf_free(&b);
+    }
 }

@@ -483,6 +483,51 @@ Test(kv_server, a_client_that_never_takes_its_replies_times_out, .init = start_d
     kvc_close(other);
 }
 
+/* A batch's replies go out first in one send(2) that does not wait; what a
+ * full socket did not take (-EAGAIN, a short count) goes on the ring,
+ * waiting for room. A client that asks for 24 MB and reads late and slowly
+ * makes later batches (about 1 MB each) find the socket full: every reply
+ * still arrives, whole and in order, and the connection stays. */
+Test(kv_server, replies_that_find_the_socket_full_arrive_in_order, .init = start_default, .fini = stop_default,
+     .timeout = 120)
+{
+    enum { KEYS = 200, VLEN = 20000, GETS = 6 * KEYS };
+    struct kvc *c = kvc_open(&srv, false);
+    static char v[VLEN];
+    for (int i = 0; i < KEYS; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%d", i);
+        memset(v, 'a' + i % 26, sizeof(v));
+        char d[8];
+        snprintf(d, sizeof(d), "%05d", i);
+        memcpy(v, d, 5);
+        const char *set[] = {"SET", k, v};
+        size_t lens[] = {3, strlen(k), sizeof(v)};
+        kvc_cmdv(c, 3, set, lens);
+        cr_assert_str_eq(kvc_reply(c), "+OK");
+    }
+    /* each key 6 times: 24 MB of replies, more than the socket buffers hold */
+    static char req[GETS * 16];
+    size_t len = 0;
+    for (int i = 0; i < GETS; i++)
+        len += (size_t)sprintf(req + len, "GET k%d\r\n", i % KEYS);
+    cr_assert_eq(kvc_send(c, req, len), 0);
+    usleep(200 * 1000); /* the first batches fill the socket */
+    for (int g = 0; g < GETS; g++) {
+        int i = g % KEYS;
+        const char *r = kvc_reply(c);
+        cr_assert_eq(strlen(r), (size_t)VLEN + 1, "reply %d: %.40s", i, r);
+        char want[16];
+        snprintf(want, sizeof(want), "$%05d", i);
+        cr_assert_eq(strncmp(r, want, 6), 0, "reply %d starts %.10s", i, r);
+        cr_assert_eq(r[VLEN], 'a' + i % 26, "reply %d", i);
+        if (g % 64 == 0)
+            usleep(1000); /* a slow reader: the socket stays full */
+    }
+    cr_assert_str_eq(kvc_cmd(c, "PING"), "+PONG");
+    kvc_close(c);
+}
+
 Test(kv_server, maxmemory_refuses_growing_writes, .init = start_default, .fini = stop_default, .timeout = 120)
 {
     const char *const extra[] = {"--maxmemory", "1m", NULL};

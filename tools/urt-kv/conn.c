@@ -14,12 +14,15 @@
  *   a batch: parse + execute (cmd.c) until the input ends inside a request or
  *            the batch's replies or records passed BATCH_BYTES; with writes
  *            and a log: urt_log_commit(one record for the batch) and, from
- *            its callback, back on the lane; then send the batch's replies
- *            (short sends continued, a linked timeout for each). `busy` is
- *            set from the batch's commit or send until its replies are all
- *            sent: input that arrives meanwhile waits in the buffer, so
- *            replies leave in request order. When the send is done, the next
- *            batch starts from what is buffered.
+ *            its callback, back on the lane; then send the batch's replies:
+ *            one send(2) with MSG_DONTWAIT on the lane (the socket takes
+ *            them at once but for a client that does not read: no SQE, no
+ *            completion); what the socket did not take (-EAGAIN, a short
+ *            count) goes on the ring, waiting for room, with a linked
+ *            timeout. `busy` is set from the batch's commit or ring send
+ *            until its replies are all sent: input that arrives meanwhile
+ *            waits in the buffer, so replies leave in request order. When the
+ *            send is done, the next batch starts from what is buffered.
  *
  * Replies of a batch leave only after the batch's record reached the
  * response of the durability mode (stored: durable; available: logged): a
@@ -249,6 +252,7 @@ static void conn_hop(struct conn *c, urt_task_fn *fn)
 
 /* ---- a batch's replies --------------------------------------------------------------- */
 
+/* The batch's replies are all sent: what arrived meanwhile is next. */
 static void batch_done(struct conn *c)
 {
     c->busy = false;
@@ -289,6 +293,8 @@ static enum urt_task_result send_retry(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+/* Sends out[sent..len) on the ring: waits for room, with the send timeout's
+ * linked deadline. */
 static void send_rest(struct conn *c)
 {
     urt_io_init(&c->wio, on_send, c);
@@ -301,6 +307,34 @@ static void send_rest(struct conn *c)
         c->busy = false;
         kill_conn(c);
     }
+}
+
+/* A batch's replies: first one send(2) that does not wait (MSG_DONTWAIT),
+ * right here on the lane — what the socket takes at once (all of it, but for
+ * a client that does not read) needs no SQE, no completion and no task to
+ * continue it; only what it did not take (-EAGAIN, a short count) goes on
+ * the ring, waiting for room, with the send timeout's deadline. (A send on
+ * the ring for every batch, with a linked timeout, cost two SQEs, a timer
+ * armed and cancelled, a clock read and the completion's task.) true: all
+ * sent (the caller goes on with the next batch); false: the rest is out, or
+ * the connection was closed. */
+static bool send_batch(struct conn *c)
+{
+    c->sent = 0;
+    ssize_t n;
+    do
+        n = send(c->fd, c->out.p, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)c->out.len)
+        return true;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        c->busy = false;
+        kill_conn(c); /* the peer is gone (EPIPE, ECONNRESET) */
+        return false;
+    }
+    c->sent = n > 0 ? (size_t)n : 0;
+    send_rest(c);
+    return false;
 }
 
 /* ---- a batch's commit ------------------------------------------------------------------ */
@@ -322,8 +356,8 @@ static enum urt_task_result after_commit(struct urt_task *t, void *arg)
         return URT_TASK_DONE;
     }
     atomic_fetch_add_explicit(&c->srv->commits, 1, memory_order_relaxed);
-    c->sent = 0;
-    send_rest(c);
+    if (send_batch(c))
+        batch_done(c);
     return URT_TASK_DONE;
 }
 
@@ -399,27 +433,44 @@ static void compact_input(struct conn *c)
     resp_rebase(&c->parser, by);
 }
 
+/* Runs the batches the input holds: while each one's replies leave at once
+ * (send_batch), the next follows here, in a loop; a batch that commits, or
+ * whose replies wait for room, continues from its completion. */
 static void conn_process(struct conn *c)
 {
-    if (!run_batch(c)) {
-        kill_conn(c);
-        return;
-    }
-    compact_input(c);
-    if (c->out.len > c->srv->opt.output_limit) {
-        atomic_fetch_add_explicit(&c->srv->output_disconnects, 1, memory_order_relaxed);
-        kill_conn(c);
-    } else if (c->rec.len) {
+    for (;;) {
+        if (!run_batch(c)) {
+            kill_conn(c);
+            return;
+        }
+        compact_input(c);
+        if (c->out.len > c->srv->opt.output_limit) {
+            atomic_fetch_add_explicit(&c->srv->output_disconnects, 1, memory_order_relaxed);
+            kill_conn(c);
+            return;
+        }
+        if (c->rec.len) {
+            c->busy = true;
+            conn_commit(c);
+            return;
+        }
+        if (!c->out.len) {
+            if (c->closing || c->peer_gone)
+                kill_conn(c);
+            return; /* else: the receive is armed; the next bytes bring the next batch */
+        }
         c->busy = true;
-        conn_commit(c);
-    } else if (c->out.len) {
-        c->busy = true;
-        c->sent = 0;
-        send_rest(c);
-    } else if (c->closing || c->peer_gone) {
-        kill_conn(c);
+        if (!send_batch(c))
+            return;
+        c->busy = false;
+        c->out.len = c->sent = 0;
+        if (c->closing || c->peer_gone) {
+            kill_conn(c);
+            return;
+        }
+        if (c->in.len == 0)
+            return; /* nothing buffered (compact_input left the current request at 0) */
     }
-    /* else: the receive is armed; the next bytes bring the next batch */
 }
 
 /* ---- the receive --------------------------------------------------------------------- */

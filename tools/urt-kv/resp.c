@@ -341,11 +341,26 @@ int reply_errorf(struct kv_buf *b, const char *fmt, ...)
     return reply_error(b, msg);
 }
 
+/* The decimal digits of v at the end of tmp[24]; returns where they start
+ * (snprintf's "%lld" showed in the profile of every GET and INCR). */
+static char *fmt_i64(char tmp[24], int64_t v)
+{
+    char *p = tmp + 24;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return p;
+}
+
 static int put_number(struct kv_buf *b, char type, int64_t v)
 {
     char tmp[24];
-    int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
-    return put_line(b, type, tmp, (size_t)n);
+    char *d = fmt_i64(tmp, v);
+    return put_line(b, type, d, (size_t)(tmp + 24 - d));
 }
 
 int reply_int(struct kv_buf *b, int64_t v)
@@ -366,15 +381,21 @@ int reply_nil(struct kv_buf *b)
 int reply_bulk(struct kv_buf *b, const void *s, size_t n)
 {
     char tmp[24];
-    int h = snprintf(tmp, sizeof(tmp), "$%zu\r\n", n);
-    if (buf_reserve(b, (size_t)h + n + 2))
+    char *d = fmt_i64(tmp, (int64_t)n);
+    size_t dl = (size_t)(tmp + 24 - d);
+    if (buf_reserve(b, dl + 3 + n + 2))
         return -ENOMEM;
-    memcpy(b->p + b->len, tmp, (size_t)h);
-    b->len += (size_t)h;
+    char *w = b->p + b->len;
+    *w++ = '$';
+    memcpy(w, d, dl);
+    w += dl;
+    *w++ = '\r';
+    *w++ = '\n';
     if (n)
-        memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len++] = '\r';
-    b->p[b->len++] = '\n';
+        memcpy(w, s, n);
+    w += n;
+    *w++ = '\r';
+    *w++ = '\n';
+    b->len = (size_t)(w - b->p);
     return 0;
 }

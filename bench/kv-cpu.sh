@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# bench/kv-cpu.sh — the server's CPU per request, urt-kv against redis-server,
+# same run, one server at a time (docs/kv.md "CPU per request").
+#
+#   bench/kv-cpu.sh [label]
+#
+# At -P 1 both servers share this machine with redis-benchmark's two client
+# threads, which cap both: requests per second cannot tell them apart there.
+# What does is the server's CPU per request: utime + stime of the server
+# process (all its threads, /proc/PID/stat fields 14 and 15) read before and
+# after each test, divided by the requests answered. Each test runs alone
+# (-t set, then -t get, then -t incr) so its CPU is its own:
+#   redis-benchmark -p PORT -c 50 -n N -t TEST -P P --threads 2 --csv
+# with N = 400000 at -P 1 and 2000000 at -P 16 (P1_N, P16_N).
+# Pairs: redis --appendonly yes --appendfsync always <-> urt-kv --durability
+# stored; redis --appendonly no <-> urt-kv --durability none. Redis is
+# single-threaded, both with --save "". Configurations alternate within a
+# round; ROUNDS (3) rounds; kv-cpu-table.py reduces them to medians.
+# Output: bench/results/<date>-kv-cpu-<label>.txt (CSV rows server,pipeline,
+# test,rps,p50_ms,p99_ms,cpu_us_per_req, then the table).
+# Environment: ROUNDS, P1_N, P16_N, CLIENTS (50), KV_WORKERS (2), PORT (6390),
+# KV_BIN (default build-release/tools/urt-kv, built when missing), ONLY (a
+# subset of the configurations), TESTS_1 / TESTS_16 (tests per depth),
+# KV_BIN_B (a second urt-kv binary, run as kv-b-* beside kv-*: before/after).
+set -euo pipefail
+LABEL=${1:-run}
+ROUNDS=${ROUNDS:-3}
+P1_N=${P1_N:-400000}
+P16_N=${P16_N:-2000000}
+CLIENTS=${CLIENTS:-50}
+KV_WORKERS=${KV_WORKERS:-2}
+PORT=${PORT:-6390}
+TESTS_1=${TESTS_1:-"set get incr"}
+TESTS_16=${TESTS_16:-"set incr"}
+cd "$(dirname "$0")/.."
+
+KV_BIN=${KV_BIN:-build-release/tools/urt-kv}
+KV_BIN_B=${KV_BIN_B:-}
+if [[ $KV_BIN == build-release/tools/urt-kv ]]; then
+  scripts/deps.sh
+  [[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
+  ninja -C build-release tools/urt-kv >/dev/null
+fi
+command -v redis-server >/dev/null || { echo "kv-cpu: redis-server is missing (apt-get install redis-server)" >&2; exit 1; }
+
+wait_ready() {
+  for _ in $(seq 1 300); do
+    redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && return 0
+    sleep 0.1
+  done
+  echo "kv-cpu: server on $PORT did not answer" >&2
+  return 1
+}
+
+SERVER_PID=""
+DATA=""
+stop_server() {
+  [[ -n $SERVER_PID ]] || return 0
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+  [[ -n $DATA ]] && rm -rf "$DATA"
+  DATA=""
+}
+trap stop_server EXIT
+
+# start_server NAME: redis-always, redis-no, kv-stored, kv-none, kv-b-stored, kv-b-none
+start_server() {
+  local name=$1
+  DATA=$(mktemp -d "${TMPDIR:-/tmp}/kv-cpu-XXXXXX")
+  case $name in
+    redis-*)
+      local mode=${name#redis-}
+      local aof=(--appendonly yes --appendfsync "$mode")
+      [[ $mode == no ]] && aof=(--appendonly no)
+      redis-server --port "$PORT" --bind 127.0.0.1 --save "" --dir "$DATA" "${aof[@]}" \
+        --daemonize no --logfile "$DATA/redis.log" &
+      ;;
+    kv-*)
+      local mode=${name##*-} bin=$KV_BIN
+      [[ $name == kv-b-* ]] && bin=$KV_BIN_B
+      local dir=(--dir "$DATA")
+      [[ $mode == none ]] && dir=()
+      "$bin" --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" \
+        --quiet 2>"$DATA.kv.log" &
+      ;;
+  esac
+  SERVER_PID=$!
+  wait_ready
+}
+
+# CPU ticks (utime + stime) of the server so far.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; }
+HZ=$(getconf CLK_TCK)
+
+run_one() {
+  local name=$1 p=$2 test=$3 n=$4
+  local t0 t1 csv
+  t0=$(cpu_ticks)
+  csv=$(redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$n" -t "$test" --threads 2 --csv -P "$p" 2>/dev/null | tail -n +2 | tr -d '"')
+  t1=$(cpu_ticks)
+  awk -F, -v s="$name" -v p="$p" -v n="$n" -v d=$((t1 - t0)) -v hz="$HZ" \
+    '{ printf "%s,%s,%s,%s,%s,%s,%.3f\n", s, p, $1, $2, $5, $7, d * 1e6 / hz / n }' <<<"$csv"
+}
+
+mkdir -p bench/results
+OUT=bench/results/$(date +%F-%H%M)-kv-cpu-$LABEL.txt
+CONFIGS=(redis-always kv-stored redis-no kv-none)
+[[ -n $KV_BIN_B ]] && CONFIGS=(redis-always kv-b-stored kv-stored redis-no kv-b-none kv-none)
+[[ -n ${ONLY:-} ]] && read -r -a CONFIGS <<<"$ONLY"
+{
+  echo "# server CPU per request: urt-kv vs redis-server $(redis-server --version | grep -o 'v=[0-9.]*'), urt $(git rev-parse --short HEAD), $(date -u '+%F %T UTC'), label=$LABEL"
+  echo "# redis-benchmark -c $CLIENTS --threads 2 --csv -t TEST: -P 1 -n $P1_N ($TESTS_1), -P 16 -n $P16_N ($TESTS_16); urt-kv --workers $KV_WORKERS ($KV_BIN${KV_BIN_B:+, b: $KV_BIN_B}); rounds $ROUNDS"
+  echo "# data under ${TMPDIR:-/tmp} ($(df -T "${TMPDIR:-/tmp}" | awk 'NR==2 {print $2}')); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "server,pipeline,test,rps,p50_ms,p99_ms,cpu_us_per_req"
+} >"$OUT"
+for r in $(seq 1 "$ROUNDS"); do
+  for cfg in "${CONFIGS[@]}"; do
+    start_server "$cfg"
+    for test in $TESTS_1; do run_one "$cfg" 1 "$test" "$P1_N" | tee -a "$OUT" >&2; done
+    for test in $TESTS_16; do run_one "$cfg" 16 "$test" "$P16_N" | tee -a "$OUT" >&2; done
+    stop_server
+  done
+  echo "# load average after round $r: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT"
+done
+python3 bench/kv-cpu-table.py "$OUT" >>"$OUT"
+cat "$OUT"
