@@ -34,6 +34,30 @@
  * to delivery (delivery.c), pending_min is raised (O1) and the marker may
  * advance (wal_marker.c); single_write: the next flush carries it, at once.
  *
+ * The write path is in one state, ch->st (enum chan_state, wal_int.h):
+ *
+ *   IDLE ──flush──▶ FLIGHT ──durable──▶ IDLE
+ *                   FLIGHT ──failed──▶ REPAIR_WAIT      (chan_flush_failed,
+ *                          then chan_back_off arms the retry timer io_r)
+ *   REPAIR_WAIT ──retry timer, the stop's loop, no memory for the timer──▶ REPAIR_DUE
+ *   REPAIR_DUE ──flush: zeros──▶ REPAIR_FLIGHT ──durable──▶ IDLE
+ *   REPAIR_DUE ──flush: a truncation, or nothing to undo──▶ IDLE
+ *   REPAIR_DUE ──the truncation failed, no memory for the zeros──▶ REPAIR_WAIT
+ *   REPAIR_FLIGHT ──failed──▶ REPAIR_WAIT  (what gathered behind it gets the
+ *                  error; after -ENOSPC the next repair truncates)
+ *
+ * The way back to IDLE is chan_written (the failed claim write's answers go
+ * out, pending_min is raised); from there the gathered records go. A flush
+ * starts only in IDLE (records, or a claim wanted) and REPAIR_DUE
+ * (chan_has_work); while wal_worker_stop runs a failure stays REPAIR_DUE
+ * (its loop retries, bounded). ch->flight is the buffer being written in
+ * the FLIGHT states. Beside the write path, and independent of it: the
+ * flush task (flush_task_state), the flight's form and claim (form,
+ * claim_p; single_write's want_claim), the epoch-file write (ew, eagain,
+ * eretry, epending: wal_marker.c), the preallocation's zero fill (ext:
+ * wal_file.c), the two timers (timer_armed, retry_armed) and the stop
+ * (stopping).
+ *
  * Polling (log_poll_us): a worker that would suspend while its channel's
  * write is in flight polls its ring instead, for about twice the channel's
  * recent write time (bounded; none when writes are slower than the bound),
@@ -84,7 +108,7 @@ int wal_buf_reserve(struct wal_buf *b, size_t need)
 
 bool chan_has_work(const struct chan *ch)
 {
-    return !ch->flight && !ch->backoff && (ch->gather->n_recs || ch->repair || ch->want_claim);
+    return ch->st == CH_REPAIR_DUE || (ch->st == CH_IDLE && (ch->gather->n_recs || ch->want_claim));
 }
 
 /* ---- the epoch timer ------------------------------------------------------------------ */
@@ -171,7 +195,7 @@ static enum flush_form choose_form(struct chan *ch, bool chain_ok, uint64_t *p)
     *p = 0;
     if (wal->dsync)
         return chan_dsync_form(ch); /* its claim, if any, is in the buffer already (chan_flush_now) */
-    if (chain_ok && ch->ew == EW_IDLE && !ch->repair)
+    if (chain_ok && ch->ew == EW_IDLE && !chan_repairing(ch))
         *p = marker_claim_for_write(wal, ch);
     if (!*p)
         return FLUSH_PLAIN;
@@ -256,6 +280,7 @@ static void swap_buffers(struct chan *ch, struct wal_buf *x)
     wal_buf_reset_batch(y);
     ch->gather = y;
     ch->flight = x;
+    ch->st = CH_FLIGHT;
 }
 
 /* Puts the flight buffer back as the gathering one, the records gathered
@@ -292,23 +317,24 @@ struct urt_commit *chan_unswap_buffers(struct chan *ch)
     return lost;
 }
 
-void chan_flush_now(struct chan *ch)
+/* The batch x goes now unless something holds it, and each holder starts
+ * it later itself: a repair goes first (chan_repair_write; the records follow
+ * at chan_written), a zero fill in flight over its range flushes when it
+ * ends (EXT_BUSY_FLUSH_WAITS, wal_file.c), and a claim alone that another
+ * channel's write took needs no write. Returns whether it goes, with the
+ * range to write. */
+static bool flush_goes(struct chan *ch, struct wal_buf *x, size_t *from, size_t *to)
 {
-    assert(sched_self() == ch->w); /* rule 2: owner only */
     struct wal *wal = ch->wal;
-    struct wal_buf *x = ch->gather;
-    if (!chan_has_work(ch))
-        return;
-    if (ch->repair) {
+    if (ch->st == CH_REPAIR_DUE) {
         chan_repair_write(ch); /* alone: the records gathered since go with the next write */
-        return;
+        return false;
     }
-    size_t from, to;
-    flush_range(ch, x, &from, &to);
-    uint64_t end_off = x->base + to + (wal->dsync ? WAL_ALIGN : 0); /* room for a claim's block */
+    flush_range(ch, x, from, to);
+    uint64_t end_off = x->base + *to + (wal->dsync ? WAL_ALIGN : 0); /* room for a claim's block */
     if (ch->ext != EXT_IDLE && end_off > ch->x_off) {
         ch->ext = EXT_BUSY_FLUSH_WAITS; /* never write into a range being zero-filled */
-        return;
+        return false;
     }
     if (x->n_recs) {
         wal_fetch_max(&wal->epoch, x->max_epoch + 1); /* the epochs this write holds are closed */
@@ -317,10 +343,20 @@ void chan_flush_now(struct chan *ch)
     }
     ch->claim_p = marker_claim_append(ch, x); /* single_write: the marker this write makes true */
     if (!x->n_recs && !ch->claim_p)
-        return; /* a claim was wanted, another channel's took it */
+        return false; /* a claim was wanted, another channel's took it */
     if (ch->claim_p)
-        flush_range(ch, x, &from, &to);
-    end_off = x->base + to;
+        flush_range(ch, x, from, to);
+    return true;
+}
+
+void chan_flush_now(struct chan *ch)
+{
+    assert(sched_self() == ch->w); /* rule 2: owner only */
+    struct wal_buf *x = ch->gather;
+    size_t from, to;
+    if (!chan_has_work(ch) || !flush_goes(ch, x, &from, &to))
+        return; /* the one exit: whoever holds the batch starts it (flush_goes) */
+    uint64_t end_off = x->base + to;
     swap_buffers(ch, x);
     ch->wr_from = from;
     ch->wr_to = to;
@@ -353,9 +389,9 @@ static void flush_succeeded(struct chan *ch)
     ch->flight = NULL;
     ch->form = FLUSH_NONE;
     ch->claim_p = 0;
-    if (!ch->repair_flight)
+    if (ch->st == CH_FLIGHT)
         ch->fails = 0; /* records were written: the next failure retries soon again */
-    ch->repair_flight = false;
+    ch->st = ch->st == CH_REPAIR_FLIGHT ? CH_REPAIR_DUE : CH_IDLE; /* chan_written ends the repair */
     chan_written(ch, waiters, true);
 }
 
@@ -366,12 +402,12 @@ void chan_written(struct chan *ch, struct urt_commit *waiters, bool flushed)
 {
     struct wal *wal = ch->wal;
     struct wal_buf *y = ch->gather;
-    if (ch->repair && ch->failed_head) {
+    if (ch->st == CH_REPAIR_DUE && ch->failed_head) {
         /* The failed claim write is overwritten, durably: its errors go out. */
         delivery_list(&wal->dl, ch->w, ch->failed_head);
         ch->failed_head = ch->failed_tail = NULL;
     }
-    ch->repair = false;
+    ch->st = CH_IDLE;
     ch->dirty_end = 0;
     chan_release_held(ch);
     atomic_store_explicit(&ch->pending_min, y->n_recs ? y->min_epoch : EPOCH_NONE,
@@ -442,8 +478,10 @@ void chan_flush_complete(struct chan *ch)
         chan_flush_failed(ch, ch->sync.res);
     else if ((size_t)ch->wr.res < want || ch->sync.res == -ECANCELED)
         write_again(ch); /* a short write cancelled the linked sync: write the rest, synced */
+#if URT_FAULT_INJECTION
     else if (ch->wr_err)
         chan_flush_failed(ch, ch->wr_err);
+#endif
     else {
         if (ch->claim_p)
             marker_claim_durable(ch); /* the durability callback first, then earlier waiters */
@@ -456,10 +494,12 @@ static void wr_done(struct sched_io *io, struct worker *w, int32_t res, uint32_t
     (void)w, (void)flags;
     struct chan *ch = CHAN_OF(io, wr.io);
     ch->inflight--;
+#if URT_FAULT_INJECTION
     if (ch->wr_fake_short && res > 1)
         res = ch->wal->o_direct ? (res / 2) & ~511 : res / 2; /* as if the kernel wrote less */
     if (ch->form == FLUSH_DSYNC)
         ch->wr_fake_short = false; /* no sync to cancel: the short write alone */
+#endif
     ch->wr.res = res;
     if (--ch->cqes == 0)
         chan_flush_complete(ch);
@@ -470,10 +510,12 @@ static void sync_done(struct sched_io *io, struct worker *w, int32_t res, uint32
     (void)w, (void)flags;
     struct chan *ch = CHAN_OF(io, sync.io);
     ch->inflight--;
+#if URT_FAULT_INJECTION
     if (ch->wr_fake_short) {
         ch->wr_fake_short = false;
         res = -ECANCELED; /* what a short write does to the linked sync */
     }
+#endif
     ch->sync.res = res;
     if (--ch->cqes == 0)
         chan_flush_complete(ch);
@@ -615,7 +657,7 @@ void chan_append_commit(struct wal *wal, struct worker *w, struct urt_commit *c,
         request_flush(ch); /* bounded buffers without stored commits too */
     else if (!ch->flight)
         chan_arm_timer(ch);
-    if ((ch->flight || ch->backoff) && x->len - x->start >= WAL_HOLD_BYTES) {
+    if ((ch->flight || ch->st == CH_REPAIR_WAIT) && x->len - x->start >= WAL_HOLD_BYTES) {
         /* Backpressure: the disk is behind (or failing); answer when the
          * next write ends instead of letting the buffer grow without bound. */
         c->priv.state = CS_RELEASE;
@@ -708,7 +750,8 @@ void wal_worker_stop(struct wal *wal, struct worker *w)
         sched_timer_cancel(w, &ch->io_t); /* timer_done: nothing while stopping */
     if (ch->retry_armed)
         sched_timer_cancel(w, &ch->io_r); /* retry_done: nothing while stopping */
-    ch->backoff = false;                  /* this loop retries, bounded */
+    if (ch->st == CH_REPAIR_WAIT)
+        ch->st = CH_REPAIR_DUE; /* this loop retries, bounded */
     struct stop_drain d = {.ch = ch};
     be_drain(&w->be, 10 * 1000 * 1000, stop_step, stop_more, &d, ignore_event, NULL); /* the backend's one drain */
 }

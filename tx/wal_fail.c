@@ -21,7 +21,7 @@
  * Retries: the retry timer (io_r) waits 1 ms after the first failure in a
  * row, doubling up to 128 ms; records written again reset it (a repair
  * alone does not: on a full disk it succeeds while the records still fail).
- * While it waits (backoff) the channel starts no write (chan_has_work is
+ * While it waits (CH_REPAIR_WAIT) the channel starts no write (chan_has_work is
  * false), and the answers of accepted commits are held past WAL_HOLD_BYTES
  * as behind a write in flight. An own slot write of the epoch file that
  * failed (wal_marker.c) waits for the same timer (eretry, marker_retry).
@@ -79,7 +79,7 @@ static struct urt_commit *drop_gathered(struct chan *ch, int err)
 void chan_flush_failed(struct chan *ch, int err)
 {
     struct wal_buf *x = ch->flight;
-    bool was_repair = ch->repair_flight;
+    bool was_repair = ch->st == CH_REPAIR_FLIGHT;
     wal_cnt_add(&ch->n_errors, 1);
     if (x->base + ch->wr_to > ch->dirty_end)
         ch->dirty_end = x->base + ch->wr_to; /* the repair undoes up to here: no stale record survives */
@@ -94,8 +94,7 @@ void chan_flush_failed(struct chan *ch, int err)
     ch->form = FLUSH_NONE;
     /* pending_min stays where it is (at or below the failed epochs) until a
      * repair of the failed range is durable: D cannot cover those records. */
-    ch->repair = true;
-    ch->repair_flight = false;
+    ch->st = CH_REPAIR_DUE; /* CH_REPAIR_WAIT at chan_back_off below */
     if (was_repair) {
         failed = drop_gathered(ch, err); /* (a repair carries no commit of its own) */
         ch->repair_truncate |= err == -ENOSPC || err == -EDQUOT; /* the next one frees blocks instead */
@@ -199,7 +198,7 @@ void chan_repair_write(struct chan *ch)
     r->start = r->len = x->start;
     wal_buf_reset_batch(r);
     ch->flight = r;
-    ch->repair_flight = true;
+    ch->st = CH_REPAIR_FLIGHT;
     ch->claim_p = 0;
     ch->wr_from = ch->wal->o_direct ? 0 : x->start;
     ch->wr_to = to;
@@ -224,7 +223,8 @@ static void retry_done(struct sched_io *io, struct worker *w, int32_t res, uint3
     struct chan *ch = CHAN_OF(io, io_r);
     ch->inflight--;
     ch->retry_armed = false;
-    ch->backoff = false;
+    if (ch->st == CH_REPAIR_WAIT)
+        ch->st = CH_REPAIR_DUE;
     if (ch->stopping)
         return; /* wal_worker_stop retries itself */
     if (ch->eretry) {
@@ -242,7 +242,8 @@ void chan_back_off(struct chan *ch, bool epoch)
     ch->eretry |= epoch;
     if (ch->stopping)
         return; /* its loop retries, at most STOP_FLUSHES times */
-    ch->backoff |= !epoch;
+    if (!epoch)
+        ch->st = CH_REPAIR_WAIT; /* from CH_REPAIR_DUE: no write starts before the timer */
     if (ch->retry_armed || atomic_load_explicit(&ch->w->s->phase, memory_order_relaxed) != PHASE_RUNNING)
         return;
     uint32_t k = ch->fails - 1 < RETRY_MAX_SHIFT ? ch->fails - 1 : RETRY_MAX_SHIFT;
@@ -253,7 +254,8 @@ void chan_back_off(struct chan *ch, bool epoch)
     }
     /* No memory for the timer: the epoch timer retries the log write, the
      * slot is written again at once. */
-    ch->backoff = false;
+    if (ch->st == CH_REPAIR_WAIT)
+        ch->st = CH_REPAIR_DUE;
     chan_arm_timer(ch);
     if (ch->eretry) {
         ch->eretry = false;

@@ -64,6 +64,17 @@ enum epoch_write {
     EW_CHAINED, /* behind this channel's log write (FLUSH_STRICT or _SINGLE)  */
 };
 
+/* The channel's write path: one state, its transitions in wal_chan.c's
+ * header. ch->flight is the buffer being written in the two FLIGHT states,
+ * NULL in the others; a repair is due in the last three. */
+enum chan_state {
+    CH_IDLE = 0,      /* nothing in flight: the next flush writes the gathered records */
+    CH_FLIGHT,        /* a write of records (or a claim) in flight */
+    CH_REPAIR_WAIT,   /* a write failed: its range is undone after the retry timer (io_r) */
+    CH_REPAIR_DUE,    /* the next flush is the repair (zeros, or a truncation) */
+    CH_REPAIR_FLIGHT, /* the repair write in flight */
+};
+
 /* The deferred flush task of a stored commit. */
 enum flush_task_state { FT_IDLE = 0, FT_QUEUED, FT_YIELDED };
 
@@ -103,15 +114,13 @@ struct chan {
     struct wal_buf *gather, *flight;
     uint64_t lsn;
     uint32_t inflight;          /* our operations whose completion is still to come (rule 3) */
+    enum chan_state st;         /* the write path (wal_chan.c's header) */
     bool stopping;              /* wal_worker_stop runs: the epoch timer, preallocation
                                    and rollover start nothing (its loop does the writes) */
-    bool repair;                /* a write failed: the next one zeroes its range (repair_write) */
-    uint64_t dirty_end;         /* ... up to here at least (file offset; zeros past the records) */
-    bool repair_flight;         /* the flight is a repair write (zeros, no records) */
+    uint64_t dirty_end;         /* a repair undoes up to here at least (file offset) */
     bool repair_truncate;       /* a repair write failed for want of space: the next truncates */
-    bool backoff;               /* a write failed: none starts before the retry timer (io_r) */
     bool eretry;                /* an own epoch-slot write failed: written again at the retry */
-    bool retry_armed;
+    bool retry_armed;           /* io_r is armed */
     uint32_t fails;             /* failed writes (log or slot) since the last records were written */
     struct sched_io io_r;       /* the retry timer (chan_back_off) */
 
@@ -133,8 +142,10 @@ struct chan {
     struct chan_io wr, sync;    /* log write + its fdatasync / sync_file_range */
     uint32_t cqes;              /* CQEs still to come for the flush */
     size_t wr_from, wr_to, wr_len;
-    int32_t wr_err;             /* fault injection: report this -errno at completion */
-    bool wr_fake_short;         /* fault injection: a short write that cancelled the sync */
+#if URT_FAULT_INJECTION
+    int32_t wr_err;             /* report this -errno at completion */
+    bool wr_fake_short;         /* a short write that cancelled the sync */
+#endif
     uint64_t flight_lsn, flush_start_ns; /* probes: the flush's last lsn and start stamp */
     uint64_t flush_seq, done_seq;
 
@@ -232,6 +243,13 @@ static inline void chan_submit(struct chan *ch, const struct be_op *op, struct c
 {
     sched_io_submit(ch->w, op, &x->io, done);
     ch->inflight++;
+}
+
+/* A write failed and its range is not undone yet (the durable marker stays
+ * below the failed epochs). */
+static inline bool chan_repairing(const struct chan *ch)
+{
+    return ch->st >= CH_REPAIR_WAIT;
 }
 
 #define CHAN_OF(p, field) ((struct chan *)((char *)(p) - offsetof(struct chan, field)))

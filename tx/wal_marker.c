@@ -266,7 +266,7 @@ static uint64_t claim_marker(struct chan *ch)
 uint64_t marker_claim_append(struct chan *ch, struct wal_buf *x)
 {
     ch->want_claim = false;
-    if (!ch->wal->dsync || ch->repair || !claim_room(ch, x) ||
+    if (!ch->wal->dsync || chan_repairing(ch) || !claim_room(ch, x) ||
         wal_buf_reserve(x, x->len + CLAIM_BYTES + WAL_TERMINATOR + WAL_ALIGN))
         return 0;
     uint64_t p = claim_marker(ch);

@@ -79,7 +79,7 @@ int wal_add_closed(struct wal *wal, const char *name, uint64_t max_epoch)
 bool chan_roll_due(const struct chan *ch)
 {
     const struct wal_buf *y = ch->gather;
-    return ch->wal->seg_bytes && !ch->flight && !ch->repair && ch->ext == EXT_IDLE && !ch->stopping &&
+    return ch->wal->seg_bytes && !ch->flight && !chan_repairing(ch) && ch->ext == EXT_IDLE && !ch->stopping &&
            y->base + y->len >= ch->wal->seg_bytes && ch->seg < 0xffffff;
 }
 
