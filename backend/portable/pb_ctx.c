@@ -659,6 +659,8 @@ void pb_exit(struct pb_ctx *c)
         free(o);
     }
     free(c->cq);
+    pthread_mutex_lock(&c->rlock); /* a pool thread that posted has rung done_fd and let go */
+    pthread_mutex_unlock(&c->rlock);
     pthread_mutex_destroy(&c->rlock);
     close(c->epfd);
     close(c->wake_fd);

@@ -20,7 +20,9 @@
  * Memory ordering: the queue is under the pool's mutex (a thread that takes
  * an operation sees everything the owner wrote into it before queueing);
  * the remote list is under the context's rlock (the owner that takes it sees
- * the results); `cancelled` is a relaxed atomic flag read by the running
+ * the results), and done_fd is rung before rlock is released, so that an
+ * owner that took the completions and closes its context (pb_exit takes
+ * rlock first) never closes the descriptor under a pool thread's write; `cancelled` is a relaxed atomic flag read by the running
  * thread between members of a chain (late is harmless: the member then
  * completes with its own result).
  */
@@ -124,8 +126,8 @@ static void post(struct pb_ctx *c, struct pb_op *first, struct pb_op *last, uint
         c->r_head = first;
     c->r_tail = last;
     atomic_fetch_add_explicit(&c->r_count, n, memory_order_relaxed);
+    pb_wake(c->done_fd); /* under rlock: the owner cannot see these completions, finish and close done_fd first */
     pthread_mutex_unlock(&c->rlock);
-    pb_wake(c->done_fd);
 }
 
 /* Runs o and the pool-side members linked after it while they succeed. */
