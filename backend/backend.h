@@ -4,9 +4,16 @@
  * "The I/O path"). It is a set of OPERATIONS, not io_uring SQEs, so that a
  * backend without io_uring (futex/eventfd parking, one epoll per worker for
  * sockets, files and syncs on a thread pool) can implement the same header.
- * io_uring is the implementation today (backend/uring/): this header
- * includes its part (backend/uring/uring.h: the context's layout and the
- * inline hot path) at its end; nothing above backend/ includes it directly.
+ * Two implementations live in one library, chosen at run time by the
+ * probe (struct be_caps: impl): io_uring (backend/uring/: its part,
+ * backend/uring/uring.h, holds the context's layout and the inline hot path)
+ * and the portable backend (backend/portable/: epoll, eventfds and a file
+ * pool, for hosts that refuse io_uring). This header includes both parts at
+ * its end and defines the dispatch: a context holds the io_uring one inline
+ * and a pointer to a portable one (NULL on io_uring), so every inline call
+ * tests one pointer that is NULL on io_uring (predicted so) and goes on
+ * inline; the cold calls dispatch in backend/backend.c. Nothing above
+ * backend/ includes an implementation's header directly.
  *
  * Design:
  *  - struct be_ctx: one per thread that waits (each worker, the watcher),
@@ -50,129 +57,37 @@
 #ifndef URT_BACKEND_H
 #define URT_BACKEND_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <sys/uio.h>
+#include "backend/be_ops.h"
 
 struct urt_features;
 
-/* ---- completions --------------------------------------------------------------------------- */
-
-/* An operation whose completion continues somewhere: embed it, set complete,
- * pass its address to be_submit (8-byte aligned). */
-struct be_tag {
-    void (*complete)(struct be_tag *tag, int32_t res, uint32_t flags);
-};
-
-/* Completion flags (tag->complete's flags). */
-#define BE_CF_BUFFER (1u << 0)   /* a buffer of the selected group was used: its id in flags >> BE_CF_BUFFER_SHIFT */
-#define BE_CF_MORE (1u << 1)     /* a multishot or zero-copy operation: more completions follow */
-#define BE_CF_NOTIF (1u << 3)    /* a zero-copy send's notification: its buffer is the caller's again */
-#define BE_CF_BUFFER_SHIFT 16
-
-/* Events that are not an operation's completion (be_reap's on_event). */
-enum be_event {
-    BE_EV_WAKE = 1,        /* a wake message arrived (arg 0) */
-    BE_EV_WAKE_FAILED = 2, /* a wake this context sent did not arrive (arg = the cookie it was sent with) */
-};
-typedef void be_event_fn(void *ctx, enum be_event ev, uint32_t arg);
-
-/* ---- operations ------------------------------------------------------------------------------ */
-
-enum be_kind {
-    BE_NOP = 0,
-    BE_READ,            /* fd, addr, len, off, arg = RWF_* */
-    BE_WRITE,           /* fd, addr, len, off, arg = RWF_* (RWF_DSYNC: the write and its fdatasync in one) */
-    BE_READV,           /* fd, addr = iovec array, len = count, off */
-    BE_WRITEV,          /* fd, addr = iovec array, len = count, off */
-    BE_READ_FIXED,      /* fd, addr, len, off, buf = registered buffer index */
-    BE_WRITE_FIXED,     /* fd, addr, len, off, buf = registered buffer index */
-    BE_FSYNC,           /* fd */
-    BE_FDATASYNC,       /* fd */
-    BE_SYNC_FILE_RANGE, /* fd, len, off, arg = SYNC_FILE_RANGE_* */
-    BE_FALLOCATE,       /* fd, arg = mode, off, len64 */
-    BE_OPENAT,          /* fd = dirfd, addr = path, arg = flags, len = mode */
-    BE_CLOSE,           /* fd */
-    BE_STATX,           /* fd = dirfd, addr = path, arg = flags, len = mask, addr2 = struct statx * */
-    BE_RECV,            /* fd, addr, len, arg = msg flags (BE_F_BUF_SELECT: buf = group; BE_F_MULTISHOT) */
-    BE_SEND,            /* fd, addr, len, arg = msg flags */
-    BE_SEND_ZC,         /* fd, addr, len, arg = msg flags (BE_F_FIXED_BUF: buf = registered buffer) */
-    BE_RECVMSG,         /* fd, addr = msghdr, arg = msg flags */
-    BE_SENDMSG,         /* fd, addr = msghdr, arg = msg flags */
-    BE_ACCEPT,          /* fd, addr = sockaddr, addr2 = socklen_t *, arg = SOCK_* flags
-                           (BE_F_DIRECT: into a slot of the registered file table; BE_F_MULTISHOT) */
-    BE_CONNECT,         /* fd, addr = sockaddr, len = its length */
-    BE_POLL,            /* fd, arg = poll events (BE_F_MULTISHOT) */
-    BE_CANCEL,          /* target: the tag of the operation to cancel */
-    BE_TIMEOUT,         /* off = absolute deadline (CLOCK_MONOTONIC ns): completes with -ETIME */
-    BE_TIMEOUT_UPDATE,  /* target = a BE_TIMEOUT's tag, off = its new absolute deadline */
-    BE_TIMEOUT_REMOVE,  /* target = a BE_TIMEOUT's tag (which then completes with -ECANCELED) */
-    BE_LINK_TIMEOUT,    /* off = absolute deadline of the linked operation before it (BE_F_LINK) */
-    BE_KIND_COUNT
-};
-
-/* be_op flags */
-#define BE_F_LINK (1u << 0)          /* the next operation runs only after this one succeeded */
-#define BE_F_MULTISHOT (1u << 1)     /* completions with BE_CF_MORE until its last */
-#define BE_F_FIXED_FILE (1u << 2)    /* fd is an index in the registered file table */
-#define BE_F_BUF_SELECT (1u << 3)    /* the buffer is picked from group buf at completion */
-#define BE_F_DIRECT (1u << 4)        /* accept into a slot of the registered file table (allocated) */
-#define BE_F_SKIP_SUCCESS (1u << 5)  /* no completion unless it fails (then tag NULL: ignored) */
-#define BE_F_FIXED_BUF (1u << 6)     /* the buffer is registered buffer buf */
-
-struct be_op {
-    uint8_t kind;   /* enum be_kind */
-    uint8_t flags;  /* BE_F_* */
-    uint16_t buf;   /* registered buffer index (BE_F_FIXED_BUF, *_FIXED) or buffer group (BE_F_BUF_SELECT) */
-    int32_t fd;
-    uint32_t len;
-    uint32_t arg;   /* the kind's flags, mode or events (see enum be_kind) */
-    uint64_t off;   /* file offset, or an absolute deadline (timeouts) */
-    union {
-        void *addr;
-        const void *caddr;
-        struct be_tag *target; /* BE_CANCEL, BE_TIMEOUT_UPDATE, BE_TIMEOUT_REMOVE */
-    };
-    union {
-        void *addr2;
-        uint64_t len64; /* BE_FALLOCATE */
-    };
-};
-
-/* ---- capabilities (what the probe found) ------------------------------------------------------- */
-
-/* I/O features tasks' I/O may use (same values as URT_IO_FEAT_* of urt/io.h). */
-#define BE_IO_MULTISHOT_ACCEPT (1u << 0) /* multishot accept */
-#define BE_IO_MULTISHOT_RECV (1u << 1)   /* multishot receive into a buffer ring */
-#define BE_IO_BUFRING (1u << 2)          /* buffer rings the kernel picks from */
-#define BE_IO_SEND_ZC (1u << 3)          /* zero-copy send */
-#define BE_IO_FIXED_ACCEPT (1u << 4)     /* accept into the registered file table, slot allocated */
-#define BE_IO_LINK_TIMEOUT (1u << 5)     /* BE_LINK_TIMEOUT */
-#define BE_IO_ALL ((1u << 6) - 1)
-
-/* Features a caller can forbid (same values as enum urt_ring_feature); bits
- * 6..11 are BE_IO_* << 6. */
-#define BE_NO_DEFER_TASKRUN (1u << 0)
-#define BE_NO_COOP_TASKRUN (1u << 1)
-#define BE_NO_SINGLE_ISSUER (1u << 2)
-#define BE_NO_REGISTERED_FD (1u << 3)
-#define BE_NO_RINGLESS_MSG (1u << 4)
-#define BE_NO_EXT_ARG (1u << 5)
-#define BE_IO_DISABLE_SHIFT 6
-
-/* The implementation's types: struct be_ctx (a thread's context), struct
- * be_caps (what the probe found), struct be_shared (the wake fallback),
- * struct be_peer (where a wake is sent: a value, copied freely), struct
- * be_bufring (a kernel buffer ring). */
+/* The types (defined at the end): struct be_ctx (a thread's context), struct
+ * be_caps (what the probe found: which implementation, its features), struct
+ * be_shared (what a runtime's contexts share: io_uring's wake fallback, the
+ * portable backend's file pool), struct be_peer (where a wake is sent: a
+ * value, copied freely), struct be_bufring (a buffer ring). */
 struct be_ctx;
 struct be_caps;
 struct be_shared;
 struct be_bufring;
 
-/* Probes the kernel from the calling thread: 0, or -errno (-ENOSYS without
- * the backend's kernel interface, -EPERM when it is disabled). */
+/* The implementations. */
+enum be_impl {
+    BE_IMPL_URING = 0,    /* io_uring (backend/uring/) */
+    BE_IMPL_PORTABLE = 1, /* epoll, eventfds, a file pool (backend/portable/) */
+};
+
+/* Probes io_uring from the calling thread: 0 with out->impl = BE_IMPL_URING,
+ * or -errno (-ENOSYS without io_uring, -EPERM when it is disabled). */
 int be_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct be_caps *out);
+/* The portable backend's capabilities (out->impl = BE_IMPL_PORTABLE): every
+ * BE_IO_* (emulated) minus the disabled ones (disable bits 6..11), and
+ * pool_threads threads for its file pool (at least 1). Always 0. */
+int be_probe_portable(uint32_t disable, unsigned pool_threads, struct be_caps *out);
+/* The implementation caps describe. */
+static inline enum be_impl be_impl_of(const struct be_caps *caps);
+/* Its name: "io_uring" or "portable". */
+const char *be_impl_name(enum be_impl impl);
 /* BE_IO_* found by be_probe (minus those disabled). */
 static inline uint32_t be_io_features(const struct be_caps *caps);
 /* Fills the public report (urt_runtime_features) from caps. */
@@ -182,9 +97,12 @@ int be_describe_setup(uint32_t setup_flags, char *buf, size_t len);
 
 /* ---- a thread's context ---------------------------------------------------------------------- */
 
-/* Creates the context in the calling thread (its only owner): room for
- * `entries` queued operations and `cq_entries` completions. 0 or -errno. */
-int be_init(struct be_ctx *c, const struct be_caps *caps, uint32_t entries, uint32_t cq_entries);
+/* Creates the context in the calling thread (its only owner), of caps's
+ * implementation, sharing sh (be_shared_init'ed with the same caps): room
+ * for `entries` queued operations and `cq_entries` completions on io_uring
+ * (the portable backend's queues grow). 0 or -errno. */
+int be_init(struct be_ctx *c, const struct be_caps *caps, struct be_shared *sh, uint32_t entries,
+            uint32_t cq_entries);
 /* Closes it (what is in flight is abandoned: drain first, be_drain). */
 void be_exit(struct be_ctx *c);
 
@@ -229,9 +147,11 @@ static inline uint64_t be_submitted(const struct be_ctx *c);
 static inline struct be_peer be_peer_of(const struct be_ctx *c);
 static inline struct be_peer be_peer_none(void);
 
-/* The shared wake fallback, made by the runtime's creator: 0 or -errno
- * (then sends through it fail and be_wake reports their failure). */
-int be_shared_init(struct be_shared *sh);
+/* What a runtime's contexts share, made by the runtime's creator before any
+ * context: on io_uring the wake fallback (best effort: should it fail, 0 is
+ * returned and sends through it fail, be_wake reports their failure); on
+ * the portable backend the file pool (0 or -errno). */
+int be_shared_init(struct be_shared *sh, const struct be_caps *caps);
 void be_shared_exit(struct be_shared *sh);
 
 /* The one send-wake of the runtime, for every thread. self: the calling
@@ -263,11 +183,128 @@ int be_buffers_register(struct be_ctx *c, const struct iovec *iov, unsigned n);
 
 #if URT_FAULT_INJECTION
 /* Tests: the kernel's queue seems to hold `entries` operations (0: it
- * takes none; UINT32_MAX: off), so that the overflow list is used. */
+ * takes none; UINT32_MAX: off), so that the overflow list is used
+ * (io_uring; the portable backend's queue is a list that never fills:
+ * nothing to do). */
 void be_fault_sq_room(struct be_ctx *c, uint32_t entries);
 #endif
 
-/* The implementation (io_uring). */
+/* ---- the implementations and the dispatch ----------------------------------------------------- */
+
+#include "backend/portable/portable.h"
 #include "backend/uring/uring.h"
+
+struct be_caps {
+    uint8_t impl;             /* enum be_impl */
+    uint32_t io_features;     /* BE_IO_*: what tasks' I/O may use */
+    struct ur_caps ur;        /* io_uring: what ring_probe found */
+    unsigned pool_threads;    /* portable: the file pool's threads */
+};
+
+/* pb is NULL on io_uring; ur is unused on the portable backend. pb comes
+ * first: the one test of every inline call reads it beside ur's hot fields. */
+struct be_ctx {
+    struct pb_ctx *pb;
+    struct ur_ctx ur;
+};
+
+struct be_shared {
+    uint8_t impl;          /* enum be_impl */
+    struct ur_shared ur;   /* io_uring: the wake fallback */
+    struct pb_shared pb;   /* portable: the file pool */
+};
+
+struct be_peer {
+    int fd; /* io_uring: the ring's fd (target of MSG_RING); portable: the context's wake eventfd */
+};
+
+/* A portable buffer ring travels as its struct pb_bufring * with bit 0 set
+ * (io_uring's are page-aligned mappings: bit 0 clear). */
+static inline bool be_bufring_portable(const struct be_bufring *r)
+{
+    return ((uintptr_t)r & 1u) != 0;
+}
+
+static inline struct pb_bufring *be_bufring_pb(struct be_bufring *r)
+{
+    return (struct pb_bufring *)((uintptr_t)r & ~(uintptr_t)1);
+}
+
+static inline enum be_impl be_impl_of(const struct be_caps *caps)
+{
+    return (enum be_impl)caps->impl;
+}
+
+static inline uint32_t be_io_features(const struct be_caps *caps)
+{
+    return caps->io_features;
+}
+
+static inline void be_reserve(struct be_ctx *c, unsigned n)
+{
+    if (__builtin_expect(c->pb != NULL, 0)) {
+        pb_reserve(c->pb, n);
+        return;
+    }
+    ur_reserve(&c->ur, n);
+}
+
+static inline void be_submit(struct be_ctx *c, const struct be_op *op, struct be_tag *tag)
+{
+    if (__builtin_expect(c->pb != NULL, 0)) {
+        pb_submit(c->pb, op, tag);
+        return;
+    }
+    ur_submit(&c->ur, op, tag);
+}
+
+static inline bool be_dirty(const struct be_ctx *c)
+{
+    if (__builtin_expect(c->pb != NULL, 0))
+        return pb_dirty(c->pb);
+    return ur_dirty(&c->ur);
+}
+
+static inline bool be_backlog(const struct be_ctx *c)
+{
+    if (__builtin_expect(c->pb != NULL, 0))
+        return false; /* its queue is a list: nothing waits for room */
+    return ur_backlog(&c->ur);
+}
+
+static inline bool be_ready(struct be_ctx *c)
+{
+    if (__builtin_expect(c->pb != NULL, 0))
+        return pb_ready(c->pb);
+    return ur_ready(&c->ur);
+}
+
+static inline uint64_t be_submitted(const struct be_ctx *c)
+{
+    if (__builtin_expect(c->pb != NULL, 0))
+        return pb_submitted(c->pb);
+    return ur_submitted(&c->ur);
+}
+
+static inline struct be_peer be_peer_of(const struct be_ctx *c)
+{
+    if (__builtin_expect(c->pb != NULL, 0))
+        return (struct be_peer){c->pb->wake_fd};
+    return (struct be_peer){ur_peer_fd(&c->ur)};
+}
+
+static inline struct be_peer be_peer_none(void)
+{
+    return (struct be_peer){-1};
+}
+
+static inline void be_bufring_add(struct be_bufring *r, void *addr, uint32_t len, uint16_t bid, uint32_t count)
+{
+    if (__builtin_expect(be_bufring_portable(r), 0)) {
+        pb_bufring_add(be_bufring_pb(r), addr, len, bid);
+        return;
+    }
+    ur_bufring_add(r, addr, len, bid, count);
+}
 
 #endif

@@ -190,7 +190,7 @@ int uio_arg_error(int err, const char *fn, const char *what);
 /* The runtime's BE_IO_* features (what the probe found minus ring_disable). */
 static inline uint32_t uio_features(const struct worker *w)
 {
-    return w->s->caps.io_features;
+    return be_io_features(&w->s->caps);
 }
 /* Prepares an async cancel of u's request (or ends it here when it has
  * none in the kernel); once. */

@@ -106,7 +106,7 @@ bool watcher_notify(struct watcher *w)
     if (sleeper_claim_wake(&w->sl) != SLEEPER_SEND) /* W3 + W4, after the caller's W1 */
         return true;
     struct sched *s = w->s;
-    if (be_wake(&s->caps, &s->wake_fallback, NULL, w->peer, 0) < 0) {
+    if (be_wake(&s->caps, &s->be_shared, NULL, w->peer, 0) < 0) {
         sleeper_send_failed(&w->sl); /* nothing in flight */
         return false;
     }
@@ -479,7 +479,7 @@ static void *watcher_main(void *arg)
     pthread_setname_np(pthread_self(), "urt-watcher");
     tls_watcher = w;
     sched_set_service_thread(s); /* never blocks in the runtime (sched/core/sched.h) */
-    int err = be_init(&w->be, &s->caps, 16, 64);
+    int err = be_init(&w->be, &s->caps, &s->be_shared, 16, 64);
     pthread_mutex_lock(&w->start_lock);
     w->start_err = err;
     w->peer = err ? be_peer_none() : be_peer_of(&w->be);

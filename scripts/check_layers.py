@@ -14,7 +14,8 @@ a layer is a folder, and sched/core/ is a layer of its own under sched/):
     base/        error recording, the clock, heap, histograms (every layer may
                  include it)
     bpf/         USDT probes (probes.h) and the BPF programs with their loader
-    backend/     how a worker waits, is woken and does I/O: backend/uring/
+    backend/     how a worker waits, is woken and does I/O: backend/uring/,
+                 backend/portable/
     sched/core/  workers, queues, submission, the sleeper, the timer facility,
                  the run path, the worker's I/O table
     sched/       the core's clients: lanes, jobs, admission, the watcher and
@@ -25,7 +26,7 @@ a layer is a folder, and sched/core/ is a layer of its own under sched/):
     runtime/     lifecycle, configuration, topology, statistics, the log's API
 
 Inside backend/: only backend/ itself includes an implementation's folder
-(backend/uring/...); the layers above speak to the backend's interface
+(backend/uring/..., backend/portable/...); the layers above speak to the backend's interface
 (backend/backend.h: operations, not SQEs): outside backend/ no file
 includes <liburing.h> nor names io_uring's API in its code (io_uring_*,
 IORING_*, IOSQE_*; comments and strings may).
@@ -53,7 +54,7 @@ import sys
 
 LAYERS = ["base", "bpf", "backend", "sched/core", "sched", "io", "tx", "runtime"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
-BACKEND_IMPLS = ["backend/uring"]    # only backend/ includes these
+BACKEND_IMPLS = ["backend/uring", "backend/portable"]    # only backend/ includes these
 CLIENTS = ["tools", "bench"]          # public API + own local headers only
 # Parts of the library written on its public API (task graphs, the batch
 # executor, dispatch): <urt/...>, base/ (error recording, clock, heap,

@@ -586,19 +586,6 @@ unsigned pb_reap(struct pb_ctx *c, be_event_fn *on_event, void *ctx)
     return seen;
 }
 
-void pb_drain(struct pb_ctx *c, uint64_t step_ns, void (*step)(void *arg), bool (*more)(void *arg), void *arg,
-              be_event_fn *on_event, void *ctx)
-{
-    for (;;) {
-        if (step)
-            step(arg);
-        if (!more(arg))
-            return;
-        pb_wait(c, step_ns);
-        pb_reap(c, on_event, ctx);
-    }
-}
-
 int pb_wake(int target_wake_fd)
 {
     uint64_t one = 1;

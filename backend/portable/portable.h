@@ -57,7 +57,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend/portable/pb_types_tmp.h"
+#include "backend/be_ops.h"
 
 struct pb_op;
 struct pb_fd;
@@ -150,8 +150,6 @@ bool pb_ready(struct pb_ctx *c);
 int pb_wait(struct pb_ctx *c, uint64_t timeout_ns);
 void pb_poll(struct pb_ctx *c);
 unsigned pb_reap(struct pb_ctx *c, be_event_fn *on_event, void *ctx);
-void pb_drain(struct pb_ctx *c, uint64_t step_ns, void (*step)(void *arg), bool (*more)(void *arg), void *arg,
-              be_event_fn *on_event, void *ctx);
 static inline uint64_t pb_submitted(const struct pb_ctx *c)
 {
     return atomic_load_explicit(&c->submitted, memory_order_relaxed);

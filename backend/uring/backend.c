@@ -1,21 +1,22 @@
 /*
  * backend/uring/backend.c — the io_uring backend's cold half of
- * backend/backend.h: the overflow list (the full-queue policy), flush, wait,
- * reap, the shutdown drain, the one send-wake, the probe's report, and the
+ * backend/backend.h (its ur_* functions, called by backend/backend.c's
+ * dispatch): the overflow list (the full-queue policy), flush, wait,
+ * reap, the send-wake, the probe's report, and the
  * registered resources (buffer rings, the file table, buffers). The hot
- * path (be_submit's translation) is inline in backend/uring/uring.h.
+ * path (ur_submit's translation) is inline in backend/uring/uring.h.
  *
- * Overflow list: ovf is a ring buffer of struct be_pending (cap a power of
+ * Overflow list: ovf is a ring buffer of struct ur_pending (cap a power of
  * two, grown by doubling; it starts empty and stays allocated). ovf_move()
  * hands whole chains to the SQ, oldest first, and stops at the first chain
  * that does not fit (order kept) or at a chain whose last member has not
  * been queued yet (chain != 0).
  *
- * Memory ordering: owner only, except be_wake (any thread: the message is
+ * Memory ordering: owner only, except ur_wake (any thread: the message is
  * the kernel's; the caller orders what it announces, sched/core/sleeper.h)
  * and the shared fallback (its mutex).
  */
-#include "backend/backend.h"
+#include "backend/backend.h" /* this backend's part: backend/uring/uring.h */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -25,12 +26,12 @@
 
 #include <urt/runtime.h>
 
-int be_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct be_caps *out)
+int ur_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ur_caps *out)
 {
     return ring_probe(disable, sqpoll, sqpoll_idle_ms, out);
 }
 
-void be_features(const struct be_caps *c, struct urt_features *f)
+void ur_features(const struct ur_caps *c, struct urt_features *f)
 {
     f->setup_flags = c->setup_flags;
     f->kernel_features = c->kernel_features;
@@ -44,14 +45,14 @@ void be_features(const struct be_caps *c, struct urt_features *f)
     f->io_features = c->io_features;
 }
 
-int be_describe_setup(uint32_t setup_flags, char *buf, size_t len)
+int ur_describe_setup(uint32_t setup_flags, char *buf, size_t len)
 {
     return ring_describe_setup(setup_flags, buf, len);
 }
 
 /* ---- a thread's context ------------------------------------------------------------------------ */
 
-int be_init(struct be_ctx *c, const struct be_caps *caps, uint32_t entries, uint32_t cq_entries)
+int ur_init(struct ur_ctx *c, const struct ur_caps *caps, uint32_t entries, uint32_t cq_entries)
 {
     memset(c, 0, sizeof(*c));
 #if URT_FAULT_INJECTION
@@ -68,7 +69,7 @@ int be_init(struct be_ctx *c, const struct be_caps *caps, uint32_t entries, uint
     return 0;
 }
 
-void be_exit(struct be_ctx *c)
+void ur_exit(struct ur_ctx *c)
 {
     ring_exit(&c->ring);
     free(c->ts);
@@ -79,7 +80,7 @@ void be_exit(struct be_ctx *c)
 }
 
 #if URT_FAULT_INJECTION
-void be_fault_sq_room(struct be_ctx *c, uint32_t room)
+void ur_fault_sq_room(struct ur_ctx *c, uint32_t room)
 {
     c->fault_room = room;
 }
@@ -87,10 +88,10 @@ void be_fault_sq_room(struct be_ctx *c, uint32_t room)
 
 /* ---- the overflow list ------------------------------------------------------------------------- */
 
-static bool ovf_grow(struct be_ctx *c)
+static bool ovf_grow(struct ur_ctx *c)
 {
     uint32_t cap = c->ovf_cap ? c->ovf_cap * 2 : 64;
-    struct be_pending *n = malloc((size_t)cap * sizeof(*n));
+    struct ur_pending *n = malloc((size_t)cap * sizeof(*n));
     if (!n)
         return false;
     for (uint32_t i = 0; i < c->ovf_n; i++)
@@ -104,7 +105,7 @@ static bool ovf_grow(struct be_ctx *c)
 
 /* Members of the chain at the head of the list, or 0 when its last member
  * is not queued yet. */
-static uint32_t ovf_chain_len(const struct be_ctx *c)
+static uint32_t ovf_chain_len(const struct ur_ctx *c)
 {
     for (uint32_t i = 0; i < c->ovf_n; i++)
         if (!(c->ovf[(c->ovf_head + i) & (c->ovf_cap - 1)].op.flags & BE_F_LINK))
@@ -113,28 +114,28 @@ static uint32_t ovf_chain_len(const struct be_ctx *c)
 }
 
 /* Hands whole chains to the SQ while they fit (submitting to make room). */
-static void ovf_move(struct be_ctx *c)
+static void ovf_move(struct ur_ctx *c)
 {
     while (c->ovf_n) {
         uint32_t n = ovf_chain_len(c);
         if (n == 0)
             return; /* its last member is still to come */
-        if (be_sq_room(c) < n) {
+        if (ur_sq_room(c) < n) {
             ring_submit(&c->ring);
-            if (be_sq_room(c) < n)
+            if (ur_sq_room(c) < n)
                 return;
         }
         for (uint32_t i = 0; i < n; i++) {
-            struct be_pending *p = &c->ovf[c->ovf_head];
-            struct io_uring_sqe *sqe = be_take_sqe(c); /* room checked */
-            be_prep(c, sqe, &p->op, p->tag);
+            struct ur_pending *p = &c->ovf[c->ovf_head];
+            struct io_uring_sqe *sqe = ur_take_sqe(c); /* room checked */
+            ur_prep(c, sqe, &p->op, p->tag);
             c->ovf_head = (c->ovf_head + 1) & (c->ovf_cap - 1);
             c->ovf_n--;
         }
     }
 }
 
-void be_defer(struct be_ctx *c, const struct be_op *op, struct be_tag *tag)
+void ur_defer(struct ur_ctx *c, const struct be_op *op, struct be_tag *tag)
 {
     while (c->ovf_n == c->ovf_cap && !ovf_grow(c)) {
         /* No memory for the list: wait for the kernel to take SQEs (nothing is dropped). */
@@ -145,24 +146,24 @@ void be_defer(struct be_ctx *c, const struct be_op *op, struct be_tag *tag)
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    c->ovf[(c->ovf_head + c->ovf_n) & (c->ovf_cap - 1)] = (struct be_pending){*op, tag};
+    c->ovf[(c->ovf_head + c->ovf_n) & (c->ovf_cap - 1)] = (struct ur_pending){*op, tag};
     c->ovf_n++;
     c->ovf_total++;
     if (c->chain)
         c->chain--;
 }
 
-void be_reserve_slow(struct be_ctx *c, unsigned n)
+void ur_reserve_slow(struct ur_ctx *c, unsigned n)
 {
     if (c->ovf_n)
         ovf_move(c);
-    if (c->ovf_n == 0 && be_sq_room(c) < n)
+    if (c->ovf_n == 0 && ur_sq_room(c) < n)
         ring_submit(&c->ring);
-    if (c->ovf_n || be_sq_room(c) < n)
+    if (c->ovf_n || ur_sq_room(c) < n)
         c->chain = n; /* the whole chain goes to the overflow list */
 }
 
-int be_flush(struct be_ctx *c)
+int ur_flush(struct ur_ctx *c)
 {
     if (__builtin_expect(c->ovf_n != 0, 0))
         ovf_move(c);
@@ -171,7 +172,7 @@ int be_flush(struct be_ctx *c)
 
 /* ---- waiting and reaping ----------------------------------------------------------------------- */
 
-int be_wait(struct be_ctx *c, uint64_t timeout_ns)
+int ur_wait(struct ur_ctx *c, uint64_t timeout_ns)
 {
     if (c->ovf_n) {
         ovf_move(c);
@@ -181,12 +182,12 @@ int be_wait(struct be_ctx *c, uint64_t timeout_ns)
     return ring_wait(&c->ring, timeout_ns);
 }
 
-void be_poll(struct be_ctx *c)
+void ur_poll(struct ur_ctx *c)
 {
     ring_get_events(&c->ring); /* runs the ring's task work: DEFER_TASKRUN's, and COOP_TASKRUN's early */
 }
 
-unsigned be_reap(struct be_ctx *c, be_event_fn *on_event, void *ctx)
+unsigned ur_reap(struct ur_ctx *c, be_event_fn *on_event, void *ctx)
 {
     struct io_uring_cqe *cqe;
     unsigned head, seen = 0;
@@ -213,40 +214,26 @@ unsigned be_reap(struct be_ctx *c, be_event_fn *on_event, void *ctx)
     return seen;
 }
 
-void be_drain(struct be_ctx *c, uint64_t step_ns, void (*step)(void *arg), bool (*more)(void *arg), void *arg,
-              be_event_fn *on_event, void *ctx)
-{
-    for (;;) {
-        if (step)
-            step(arg);
-        if (!more(arg))
-            return;
-        be_wait(c, step_ns); /* flushes first */
-        be_poll(c);
-        be_reap(c, on_event, ctx);
-    }
-}
-
 /* ---- wake ------------------------------------------------------------------------------------------ */
 
-int be_shared_init(struct be_shared *sh)
+int ur_shared_init(struct ur_shared *sh)
 {
     return ring_shared_init(&sh->ring);
 }
 
-void be_shared_exit(struct be_shared *sh)
+void ur_shared_exit(struct ur_shared *sh)
 {
     ring_shared_exit(&sh->ring);
 }
 
-int be_wake(const struct be_caps *caps, struct be_shared *fallback, struct be_ctx *self, struct be_peer target,
+int ur_wake(const struct ur_caps *caps, struct ur_shared *fallback, struct ur_ctx *self, int target_fd,
             uint32_t cookie)
 {
     if (self)
-        return ring_send_wake(&self->ring, target.fd, 0, cookie);
-    int err = ring_send_wake_foreign(target.fd, 0, caps->ringless_msg);
+        return ring_send_wake(&self->ring, target_fd, 0, cookie);
+    int err = ring_send_wake_foreign(target_fd, 0, caps->ringless_msg);
     if (__builtin_expect(err < 0, 0) && fallback && fallback->ring.ready) /* no ring of its own: the shared one */
-        err = ring_shared_send_wake(&fallback->ring, target.fd, 0);
+        err = ring_shared_send_wake(&fallback->ring, target_fd, 0);
     return err;
 }
 
@@ -257,7 +244,7 @@ static size_t bufring_bytes(uint32_t count)
     return ((size_t)count * sizeof(struct io_uring_buf) + 4095) & ~(size_t)4095;
 }
 
-int be_bufring_create(struct be_ctx *c, uint16_t bgid, uint32_t count, struct be_bufring **out)
+int ur_bufring_create(struct ur_ctx *c, uint16_t bgid, uint32_t count, struct be_bufring **out)
 {
     size_t bytes = bufring_bytes(count);
     void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -278,34 +265,34 @@ int be_bufring_create(struct be_ctx *c, uint16_t bgid, uint32_t count, struct be
     return 0;
 }
 
-void be_bufring_unregister(struct be_ctx *c, struct be_bufring *r, uint16_t bgid)
+void ur_bufring_unregister(struct ur_ctx *c, struct be_bufring *r, uint16_t bgid)
 {
     (void)r;
     io_uring_unregister_buf_ring(&c->ring.uring, bgid);
 }
 
-void be_bufring_free(struct be_bufring *r, uint32_t count)
+void ur_bufring_free(struct be_bufring *r, uint32_t count)
 {
     munmap(r, bufring_bytes(count));
 }
 
-int be_files_register(struct be_ctx *c, uint32_t n)
+int ur_files_register(struct ur_ctx *c, uint32_t n)
 {
     return io_uring_register_files_sparse(&c->ring.uring, n);
 }
 
-int be_files_alloc_range(struct be_ctx *c, uint32_t off, uint32_t len)
+int ur_files_alloc_range(struct ur_ctx *c, uint32_t off, uint32_t len)
 {
     return io_uring_register_file_alloc_range(&c->ring.uring, off, len);
 }
 
-int be_files_update(struct be_ctx *c, uint32_t slot, int fd)
+int ur_files_update(struct ur_ctx *c, uint32_t slot, int fd)
 {
     int err = io_uring_register_files_update(&c->ring.uring, slot, &fd, 1);
     return err < 0 ? err : 0;
 }
 
-int be_buffers_register(struct be_ctx *c, const struct iovec *iov, unsigned n)
+int ur_buffers_register(struct ur_ctx *c, const struct iovec *iov, unsigned n)
 {
     return io_uring_register_buffers(&c->ring.uring, iov, n);
 }

@@ -65,7 +65,7 @@ static bool probe_ringless(struct io_uring *r)
     return ok;
 }
 
-int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct be_caps *out)
+int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ur_caps *out)
 {
     uint32_t candidates[4];
     unsigned n = 0;
@@ -118,7 +118,7 @@ int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct be
     return err;
 }
 
-int ring_init(struct ring *r, const struct be_caps *caps, uint32_t entries, uint32_t cq_entries)
+int ring_init(struct ring *r, const struct ur_caps *caps, uint32_t entries, uint32_t cq_entries)
 {
     struct io_uring_params p;
     memset(r, 0, sizeof(*r));

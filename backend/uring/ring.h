@@ -16,7 +16,7 @@
  *                            the CQE's user_data above the tag carry the target cookie
  *   LIBURING_UDATA_TIMEOUT — liburing's internal wait timeout (ignored)
  *   anything else          — a pointer to a struct be_tag, whose complete() is called
- *                            (backend/uring/backend.c, be_reap)
+ *                            (backend/uring/backend.c, ur_reap)
  */
 #ifndef URT_URING_RING_H
 #define URT_URING_RING_H
@@ -32,7 +32,7 @@
 #define RING_UD_TAG_MASK 0xffull
 
 /* What the start-up probe decided (see ring_probe()). */
-struct be_caps {
+struct ur_caps {
     uint32_t setup_flags;     /* IORING_SETUP_* for worker rings */
     uint32_t kernel_features; /* IORING_FEAT_* reported by the kernel */
     bool registered_fd;       /* io_uring_register_ring_fd() allowed */
@@ -67,7 +67,7 @@ struct be_caps {
  * forbidden one skipped), whether ring-less messages work, and the I/O
  * features (backend/uring/probe_io.c). Returns 0 or -errno (e.g. -ENOSYS without
  * io_uring). */
-int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct be_caps *out);
+int ring_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ur_caps *out);
 /* The RING_IO_* features that work on ring r (an idle ring of the calling
  * thread; each tried for real where a flag cannot be probed), minus those
  * disabled (ring_disable bits 6..11). backend/uring/probe_io.c. */
@@ -83,7 +83,7 @@ struct ring {
 };
 
 /* Creates the ring in the calling thread (which becomes its only issuer). */
-int ring_init(struct ring *r, const struct be_caps *caps, uint32_t entries, uint32_t cq_entries);
+int ring_init(struct ring *r, const struct ur_caps *caps, uint32_t entries, uint32_t cq_entries);
 void ring_exit(struct ring *r);
 
 /* An SQE of r, submitting what is queued if the SQ is full; NULL only if the

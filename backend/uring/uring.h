@@ -1,11 +1,11 @@
 /*
  * backend/uring/uring.h — the io_uring backend's part of backend/backend.h:
- * the context's layout and the hot path (be_submit's translation of a
- * struct be_op into an SQE, be_reserve, be_ready), inline because a task's
+ * the context's layout and the hot path (ur_submit's translation of a
+ * struct be_op into an SQE, ur_reserve, ur_ready), inline because a task's
  * I/O and the log's flush run through them once per operation. Included by
  * backend/backend.h only (scripts/check_layers.py).
  *
- * The translation (be_prep) is one switch: each enum be_kind becomes the
+ * The translation (ur_prep) is one switch: each enum be_kind becomes the
  * io_uring_prep_* it always was; BE_F_* become IOSQE_* (LINK, FIXED_FILE,
  * BUFFER_SELECT with buf_group, CQE_SKIP_SUCCESS) or the multishot/direct
  * variant of the prep; the tag is the SQE's user_data (NULL: 0, ignored).
@@ -16,10 +16,10 @@
  * The overflow list (the full-queue policy of backend.h): an operation that
  * finds no free SQE (the kernel took none when asked) is copied to ovf, a
  * ring buffer that grows; while it holds anything every new operation goes
- * behind it (order kept); be_reserve(n) that finds no room for a whole chain
+ * behind it (order kept); ur_reserve(n) that finds no room for a whole chain
  * sends the chain there too (`chain` counts its members still to come).
- * be_flush/be_wait move whole chains into the SQ as it frees (backend.c).
- * Should the list not grow (no memory), be_submit waits for the kernel to
+ * ur_flush/ur_wait move whole chains into the SQ as it frees (backend.c).
+ * Should the list not grow (no memory), ur_submit waits for the kernel to
  * take SQEs (a millisecond at a time): nothing is ever dropped.
  *
  * Memory ordering: owner only (liburing's head/tail protocol with the
@@ -40,15 +40,15 @@ static_assert(BE_IO_ALL == RING_IO_ALL && BE_IO_LINK_TIMEOUT == RING_IO_LINK_TIM
                   BE_IO_DISABLE_SHIFT == RING_IO_DISABLE_SHIFT,
               "feature bits are the probe's");
 
-struct be_pending {
+struct ur_pending {
     struct be_op op;
     struct be_tag *tag;
 };
 
-struct be_ctx {
+struct ur_ctx {
     struct ring ring;
     struct __kernel_timespec *ts; /* per SQ slot: a timeout's deadline (read by the kernel at submission) */
-    struct be_pending *ovf;       /* the overflow list: a ring buffer of ovf_cap */
+    struct ur_pending *ovf;       /* the overflow list: a ring buffer of ovf_cap */
     uint32_t ovf_head, ovf_n, ovf_cap;
     uint32_t chain;               /* members of a reserved chain still to go to the overflow list */
     uint64_t ovf_total;           /* operations that went through the overflow list (tests, statistics) */
@@ -57,60 +57,71 @@ struct be_ctx {
 #endif
 };
 
-struct be_shared {
+struct ur_shared {
     struct ring_shared ring;
 };
 
-struct be_peer {
-    int fd; /* the ring's fd: target of MSG_RING */
-};
-
-/* struct be_bufring is never defined: it is the kernel's struct io_uring_buf_ring. */
-static inline struct io_uring_buf_ring *be_bufring_of(struct be_bufring *r)
+/* A buffer ring of this backend is the kernel's struct io_uring_buf_ring
+ * (mapped by ur_bufring_create, page-aligned). */
+static inline struct io_uring_buf_ring *ur_bufring_of(struct be_bufring *r)
 {
     return (struct io_uring_buf_ring *)(void *)r;
 }
 
-/* Cold paths (backend/uring/backend.c). */
-void be_defer(struct be_ctx *c, const struct be_op *op, struct be_tag *tag);
-void be_reserve_slow(struct be_ctx *c, unsigned n);
+/* The cold half (backend/uring/backend.c): backend/backend.h's functions of
+ * the same name without the ur_ prefix, for this backend. */
+void ur_defer(struct ur_ctx *c, const struct be_op *op, struct be_tag *tag);
+void ur_reserve_slow(struct ur_ctx *c, unsigned n);
+int ur_probe(uint32_t disable, bool sqpoll, uint32_t sqpoll_idle_ms, struct ur_caps *out);
+void ur_features(const struct ur_caps *caps, struct urt_features *f);
+int ur_describe_setup(uint32_t setup_flags, char *buf, size_t len);
+int ur_init(struct ur_ctx *c, const struct ur_caps *caps, uint32_t entries, uint32_t cq_entries);
+void ur_exit(struct ur_ctx *c);
+int ur_flush(struct ur_ctx *c);
+int ur_wait(struct ur_ctx *c, uint64_t timeout_ns);
+void ur_poll(struct ur_ctx *c);
+unsigned ur_reap(struct ur_ctx *c, be_event_fn *on_event, void *ctx);
+int ur_shared_init(struct ur_shared *sh);
+void ur_shared_exit(struct ur_shared *sh);
+int ur_wake(const struct ur_caps *caps, struct ur_shared *fallback, struct ur_ctx *self, int target_fd,
+            uint32_t cookie);
+int ur_bufring_create(struct ur_ctx *c, uint16_t bgid, uint32_t count, struct be_bufring **out);
+void ur_bufring_unregister(struct ur_ctx *c, struct be_bufring *r, uint16_t bgid);
+void ur_bufring_free(struct be_bufring *r, uint32_t count);
+int ur_files_register(struct ur_ctx *c, uint32_t n);
+int ur_files_alloc_range(struct ur_ctx *c, uint32_t off, uint32_t len);
+int ur_files_update(struct ur_ctx *c, uint32_t slot, int fd);
+int ur_buffers_register(struct ur_ctx *c, const struct iovec *iov, unsigned n);
+#if URT_FAULT_INJECTION
+void ur_fault_sq_room(struct ur_ctx *c, uint32_t entries);
+#endif
 
-static inline uint32_t be_io_features(const struct be_caps *caps)
+static inline int ur_peer_fd(const struct ur_ctx *c)
 {
-    return caps->io_features;
+    return c->ring.fd;
 }
 
-static inline struct be_peer be_peer_of(const struct be_ctx *c)
-{
-    return (struct be_peer){c->ring.fd};
-}
-
-static inline struct be_peer be_peer_none(void)
-{
-    return (struct be_peer){-1};
-}
-
-static inline uint64_t be_submitted(const struct be_ctx *c)
+static inline uint64_t ur_submitted(const struct ur_ctx *c)
 {
     return atomic_load_explicit(&c->ring.submitted, memory_order_relaxed);
 }
 
-static inline bool be_ready(struct be_ctx *c)
+static inline bool ur_ready(struct ur_ctx *c)
 {
     return io_uring_cq_ready(&c->ring.uring) != 0;
 }
 
-static inline bool be_dirty(const struct be_ctx *c)
+static inline bool ur_dirty(const struct ur_ctx *c)
 {
     return c->ring.unsubmitted != 0 || c->ovf_n != 0;
 }
 
-static inline bool be_backlog(const struct be_ctx *c)
+static inline bool ur_backlog(const struct ur_ctx *c)
 {
     return c->ovf_n != 0;
 }
 
-static inline unsigned be_sq_room(const struct be_ctx *c)
+static inline unsigned ur_sq_room(const struct ur_ctx *c)
 {
     unsigned room = io_uring_sq_space_left(&c->ring.uring);
 #if URT_FAULT_INJECTION
@@ -123,26 +134,26 @@ static inline unsigned be_sq_room(const struct be_ctx *c)
     return room;
 }
 
-static inline void be_reserve(struct be_ctx *c, unsigned n)
+static inline void ur_reserve(struct ur_ctx *c, unsigned n)
 {
-    if (__builtin_expect(c->ovf_n == 0 && be_sq_room(c) >= n, 1))
+    if (__builtin_expect(c->ovf_n == 0 && ur_sq_room(c) >= n, 1))
         return;
-    be_reserve_slow(c, n);
+    ur_reserve_slow(c, n);
 }
 
-static inline void be_set_ts(struct be_ctx *c, struct io_uring_sqe *sqe, uint64_t due)
+static inline void ur_set_ts(struct ur_ctx *c, struct io_uring_sqe *sqe, uint64_t due)
 {
     struct __kernel_timespec *ts = &c->ts[sqe - c->ring.uring.sq.sqes];
     ts->tv_sec = (long long)(due / 1000000000ull);
     ts->tv_nsec = (long long)(due % 1000000000ull);
 }
 
-static inline struct __kernel_timespec *be_ts(struct be_ctx *c, struct io_uring_sqe *sqe)
+static inline struct __kernel_timespec *ur_ts(struct ur_ctx *c, struct io_uring_sqe *sqe)
 {
     return &c->ts[sqe - c->ring.uring.sq.sqes];
 }
 
-static inline void be_prep_net(struct io_uring_sqe *sqe, const struct be_op *op)
+static inline void ur_prep_net(struct io_uring_sqe *sqe, const struct be_op *op)
 {
     bool multi = op->flags & BE_F_MULTISHOT;
     switch (op->kind) {
@@ -195,26 +206,26 @@ static inline void be_prep_net(struct io_uring_sqe *sqe, const struct be_op *op)
     }
 }
 
-static inline void be_prep_ctl(struct be_ctx *c, struct io_uring_sqe *sqe, const struct be_op *op)
+static inline void ur_prep_ctl(struct ur_ctx *c, struct io_uring_sqe *sqe, const struct be_op *op)
 {
     switch (op->kind) {
     case BE_CANCEL:
         io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op->target, 0);
         break;
     case BE_TIMEOUT:
-        be_set_ts(c, sqe, op->off);
-        io_uring_prep_timeout(sqe, be_ts(c, sqe), 0, IORING_TIMEOUT_ABS);
+        ur_set_ts(c, sqe, op->off);
+        io_uring_prep_timeout(sqe, ur_ts(c, sqe), 0, IORING_TIMEOUT_ABS);
         break;
     case BE_TIMEOUT_UPDATE:
-        be_set_ts(c, sqe, op->off);
-        io_uring_prep_timeout_update(sqe, be_ts(c, sqe), (uint64_t)(uintptr_t)op->target, IORING_TIMEOUT_ABS);
+        ur_set_ts(c, sqe, op->off);
+        io_uring_prep_timeout_update(sqe, ur_ts(c, sqe), (uint64_t)(uintptr_t)op->target, IORING_TIMEOUT_ABS);
         break;
     case BE_TIMEOUT_REMOVE:
         io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)op->target, 0);
         break;
     case BE_LINK_TIMEOUT:
-        be_set_ts(c, sqe, op->off);
-        io_uring_prep_link_timeout(sqe, be_ts(c, sqe), IORING_TIMEOUT_ABS);
+        ur_set_ts(c, sqe, op->off);
+        io_uring_prep_link_timeout(sqe, ur_ts(c, sqe), IORING_TIMEOUT_ABS);
         break;
     case BE_OPENAT:
         io_uring_prep_openat(sqe, op->fd, op->caddr, (int)op->arg, op->len);
@@ -232,13 +243,13 @@ static inline void be_prep_ctl(struct be_ctx *c, struct io_uring_sqe *sqe, const
         io_uring_prep_sync_file_range(sqe, op->fd, op->len, op->off, (int)op->arg);
         break;
     default:
-        be_prep_net(sqe, op);
+        ur_prep_net(sqe, op);
         break;
     }
 }
 
 /* Fills sqe from op and tags it with tag (the translation of the file's header). */
-static inline void be_prep(struct be_ctx *c, struct io_uring_sqe *sqe, const struct be_op *op, struct be_tag *tag)
+static inline void ur_prep(struct ur_ctx *c, struct io_uring_sqe *sqe, const struct be_op *op, struct be_tag *tag)
 {
     switch (op->kind) {
     case BE_READ:
@@ -271,7 +282,7 @@ static inline void be_prep(struct be_ctx *c, struct io_uring_sqe *sqe, const str
         io_uring_prep_nop(sqe);
         break;
     default:
-        be_prep_ctl(c, sqe, op);
+        ur_prep_ctl(c, sqe, op);
         break;
     }
     io_uring_sqe_set_data(sqe, tag);
@@ -291,12 +302,12 @@ static inline void be_prep(struct be_ctx *c, struct io_uring_sqe *sqe, const str
 }
 
 /* A free SQE of c counted as queued, or NULL (the kernel takes none now). */
-static inline struct io_uring_sqe *be_take_sqe(struct be_ctx *c)
+static inline struct io_uring_sqe *ur_take_sqe(struct ur_ctx *c)
 {
 #if URT_FAULT_INJECTION
-    if (c->fault_room != UINT32_MAX && be_sq_room(c) == 0) {
+    if (c->fault_room != UINT32_MAX && ur_sq_room(c) == 0) {
         ring_submit(&c->ring);
-        if (be_sq_room(c) == 0)
+        if (ur_sq_room(c) == 0)
             return NULL;
     }
 #endif
@@ -311,20 +322,20 @@ static inline struct io_uring_sqe *be_take_sqe(struct be_ctx *c)
     return sqe;
 }
 
-static inline void be_submit(struct be_ctx *c, const struct be_op *op, struct be_tag *tag)
+static inline void ur_submit(struct ur_ctx *c, const struct be_op *op, struct be_tag *tag)
 {
     struct io_uring_sqe *sqe;
-    if (__builtin_expect(c->ovf_n != 0 || c->chain != 0, 0) || !(sqe = be_take_sqe(c))) {
-        be_defer(c, op, tag);
+    if (__builtin_expect(c->ovf_n != 0 || c->chain != 0, 0) || !(sqe = ur_take_sqe(c))) {
+        ur_defer(c, op, tag);
         return;
     }
-    be_prep(c, sqe, op, tag);
+    ur_prep(c, sqe, op, tag);
 }
 
-static inline void be_bufring_add(struct be_bufring *r, void *addr, uint32_t len, uint16_t bid, uint32_t count)
+static inline void ur_bufring_add(struct be_bufring *r, void *addr, uint32_t len, uint16_t bid, uint32_t count)
 {
-    io_uring_buf_ring_add(be_bufring_of(r), addr, len, bid, io_uring_buf_ring_mask(count), 0);
-    io_uring_buf_ring_advance(be_bufring_of(r), 1);
+    io_uring_buf_ring_add(ur_bufring_of(r), addr, len, bid, io_uring_buf_ring_mask(count), 0);
+    io_uring_buf_ring_advance(ur_bufring_of(r), 1);
 }
 
 #endif

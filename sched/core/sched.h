@@ -225,7 +225,7 @@ struct sched {
                                                    (base/waitcount.h: sched_stop waits for 0) */
     _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
-    struct be_shared wake_fallback;          /* the one send-wake's fallback (be_wake, backend/backend.h) */
+    struct be_shared be_shared;              /* what the contexts share: the send-wake fallback, the portable file pool (backend/backend.h) */
 
     pthread_mutex_t start_lock;
     pthread_cond_t start_cond;

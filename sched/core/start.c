@@ -169,10 +169,12 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct be_c
     if (err)
         goto fail_sync;
     /* Threads that are not workers wake workers (and the watcher) without a
-     * context of their own (be_wake); one that cannot (no free fd, no
-     * memory) sends through this one. Best effort: without it, such a wake
-     * would wait for the suspend timeout (the watcher's stop retries). */
-    be_shared_init(&s->wake_fallback);
+     * context of their own (be_wake); on io_uring one that cannot (no free
+     * fd, no memory) sends through the shared fallback (best effort: without
+     * it, such a wake would wait for the suspend timeout). On the portable
+     * backend it holds the file pool every context uses (an error). */
+    if ((err = be_shared_init(&s->be_shared, &s->caps)))
+        goto fail_pool_only;
     if ((err = alloc_workers(s, place)))
         goto fail_pool;
     if ((err = launch_workers(s, failed_worker)))
@@ -182,7 +184,8 @@ int sched_start(struct sched *s, const struct urt_config *cfg, const struct be_c
 fail_workers:
     free_workers(s);
 fail_pool:
-    be_shared_exit(&s->wake_fallback);
+    be_shared_exit(&s->be_shared);
+fail_pool_only:
     taskpool_destroy(&s->pool);
 fail_sync:
     pthread_cond_destroy(&s->start_cond);
@@ -316,7 +319,7 @@ int sched_stop(struct sched *s, bool drain_first)
         sched_clients.io_release(s->workers[i]);
     sched_clients.blocking_stop(s); /* the pool's threads exit */
     free_workers(s);
-    be_shared_exit(&s->wake_fallback); /* every worker is gone: nobody wakes anyone now */
+    be_shared_exit(&s->be_shared); /* every worker is gone: nobody wakes anyone now */
     pthread_cond_destroy(&s->start_cond);
     pthread_mutex_destroy(&s->start_lock);
     taskpool_destroy(&s->pool);

@@ -83,7 +83,7 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
     uint64_t sent_ns = probe_wake_timing_on() ? urt_clock_ns() : 0;
     atomic_store_explicit(&target->wake_sent_ns, sent_ns, memory_order_release);
     URT_PROBE_WAKE_SENT(self ? (int64_t)self->index : -1, target->index, sent_ns);
-    err = be_wake(&s->caps, &s->wake_fallback, self ? &self->be : NULL, target->peer, target->index);
+    err = be_wake(&s->caps, &s->be_shared, self ? &self->be : NULL, target->peer, target->index);
     if (self)
         STAT_INC(self, wakes_sent);
     else
@@ -620,7 +620,7 @@ void *sched_worker_main(void *arg)
         pthread_setaffinity_np(pthread_self(), sizeof(w->place.cpus), &w->place.cpus);
     tls_worker = w;
 
-    int err = be_init(&w->be, &s->caps, s->cfg->ring_entries,
+    int err = be_init(&w->be, &s->caps, &s->be_shared, s->cfg->ring_entries,
                       s->cfg->ring_cq_entries ? s->cfg->ring_cq_entries : 4 * s->cfg->ring_entries);
     if (err == 0) {
         w->peer = be_peer_of(&w->be);

@@ -3,7 +3,7 @@
  *
  *  - translation: every struct be_op kind becomes the SQE it always was
  *    (opcode, fd, addr, len, off, the kind's flags, IOSQE_* flags, the tag
- *    as user_data), checked field by field on an SQE filled by be_prep;
+ *    as user_data), checked field by field on an SQE filled by ur_prep;
  *  - timeouts: the absolute deadline in off lands in the context's timespec
  *    of that SQ slot, with IORING_TIMEOUT_ABS;
  *  - the full-queue policy (fault injection: an SQ that takes none, then
@@ -14,7 +14,11 @@
  *    completes), then, through an SQ of two, all complete with the right
  *    bytes;
  *  - the one wake sender: a thread without a context wakes a context's owner
- *    (BE_EV_WAKE once per message).
+ *    (BE_EV_WAKE once per message), on io_uring and on the portable backend;
+ *  - the dispatch to the portable backend: a context of BE_IMPL_PORTABLE
+ *    runs a chain (write + fdatasync on its file pool), a NOP and a timeout
+ *    through the same be_* calls, and its buffer rings (a tagged pointer)
+ *    through be_bufring_*.
  */
 #include "helpers.h"
 
@@ -26,15 +30,25 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "base/clock.h"
 #include "sched/core/io.h"
 
 static struct be_ctx ctx;
 static struct be_caps caps;
+static struct be_shared shared;
 
 static void ctx_up(uint32_t entries)
 {
     cr_assert_eq(be_probe(0, false, 0, &caps), 0);
-    cr_assert_eq(be_init(&ctx, &caps, entries, 4 * entries), 0);
+    cr_assert_eq(be_impl_of(&caps), BE_IMPL_URING);
+    cr_assert_eq(be_shared_init(&shared, &caps), 0);
+    cr_assert_eq(be_init(&ctx, &caps, &shared, entries, 4 * entries), 0);
+}
+
+static void ctx_down(void)
+{
+    be_exit(&ctx);
+    be_shared_exit(&shared);
 }
 
 static void no_event(void *c, enum be_event ev, uint32_t arg)
@@ -44,12 +58,12 @@ static void no_event(void *c, enum be_event ev, uint32_t arg)
 
 static struct be_tag a_tag;
 
-/* The SQE be_prep makes of op (tag a_tag). */
+/* The SQE ur_prep makes of op (tag a_tag). */
 static struct io_uring_sqe prep(const struct be_op *op)
 {
     struct io_uring_sqe sqe;
-    memset(&sqe, 0xa5, sizeof(sqe)); /* be_prep must set every field it means */
-    be_prep(&ctx, &sqe, op, &a_tag);
+    memset(&sqe, 0xa5, sizeof(sqe)); /* ur_prep must set every field it means */
+    ur_prep(&ctx.ur, &sqe, op, &a_tag);
     cr_assert_eq(sqe.user_data, (uint64_t)(uintptr_t)&a_tag, "kind %u: the tag is the user_data", op->kind);
     return sqe;
 }
@@ -163,7 +177,7 @@ Test(backend, each_kind_translates_to_its_sqe)
     expect(&s, IORING_OP_ASYNC_CANCEL, -1, &other, 0, 0, IOSQE_CQE_SKIP_SUCCESS);
     s = prep(&(struct be_op){.kind = BE_NOP});
     cr_assert_eq(s.opcode, IORING_OP_NOP);
-    be_exit(&ctx);
+    ctx_down();
 }
 
 Test(backend, timeouts_carry_an_absolute_deadline_in_the_slot_of_their_sqe)
@@ -172,14 +186,14 @@ Test(backend, timeouts_carry_an_absolute_deadline_in_the_slot_of_their_sqe)
     struct be_tag t;
     uint64_t due = 12ull * 1000000000ull + 345;
     for (int k = 0; k < 3; k++) {
-        struct io_uring_sqe *sqe = be_take_sqe(&ctx);
+        struct io_uring_sqe *sqe = ur_take_sqe(&ctx.ur);
         cr_assert_not_null(sqe);
         struct be_op op = {.kind = k == 0 ? BE_TIMEOUT : k == 1 ? BE_TIMEOUT_UPDATE : BE_LINK_TIMEOUT,
                            .off = due + (uint64_t)k, .target = k == 1 ? &t : NULL};
-        be_prep(&ctx, sqe, &op, k == 1 ? NULL : &t);
+        ur_prep(&ctx.ur, sqe, &op, k == 1 ? NULL : &t);
         /* liburing: an update carries the timespec in off and its target in addr */
         const struct __kernel_timespec *ts = (const void *)(uintptr_t)(k == 1 ? sqe->off : sqe->addr);
-        cr_assert_eq(ts, &ctx.ts[sqe - ctx.ring.uring.sq.sqes], "kind %d: the slot's own timespec", k);
+        cr_assert_eq(ts, &ctx.ur.ts[sqe - ctx.ur.ring.uring.sq.sqes], "kind %d: the slot's own timespec", k);
         cr_assert_eq(ts->tv_sec, 12);
         cr_assert_eq(ts->tv_nsec, 345 + k);
         cr_assert(sqe->timeout_flags & IORING_TIMEOUT_ABS);
@@ -192,7 +206,7 @@ Test(backend, timeouts_carry_an_absolute_deadline_in_the_slot_of_their_sqe)
     struct io_uring_sqe s = prep(&(struct be_op){.kind = BE_TIMEOUT_REMOVE, .target = &t});
     cr_assert_eq(s.opcode, IORING_OP_TIMEOUT_REMOVE);
     cr_assert_eq(s.addr, (uint64_t)(uintptr_t)&t);
-    be_exit(&ctx); /* never submitted */
+    ctx_down(); /* never submitted */
 }
 
 /* ---- the full-queue policy ------------------------------------------------------------------ */
@@ -246,7 +260,7 @@ Test(backend, a_full_queue_keeps_every_operation_in_order_and_chains_whole, .tim
         be_submit(&ctx, &(struct be_op){.kind = BE_NOP}, &seen[id].tag);
     }
     cr_assert(be_backlog(&ctx));
-    cr_assert_eq(ctx.ovf_n, NOPS, "every operation waits in the overflow list");
+    cr_assert_eq(ctx.ur.ovf_n, NOPS, "every operation waits in the overflow list");
     be_flush(&ctx);
     be_wait(&ctx, 0);
     be_reap(&ctx, no_event, NULL);
@@ -263,7 +277,7 @@ Test(backend, a_full_queue_keeps_every_operation_in_order_and_chains_whole, .tim
         be_reap(&ctx, no_event, NULL);
     }
     cr_assert_eq(n_done, 100, "the chain of three waits whole (and what is behind it)");
-    cr_assert_eq(ctx.ovf_n, NOPS - 100);
+    cr_assert_eq(ctx.ur.ovf_n, NOPS - 100);
     be_fault_sq_room(&ctx, 3);
     reap_until(NOPS);
     cr_assert_eq(n_done, NOPS, "nothing lost: %d of %d", n_done, NOPS);
@@ -283,9 +297,9 @@ Test(backend, a_full_queue_keeps_every_operation_in_order_and_chains_whole, .tim
         last = order[i];
     }
     cr_assert(!be_backlog(&ctx));
-    cr_assert_eq(ctx.ovf_total, NOPS);
+    cr_assert_eq(ctx.ur.ovf_total, NOPS);
     be_fault_sq_room(&ctx, UINT32_MAX);
-    be_exit(&ctx);
+    ctx_down();
 }
 
 /* Tasks' reads on a worker whose SQ seems to hold two operations. */
@@ -388,19 +402,137 @@ static void *waker(void *arg)
     return NULL;
 }
 
-Test(backend, a_thread_without_a_context_wakes_the_owner_once_per_message, .timeout = 30)
+static void wakes_once_per_message(void)
 {
-    ctx_up(8);
-    struct be_shared sh;
-    cr_assert_eq(be_shared_init(&sh), 0);
+    atomic_store(&wakes, 0);
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, waker, &sh), 0);
+    cr_assert_eq(pthread_create(&th, NULL, waker, &shared), 0);
     pthread_join(th, NULL);
     for (int i = 0; i < 100 && atomic_load(&wakes) < 3; i++) {
         be_wait(&ctx, 10 * 1000 * 1000);
         be_reap(&ctx, count_wake, NULL);
     }
     cr_assert_eq(atomic_load(&wakes), 3);
-    be_shared_exit(&sh);
-    be_exit(&ctx);
+    be_wait(&ctx, 1000 * 1000);
+    be_reap(&ctx, count_wake, NULL);
+    cr_assert_eq(atomic_load(&wakes), 3, "no more than one event per message");
+}
+
+Test(backend, a_thread_without_a_context_wakes_the_owner_once_per_message, .timeout = 30)
+{
+    ctx_up(8);
+    wakes_once_per_message();
+    ctx_down();
+}
+
+/* ---- the portable implementation behind the same calls --------------------------------------------- */
+
+static void portable_up(void)
+{
+    cr_assert_eq(be_probe_portable(0, 2, &caps), 0);
+    cr_assert_eq(be_impl_of(&caps), BE_IMPL_PORTABLE);
+    cr_assert_str_eq(be_impl_name(be_impl_of(&caps)), "portable");
+    cr_assert_eq(be_io_features(&caps), BE_IO_ALL, "every feature is emulated");
+    cr_assert_eq(be_shared_init(&shared, &caps), 0);
+    cr_assert_eq(be_init(&ctx, &caps, &shared, 8, 32), 0);
+    cr_assert_neq(ctx.pb, NULL);
+}
+
+Test(backend, portable_a_thread_without_a_context_wakes_the_owner_once_per_message, .timeout = 30)
+{
+    portable_up();
+    cr_assert_eq(be_peer_of(&ctx).fd, ctx.pb->wake_fd, "the peer is the context's wake eventfd");
+    wakes_once_per_message();
+    ctx_down();
+}
+
+struct done {
+    struct be_tag tag;
+    int32_t res;
+    uint32_t flags;
+    int n;
+};
+
+static void done_fn(struct be_tag *tag, int32_t res, uint32_t flags)
+{
+    struct done *d = (struct done *)tag;
+    d->res = res;
+    d->flags = flags;
+    d->n++;
+}
+
+static void reap_until_done(struct done *d, int n)
+{
+    for (int i = 0; i < 500; i++) {
+        int left = 0;
+        for (int k = 0; k < n; k++)
+            left += d[k].n == 0;
+        if (!left)
+            return;
+        be_wait(&ctx, 10 * 1000 * 1000);
+        be_reap(&ctx, no_event, NULL);
+    }
+}
+
+Test(backend, portable_operations_complete_through_the_dispatch, .timeout = 30)
+{
+    portable_up();
+    char path[] = "/tmp/urt-backend-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    uint64_t before = be_submitted(&ctx);
+    struct done d[4] = {{.tag.complete = done_fn}, {.tag.complete = done_fn}, {.tag.complete = done_fn},
+                        {.tag.complete = done_fn}};
+    /* A write and its fdatasync as a chain, a NOP, a timeout 5 ms ahead. */
+    be_reserve(&ctx, 2);
+    be_submit(&ctx, &(struct be_op){.kind = BE_WRITE, .fd = fd, .caddr = "portable", .len = 8, .flags = BE_F_LINK},
+              &d[0].tag);
+    be_submit(&ctx, &(struct be_op){.kind = BE_FDATASYNC, .fd = fd}, &d[1].tag);
+    be_submit(&ctx, &(struct be_op){.kind = BE_NOP}, &d[2].tag);
+    be_submit(&ctx, &(struct be_op){.kind = BE_TIMEOUT, .off = urt_clock_ns() + 5 * 1000 * 1000}, &d[3].tag);
+    cr_assert(be_dirty(&ctx), "queued until flushed");
+    cr_assert(!be_backlog(&ctx), "the portable queue never overflows");
+    cr_assert_geq(be_flush(&ctx), 0);
+    reap_until_done(d, 4);
+    cr_assert_eq(d[0].res, 8);
+    cr_assert_eq(d[1].res, 0);
+    cr_assert_eq(d[2].res, 0);
+    cr_assert_eq(d[3].res, -ETIME);
+    for (int k = 0; k < 4; k++)
+        cr_assert_eq(d[k].n, 1, "operation %d completed once", k);
+    cr_assert_eq(be_submitted(&ctx) - before, 4);
+    char back[8];
+    cr_assert_eq(pread(fd, back, 8, 0), 8);
+    cr_assert_eq(memcmp(back, "portable", 8), 0);
+    close(fd);
+    ctx_down();
+}
+
+Test(backend, portable_buffer_rings_travel_through_the_same_calls, .timeout = 30)
+{
+    portable_up();
+    static char bufs[4][16];
+    struct be_bufring *r;
+    cr_assert_eq(be_bufring_create(&ctx, 3, 4, &r), 0);
+    cr_assert(be_bufring_portable(r));
+    for (uint16_t i = 0; i < 4; i++)
+        be_bufring_add(r, bufs[i], sizeof(bufs[i]), i, 4);
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    cr_assert_eq(write(sv[1], "abc", 3), 3);
+    struct done d = {.tag.complete = done_fn};
+    be_submit(&ctx, &(struct be_op){.kind = BE_RECV, .fd = sv[0], .flags = BE_F_BUF_SELECT, .buf = 3}, &d.tag);
+    be_flush(&ctx);
+    reap_until_done(&d, 1);
+    cr_assert_eq(d.res, 3);
+    cr_assert(d.flags & BE_CF_BUFFER);
+    uint16_t bid = (uint16_t)(d.flags >> BE_CF_BUFFER_SHIFT);
+    cr_assert_eq(bid, 0, "the first buffer given, picked in ring order");
+    cr_assert_eq(memcmp(bufs[bid], "abc", 3), 0);
+    be_bufring_unregister(&ctx, r, 3);
+    be_bufring_free(r, 4);
+    close(sv[0]);
+    close(sv[1]);
+    ctx_down();
 }

@@ -65,7 +65,9 @@ Test(timer, model_every_timer_once_in_due_order)
     struct be_ctx r;
     struct be_caps caps;
     cr_assert_eq(be_probe(0, false, 0, &caps), 0);
-    cr_assert_eq(be_init(&r, &caps, 64, 256), 0);
+    struct be_shared sh;
+    cr_assert_eq(be_shared_init(&sh, &caps), 0);
+    cr_assert_eq(be_init(&r, &caps, &sh, 64, 256), 0);
     struct timerq q;
     timerq_init(&q, &r, NULL);
     srand(7);
@@ -128,6 +130,7 @@ Test(timer, model_every_timer_once_in_due_order)
     cr_assert(!timerq_cancel(&q, &timers[0].t) || queued[0]);
     timerq_destroy(&q);
     be_exit(&r);
+    be_shared_exit(&sh);
 }
 
 /* ---- the one kernel timeout on a real context ------------------------------------------------------------ */
@@ -149,12 +152,14 @@ static void ring_fn(sched_timer *t, int32_t res)
     ring_fire_at[ring_fired++] = urt_clock_ns();
 }
 
-Test(timer, one_timeout_sqe_fires_in_order_and_is_removed_when_empty, .timeout = 30)
+/* The timer facility's one kernel timeout, on either backend (caps). */
+static void one_timeout_fires_in_order_and_is_removed_when_empty(struct be_caps caps)
 {
     struct be_ctx r;
-    struct be_caps caps;
-    cr_assert_eq(be_probe(0, false, 0, &caps), 0);
-    cr_assert_eq(be_init(&r, &caps, 16, 64), 0);
+    ring_fired = 0;
+    struct be_shared sh;
+    cr_assert_eq(be_shared_init(&sh, &caps), 0);
+    cr_assert_eq(be_init(&r, &caps, &sh, 16, 64), 0);
     uint32_t inflight = 0;
     struct timerq q;
     timerq_init(&q, &r, &inflight);
@@ -192,6 +197,21 @@ Test(timer, one_timeout_sqe_fires_in_order_and_is_removed_when_empty, .timeout =
     cr_assert_eq(inflight, 0, "the removed timeout completed (-ECANCELED)");
     timerq_destroy(&q);
     be_exit(&r);
+    be_shared_exit(&sh);
+}
+
+Test(timer, one_timeout_sqe_fires_in_order_and_is_removed_when_empty, .timeout = 30)
+{
+    struct be_caps caps;
+    cr_assert_eq(be_probe(0, false, 0, &caps), 0);
+    one_timeout_fires_in_order_and_is_removed_when_empty(caps);
+}
+
+Test(timer, portable_one_timeout_fires_in_order_and_is_removed_when_empty, .timeout = 30)
+{
+    struct be_caps caps;
+    cr_assert_eq(be_probe_portable(0, 1, &caps), 0);
+    one_timeout_fires_in_order_and_is_removed_when_empty(caps);
 }
 
 /* ---- on the workers ---------------------------------------------------------------------- */

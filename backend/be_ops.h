@@ -1,14 +1,19 @@
 /*
- * backend/portable/pb_types_tmp.h — TEMPORARY: the backend-neutral part of
- * backend/backend.h (completion tags, events, struct be_op), copied while the
- * operation-level seam is being landed; replaced by backend/backend.h.
+ * backend/be_ops.h — the backend-neutral part of backend/backend.h: completion
+ * tags and flags, events, operation descriptors (struct be_op) and the
+ * capability bits. Both implementations (backend/uring/, backend/portable/)
+ * build on it; callers include backend/backend.h, which includes it.
+ *
+ * Memory ordering: plain types, none of their own.
  */
-#ifndef URT_BACKEND_PB_TYPES_TMP_H
-#define URT_BACKEND_PB_TYPES_TMP_H
+#ifndef URT_BACKEND_BE_OPS_H
+#define URT_BACKEND_BE_OPS_H
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+
 /* ---- completions --------------------------------------------------------------------------- */
 
 /* An operation whose completion continues somewhere: embed it, set complete,
@@ -91,5 +96,26 @@ struct be_op {
         uint64_t len64; /* BE_FALLOCATE */
     };
 };
+
+/* ---- capabilities (what the probe found) ------------------------------------------------------- */
+
+/* I/O features tasks' I/O may use (same values as URT_IO_FEAT_* of urt/io.h). */
+#define BE_IO_MULTISHOT_ACCEPT (1u << 0) /* multishot accept */
+#define BE_IO_MULTISHOT_RECV (1u << 1)   /* multishot receive into a buffer ring */
+#define BE_IO_BUFRING (1u << 2)          /* buffer rings the kernel picks from */
+#define BE_IO_SEND_ZC (1u << 3)          /* zero-copy send */
+#define BE_IO_FIXED_ACCEPT (1u << 4)     /* accept into the registered file table, slot allocated */
+#define BE_IO_LINK_TIMEOUT (1u << 5)     /* BE_LINK_TIMEOUT */
+#define BE_IO_ALL ((1u << 6) - 1)
+
+/* Features a caller can forbid (same values as enum urt_ring_feature); bits
+ * 6..11 are BE_IO_* << 6. */
+#define BE_NO_DEFER_TASKRUN (1u << 0)
+#define BE_NO_COOP_TASKRUN (1u << 1)
+#define BE_NO_SINGLE_ISSUER (1u << 2)
+#define BE_NO_REGISTERED_FD (1u << 3)
+#define BE_NO_RINGLESS_MSG (1u << 4)
+#define BE_NO_EXT_ARG (1u << 5)
+#define BE_IO_DISABLE_SHIFT 6
 
 #endif
