@@ -196,6 +196,7 @@ void be_fault_sq_room(struct be_ctx *c, uint32_t entries);
 
 struct be_caps {
     uint8_t impl;             /* enum be_impl */
+    char why[160];            /* why this implementation (set by the runtime; urt_runtime_backend) */
     uint32_t io_features;     /* BE_IO_*: what tasks' I/O may use */
     struct ur_caps ur;        /* io_uring: what ring_probe found */
     unsigned pool_threads;    /* portable: the file pool's threads */

@@ -30,6 +30,7 @@ enum ftype { F_U32, F_U64, F_BOOL, F_ENUM, F_STR };
  * value = index in the list, min..max the valid range). */
 static const char *const PLACEMENT_NAMES[] = {"none", "numa", "core", NULL};
 static const char *const LOG_SYNC_NAMES[] = {"auto", "strict", "single_flush", "single_write", NULL};
+static const char *const BACKEND_NAMES[] = {"auto", "io_uring", "portable", NULL};
 
 struct field {
     const char *name;
@@ -114,6 +115,11 @@ static const struct field FIELDS[] = {
     U32(blocking_keepalive_ms, 1, 86400000, "10000", "an idle blocking pool thread exits after this long (ms)"),
     U64(blocking_queue_max, 1, 1ull << 32, "65536",
         "offloads waiting for a blocking pool thread at most (beyond: -EAGAIN, or a wait with URT_SUBMIT_BLOCK)"),
+    /* C23 hosts without io_uring */
+    {"backend", F_ENUM, offsetof(struct urt_config, backend), 0, 2, "auto",
+     "auto (io_uring; the portable backend where io_uring_setup is refused: EPERM, ENOSYS, no accepted "
+     "set-up) | io_uring (or fail) | portable (epoll, eventfds, a file thread pool)",
+     BACKEND_NAMES},
 };
 #define N_FIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
 
@@ -245,6 +251,8 @@ static int validate(const struct urt_config *c)
     if (c->log_sync == URT_LOG_SYNC_SINGLE_WRITE && c->log_prealloc_kb == 0)
         return urt__error(-EINVAL, "log_sync: single_write needs log_prealloc_kb > 0 (its marker claims live in "
                                    "preallocated, zero-filled space)");
+    if (c->backend == URT_BACKEND_PORTABLE && c->sqpoll)
+        return urt__error(-EINVAL, "sqpoll: an io_uring feature, and backend is portable (no io_uring)");
     if (URT_CHECK_RESERVED("urt_config_validate", "cfg", c))
         return -EINVAL;
     return 0;

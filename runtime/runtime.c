@@ -1,10 +1,14 @@
 /*
  * runtime/runtime.c — urt_runtime_create / urt_runtime_destroy.
  *
- * create = validate the configuration -> probe io_uring -> build the topology
- * and place the workers -> start the scheduler (each worker creates its ring
- * in its own thread) -> the admission limit, the blocking pool, the watcher.
- * Each phase either succeeds or undoes the earlier ones.
+ * create = validate the configuration -> choose the backend (probe io_uring;
+ * backend = auto falls back to the portable backend only where the ring is
+ * unavailable: EPERM, ENOSYS, or no set-up the kernel accepts (EINVAL for
+ * every candidate) — never on ENOMEM, EMFILE or another resource error) ->
+ * open the log -> build the topology and place the workers -> start the
+ * scheduler (each worker creates its backend context in its own thread) ->
+ * the admission limit, the blocking pool, the watcher. Each phase either
+ * succeeds or undoes the earlier ones.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -46,16 +50,71 @@ static int copy_config(struct urt_runtime *rt, const struct urt_config *cfg)
     return 0;
 }
 
-static int probe_rings(struct urt_runtime *rt)
+/* kernel.io_uring_disabled (Linux 6.6), or -1 where there is none. */
+static int uring_disabled_sysctl(void)
 {
-    int err = be_probe(rt->cfg.ring_disable, rt->cfg.sqpoll, rt->cfg.sqpoll_idle_ms, &rt->caps);
+    FILE *f = fopen("/proc/sys/kernel/io_uring_disabled", "re");
+    int v = -1;
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* Why io_uring is unavailable (err from the probe), or NULL when err is
+ * not that (a resource error: it stays an error). */
+static const char *unavailable(int err, char *buf, size_t len)
+{
+    int sysctl = uring_disabled_sysctl();
+    if (err == -EPERM && sysctl > 0)
+        snprintf(buf, len, "io_uring_setup refused (EPERM, kernel.io_uring_disabled=%d)", sysctl);
+    else if (err == -EPERM)
+        snprintf(buf, len, "io_uring_setup refused (EPERM: a seccomp profile or kernel.io_uring_disabled)");
+    else if (err == -ENOSYS)
+        snprintf(buf, len, "io_uring not in this kernel (ENOSYS)");
+    else if (err == -EINVAL)
+        snprintf(buf, len, "no io_uring set-up this kernel accepts (EINVAL: below the probe's minimum)");
+    else
+        return NULL;
+    return buf;
+}
+
+/* The portable backend's file pool: two threads per worker, 2..64. */
+static unsigned portable_pool_threads(const struct urt_config *cfg)
+{
+    unsigned n = 2 * cfg->workers;
+    return n < 2 ? 2 : n > 64 ? 64 : n;
+}
+
+static int choose_backend(struct urt_runtime *rt)
+{
+    const struct urt_config *c = &rt->cfg;
+    if (c->backend == URT_BACKEND_PORTABLE) {
+        be_probe_portable(c->ring_disable, portable_pool_threads(c), &rt->caps);
+        snprintf(rt->caps.why, sizeof(rt->caps.why), "backend=portable in the configuration");
+        return 0;
+    }
+    int err = be_probe(c->ring_disable, c->sqpoll, c->sqpoll_idle_ms, &rt->caps);
+    if (!err) {
+        snprintf(rt->caps.why, sizeof(rt->caps.why), "%s", c->backend == URT_BACKEND_IO_URING
+                                                              ? "backend=io_uring in the configuration"
+                                                              : "backend=auto: io_uring is available");
+        return 0;
+    }
+    char why[120];
+    if (c->backend == URT_BACKEND_AUTO && !c->sqpoll && unavailable(err, why, sizeof(why))) {
+        be_probe_portable(c->ring_disable, portable_pool_threads(c), &rt->caps);
+        snprintf(rt->caps.why, sizeof(rt->caps.why), "backend=auto: %s", why);
+        return 0;
+    }
     if (err == -ENOSYS)
-        return urt__error(err, "io_uring: not available in this kernel (ENOSYS)");
+        return urt__error(err, "io_uring: not available in this kernel (ENOSYS; backend=io_uring)");
     if (err == -EPERM)
-        return urt__error(err, "io_uring: not permitted (EPERM; see sysctl kernel.io_uring_disabled)");
-    if (err)
-        return urt__error(err, "io_uring: ring setup failed: %s", strerror(-err));
-    return 0;
+        return urt__error(err, "io_uring: not permitted (EPERM; see sysctl kernel.io_uring_disabled; "
+                               "backend=io_uring, backend=auto would run on the portable backend)");
+    return urt__error(err, "io_uring: ring setup failed: %s", strerror(-err));
 }
 
 static int start_workers(struct urt_runtime *rt)
@@ -143,7 +202,9 @@ URT_API int urt_runtime_create(const struct urt_config *cfg, urt_runtime **out)
     pthread_mutex_init(&rt->dur_lock, NULL);
     int err = copy_config(rt, cfg);
     if (!err)
-        err = probe_rings(rt);
+        err = choose_backend(rt);
+    if (!err)
+        rt->sched.caps = rt->caps; /* the log (opened next) reads which backend runs */
     if (!err)
         err = runtime_log_open(rt);
     if (!err)
@@ -199,6 +260,15 @@ URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *f)
         return;
     be_features(&rt->caps, f);
     f->numa_nodes = rt->topo.n_nodes;
+}
+
+URT_API int urt_runtime_backend(const urt_runtime *rt, const char **why)
+{
+    if (!rt)
+        return urt__error(-EINVAL, "urt_runtime_backend: rt is NULL");
+    if (why)
+        *why = rt->caps.why;
+    return be_impl_of(&rt->caps) == BE_IMPL_PORTABLE ? URT_BACKEND_PORTABLE : URT_BACKEND_IO_URING;
 }
 
 static void describe_io(uint32_t io, char *buf, size_t len)

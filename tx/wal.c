@@ -261,17 +261,19 @@ void wal_read_stats(const struct wal *wal, struct urt_log_stats *o)
 
 /* ---- open / close ----------------------------------------------------------------------- */
 
-/* One line per session in dir/sessions.log: the generation and how its
- * group commits are made durable (also in urt_log_stats). Best effort. */
+/* One line per session in dir/sessions.log: the generation, how its group
+ * commits are made durable (also in urt_log_stats), and the backend the
+ * runtime runs on, with why (urt_runtime_backend). Best effort. */
 static void note_session(struct wal *wal)
 {
     int fd = openat(wal->dirfd, "sessions.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
-    char line[256];
-    int n = snprintf(line, sizeof(line), "%lld gen %" PRIu64 " workers %u channels %u log_sync %s (%s)\n",
+    char line[512];
+    const struct be_caps *caps = &wal->s->caps;
+    int n = snprintf(line, sizeof(line), "%lld gen %" PRIu64 " workers %u channels %u log_sync %s (%s) backend %s (%s)\n",
                      (long long)time(NULL), wal->gen, wal->cfg->workers, wal->n_chan, wal_sync_name(wal->sync.mode),
-                     wal->sync.why);
+                     wal->sync.why, be_impl_name(be_impl_of(caps)), caps->why);
     if (n > 0 && write(fd, line, (size_t)n) < 0) {
         /* a note only */
     }
@@ -319,6 +321,8 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
         return -errno;
     if ((rc = wal_sync_choose(wal->dirfd, wal->cfg, &wal->sync)))
         return urt__error(rc, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
+    if (be_impl_of(&wal->s->caps) == BE_IMPL_PORTABLE)
+        wal_sync_portable(&wal->sync);
     if (wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE)
         wal->o_direct = true; /* confirmed (or withdrawn) by the first channel file (chan_create) */
     wal->gen = rec->max_gen + 1;

@@ -136,6 +136,17 @@ static void choose_auto(int dirfd, unsigned long magic, struct wal_sync_choice *
     snprintf(c->why, sizeof(c->why), "%s: only a file's own fdatasync is trusted", c->fs);
 }
 
+void wal_sync_portable(struct wal_sync_choice *c)
+{
+    if (c->mode != URT_LOG_SYNC_STRICT || !strstr(c->why, "log_sync=strict")) {
+        char was[64];
+        snprintf(was, sizeof(was), "%s", wal_sync_name(c->mode));
+        snprintf(c->why, sizeof(c->why), "the portable backend (no io_uring): strict, not %s", was);
+    }
+    c->mode = URT_LOG_SYNC_STRICT;
+    c->need_nocow = false;
+}
+
 int wal_sync_choose(int dirfd, const struct urt_config *cfg, struct wal_sync_choice *c)
 {
     memset(c, 0, sizeof(*c));

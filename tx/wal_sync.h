@@ -31,6 +31,11 @@ void wal_sync_nocow_epochs(const struct wal_sync_choice *c, int fd);
 /* single_write without O_DIRECT or RWF_DSYNC (what was refused, errno):
  * the choice falls back to single_flush. */
 void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err);
+/* The runtime runs on the portable backend (no io_uring): strict, whatever
+ * was chosen — a write's own fdatasync completes before its marker, both on
+ * the file pool, so the promise holds without relying on what io_uring
+ * orders (why says so). */
+void wal_sync_portable(struct wal_sync_choice *c);
 /* "strict", "single_flush", "single_write". */
 const char *wal_sync_name(enum urt_log_sync mode);
 

@@ -559,12 +559,17 @@ int pb_wait(struct pb_ctx *c, uint64_t timeout_ns)
     return pb_ready(c) ? 0 : -ETIME;
 }
 
+/* Without waiting: ready descriptors, the pool's completions and the
+ * deadlines that passed (a busy owner polls instead of waiting: its timers
+ * must fire too, as io_uring's do without a wait). */
 void pb_poll(struct pb_ctx *c)
 {
     struct epoll_event ev[64];
     int n = epoll_wait_ns(c, ev, 64, 0);
     if (n > 0)
         handle_events(c, ev, n);
+    take_remote(c);
+    expire(c);
 }
 
 unsigned pb_reap(struct pb_ctx *c, be_event_fn *on_event, void *ctx)

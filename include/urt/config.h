@@ -46,6 +46,20 @@ enum urt_log_sync {
                                       flush, no epoch-file write while one channel is active */
 };
 
+/* Which backend the workers wait, wake and do I/O with (README, "Running
+ * where io_uring is disabled"; docs/io.md). */
+enum urt_backend {
+    URT_BACKEND_AUTO = 0,     /* default: io_uring; the portable backend only where the ring is
+                                 unavailable (io_uring_setup refused with EPERM, e.g. by a
+                                 container's seccomp profile or kernel.io_uring_disabled; ENOSYS;
+                                 or no ring set-up this kernel accepts), never on a resource
+                                 error (ENOMEM, EMFILE stay errors), nor with sqpoll set (an
+                                 io_uring feature: its refusal stays an error) */
+    URT_BACKEND_IO_URING = 1, /* io_uring or fail (-EPERM, -ENOSYS, ... with a message) */
+    URT_BACKEND_PORTABLE = 2, /* epoll, eventfds and a file thread pool, even where io_uring
+                                 works: slower, same contracts (or a documented -EOPNOTSUPP) */
+};
+
 /* Ring features urt must not use even where the kernel offers them
  * (ring_disable bit set). Used to test the fallbacks, and by users who want to. */
 enum urt_ring_feature {
@@ -161,7 +175,11 @@ struct urt_config {
     uint64_t blocking_queue_max;    /* offloads waiting for a pool thread at most; beyond it
                                        -EAGAIN or, with URT_SUBMIT_BLOCK, a wait (default 65536) */
 
-    uint32_t reserved[8];           /* must be zero */
+    /* --- backend ----------------------------------------------------- */
+    enum urt_backend backend;       /* auto (default) | io_uring | portable: see enum urt_backend
+                                       and urt_runtime_backend() */
+
+    uint32_t reserved[7];           /* must be zero */
 };
 
 /* Sets every field to its default. Any thread. */

@@ -72,6 +72,14 @@ struct urt_features {
 /* Fills *out (all zero for a NULL rt; nothing for a NULL out). Any thread. */
 URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *out);
 
+/* Which backend the runtime runs on: URT_BACKEND_IO_URING or
+ * URT_BACKEND_PORTABLE (never auto; urt/config.h, enum urt_backend), and,
+ * when why is not NULL, a line saying why (e.g. "backend=auto: io_uring_setup
+ * refused (EPERM: a seccomp profile or kernel.io_uring_disabled)"), valid
+ * while rt lives. The same line is written to the log directory's
+ * sessions.log. -EINVAL for a NULL rt. Any thread. */
+URT_API int urt_runtime_backend(const urt_runtime *rt, const char **why);
+
 /* One line describing features, e.g.
  * "setup=SINGLE_ISSUER|DEFER_TASKRUN ringfd=registered wake-from-foreign=ringless ext_arg=yes
  * numa_nodes=1 io=multishot_accept|multishot_recv|bufring|send_zc|fixed_accept|link_timeout".

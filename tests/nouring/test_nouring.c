@@ -8,16 +8,22 @@
  * message, and the open descriptors and threads before and after. The
  * wrapper urt-nouring is checked the same way a test runner uses it.
  *
- * Today the runtime needs io_uring: creation fails with the errno the host
- * answers and a message that says why (no silent fallback, no crash, no
- * leaked descriptor or thread).
+ * backend = auto (the default) falls back to the portable backend where the
+ * ring is unavailable (EPERM, ENOSYS) and the runtime then runs tasks,
+ * wakes parked workers from another thread and fires timers; a resource
+ * error (ENOMEM) stays an error; backend = io_uring fails as before, with a
+ * message; backend = portable runs where io_uring works too. A failed
+ * creation leaves no descriptor or thread behind.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <urt/urt.h>
@@ -30,7 +36,12 @@ struct report {
     int rt_null;
     int fds_before, fds_after;
     int threads_before, threads_after;
+    int backend;                /* urt_runtime_backend */
+    int ran, ran_parked, fired; /* tasks run; after the workers parked; timers fired */
+    int fired_early;            /* timers that ran before their due time */
     char msg[256];
+    char why[200];
+    char session[512]; /* the log directory's sessions.log */
 };
 
 static int count_dir(const char *path)
@@ -46,14 +57,76 @@ static int count_dir(const char *path)
     return n;
 }
 
-static void child(int fd, int refuse_errno)
+static atomic_int ran, fired, fired_early;
+
+static enum urt_task_result count_task(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    atomic_fetch_add(&ran, 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result timer_task(struct urt_task *t, void *arg)
+{
+    (void)t;
+    if (urt_now_ns() < (uint64_t)(uintptr_t)arg)
+        atomic_fetch_add(&fired_early, 1);
+    atomic_fetch_add(&fired, 1);
+    return URT_TASK_DONE;
+}
+
+static void wait_for(atomic_int *v, int n)
+{
+    for (int i = 0; i < 500 && atomic_load(v) < n; i++)
+        usleep(10 * 1000);
+}
+
+/* Tasks, a wake of parked workers from this (foreign) thread, timers. */
+static void exercise(urt_runtime *rt, struct report *r)
+{
+    for (int i = 0; i < 100; i++)
+        urt_spawn(rt, count_task, NULL, 0);
+    wait_for(&ran, 100);
+    r->ran = atomic_load(&ran);
+    usleep(50 * 1000); /* worker_suspend_timeout_us is 10 s: the workers park now */
+    for (int i = 0; i < 10; i++)
+        urt_spawn(rt, count_task, NULL, 0);
+    wait_for(&ran, 110);
+    r->ran_parked = atomic_load(&ran) - r->ran;
+    for (int i = 0; i < 5; i++) {
+        uint64_t due = urt_now_ns() + (uint64_t)(i + 1) * 10 * 1000 * 1000;
+        urt_spawn_at(rt, due, timer_task, NULL, (void *)(uintptr_t)due, 0);
+    }
+    wait_for(&fired, 5);
+    r->fired = atomic_load(&fired);
+    r->fired_early = atomic_load(&fired_early);
+}
+
+static void read_session(const char *dir, struct report *r)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/sessions.log", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(r->session, 1, sizeof r->session - 1, f);
+        r->session[n] = '\0';
+        fclose(f);
+    }
+}
+
+static void child(int fd, int refuse_errno, enum urt_backend backend, bool with_log)
 {
     struct report r = {0};
-    r.filter_rc = refuse_io_uring(refuse_errno);
-    if (r.filter_rc == 0) {
+    r.filter_rc = refuse_errno ? refuse_io_uring(refuse_errno) : 0;
+    char dir[] = "/tmp/urt-nouring-XXXXXX";
+    if (r.filter_rc == 0 && (!with_log || mkdtemp(dir))) {
         struct urt_config c;
         urt_config_init(&c);
         c.workers = 2;
+        c.backend = backend;
+        c.worker_suspend_timeout_us = 10 * 1000 * 1000;
+        if (with_log)
+            c.log_dir = dir;
         urt_runtime *rt = NULL;
         r.fds_before = count_dir("/proc/self/fd");
         r.threads_before = count_dir("/proc/self/task"); /* 1, or 2 under TSan (its background thread) */
@@ -62,14 +135,27 @@ static void child(int fd, int refuse_errno)
         r.fds_after = count_dir("/proc/self/fd");
         r.threads_after = count_dir("/proc/self/task");
         snprintf(r.msg, sizeof r.msg, "%s", urt_last_error());
-        if (rt)
-            urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL);
+        if (rt) {
+            const char *why = NULL;
+            r.backend = urt_runtime_backend(rt, &why);
+            snprintf(r.why, sizeof r.why, "%s", why ? why : "(null)");
+            exercise(rt, &r);
+            urt_runtime_destroy(rt, URT_SHUTDOWN_DRAIN);
+        }
+        if (with_log) {
+            read_session(dir, &r);
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+            if (system(cmd) != 0)
+                r.filter_rc = -EIO;
+        }
     }
     ssize_t w = write(fd, &r, sizeof r);
     _exit(w == (ssize_t)sizeof r ? 0 : 1);
 }
 
-static struct report run_refused(int refuse_errno)
+/* refuse_errno 0: io_uring is not refused. */
+static struct report run_child(int refuse_errno, enum urt_backend backend, bool with_log)
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
@@ -77,7 +163,7 @@ static struct report run_refused(int refuse_errno)
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(p[0]);
-        child(p[1], refuse_errno);
+        child(p[1], refuse_errno, backend, with_log);
     }
     close(p[1]);
     struct report r;
@@ -90,9 +176,46 @@ static struct report run_refused(int refuse_errno)
     return r;
 }
 
-Test(nouring, create_refused_with_eperm_says_why, .timeout = 30)
+static void expect_runs(const struct report *r)
 {
-    struct report r = run_refused(EPERM);
+    cr_assert_eq(r->ran, 100, "tasks ran: %d of 100", r->ran);
+    cr_assert_eq(r->ran_parked, 10, "tasks submitted to parked workers ran (a wake): %d of 10", r->ran_parked);
+    cr_assert_eq(r->fired, 5, "timers fired: %d of 5", r->fired);
+    cr_assert_eq(r->fired_early, 0, "no timer before its due time");
+}
+
+Test(nouring, auto_falls_back_to_portable_on_eperm, .timeout = 60)
+{
+    struct report r = run_child(EPERM, URT_BACKEND_AUTO, false);
+    cr_assert_eq(r.err, 0, "urt_runtime_create answered %d: %s", r.err, r.msg);
+    cr_assert_eq(r.backend, URT_BACKEND_PORTABLE);
+    cr_assert(strstr(r.why, "backend=auto") && strstr(r.why, "EPERM"), "why: %s", r.why);
+    expect_runs(&r);
+}
+
+Test(nouring, auto_falls_back_to_portable_on_enosys, .timeout = 60)
+{
+    struct report r = run_child(ENOSYS, URT_BACKEND_AUTO, false);
+    cr_assert_eq(r.err, 0, "urt_runtime_create answered %d: %s", r.err, r.msg);
+    cr_assert_eq(r.backend, URT_BACKEND_PORTABLE);
+    cr_assert(strstr(r.why, "ENOSYS"), "why: %s", r.why);
+    expect_runs(&r);
+}
+
+/* The log on the portable backend: strict, and sessions.log says which
+ * backend runs and why. */
+Test(nouring, sessions_log_names_the_backend_and_the_log_is_strict, .timeout = 60)
+{
+    struct report r = run_child(EPERM, URT_BACKEND_AUTO, true);
+    cr_assert_eq(r.err, 0, "urt_runtime_create answered %d: %s", r.err, r.msg);
+    cr_assert(strstr(r.session, "backend portable (backend=auto: io_uring_setup refused (EPERM"), "sessions.log: %s",
+              r.session);
+    cr_assert(strstr(r.session, "log_sync strict (the portable backend"), "sessions.log: %s", r.session);
+}
+
+Test(nouring, backend_io_uring_refused_with_eperm_says_why, .timeout = 30)
+{
+    struct report r = run_child(EPERM, URT_BACKEND_IO_URING, false);
     cr_assert_eq(r.err, -EPERM, "urt_runtime_create answered %d", r.err);
     cr_assert(r.rt_null, "no handle on failure");
     cr_assert(strstr(r.msg, "io_uring") && strstr(r.msg, "EPERM"), "message: %s", r.msg);
@@ -101,9 +224,9 @@ Test(nouring, create_refused_with_eperm_says_why, .timeout = 30)
                  r.threads_after);
 }
 
-Test(nouring, create_refused_with_enosys_says_why, .timeout = 30)
+Test(nouring, backend_io_uring_refused_with_enosys_says_why, .timeout = 30)
 {
-    struct report r = run_refused(ENOSYS);
+    struct report r = run_child(ENOSYS, URT_BACKEND_IO_URING, false);
     cr_assert_eq(r.err, -ENOSYS, "urt_runtime_create answered %d", r.err);
     cr_assert(r.rt_null);
     cr_assert(strstr(r.msg, "io_uring") && strstr(r.msg, "ENOSYS"), "message: %s", r.msg);
@@ -112,14 +235,25 @@ Test(nouring, create_refused_with_enosys_says_why, .timeout = 30)
                  r.threads_after);
 }
 
-/* A resource error is not "io_uring is unavailable": it stays the error it is. */
-Test(nouring, create_with_enomem_from_setup_stays_enomem, .timeout = 30)
+/* A resource error is not "io_uring is unavailable": auto does not fall
+ * back, it stays the error it is. */
+Test(nouring, auto_with_enomem_from_setup_stays_enomem, .timeout = 30)
 {
-    struct report r = run_refused(ENOMEM);
+    struct report r = run_child(ENOMEM, URT_BACKEND_AUTO, false);
     cr_assert_eq(r.err, -ENOMEM, "urt_runtime_create answered %d: %s", r.err, r.msg);
     cr_assert(r.rt_null);
     cr_assert(strstr(r.msg, "io_uring"), "message: %s", r.msg);
     cr_assert_eq(r.fds_after, r.fds_before, "no descriptor left open (%d -> %d)", r.fds_before, r.fds_after);
+}
+
+/* backend = portable where io_uring works (not refused). */
+Test(nouring, backend_portable_runs_where_io_uring_works, .timeout = 60)
+{
+    struct report r = run_child(0, URT_BACKEND_PORTABLE, false);
+    cr_assert_eq(r.err, 0, "urt_runtime_create answered %d: %s", r.err, r.msg);
+    cr_assert_eq(r.backend, URT_BACKEND_PORTABLE);
+    cr_assert_str_eq(r.why, "backend=portable in the configuration");
+    expect_runs(&r);
 }
 
 static int run_wrapper(const char *const argv[])

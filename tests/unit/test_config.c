@@ -58,6 +58,7 @@ static const char *const ALL_FIELDS[] = {
     "blocking_threads_min",
     "blocking_keepalive_ms",
     "blocking_queue_max",
+    "backend",
 };
 #define N_ALL_FIELDS (sizeof(ALL_FIELDS) / sizeof(ALL_FIELDS[0]))
 
@@ -123,6 +124,7 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.direct_commit_callback, false);
     cr_assert_eq(c.log_segment_kb, 65536);
     cr_assert_eq(c.log_sync, URT_LOG_SYNC_AUTO);
+    cr_assert_eq(c.backend, URT_BACKEND_AUTO);
     cr_assert_eq(c.log_prealloc_kb, 4096);
     cr_assert_eq(c.log_poll_us, 1000);
     cr_assert_eq(c.log_channels, 0);
@@ -188,7 +190,7 @@ Test(config, validate_accepts_edges, .timeout = 10)
 
 /* ---- bad values ------------------------------------------------------------------ */
 
-enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_LOG_SYNC, K_TOPOLOGY, K_RESERVED, K_RING_PAIR, K_LOG_DIR };
+enum bad_kind { K_U32, K_U64, K_PLACEMENT, K_LOG_SYNC, K_TOPOLOGY, K_RESERVED, K_RING_PAIR, K_LOG_DIR, K_BACKEND };
 
 struct bad {
     const char *field;   /* must appear in the message */
@@ -279,7 +281,10 @@ static const struct bad BAD[] = {
     {"task_runtime_limit_us", K_U64, 3600000001ull, NULL, 0},
     {"reserved", K_RESERVED, 0, NULL, 0},
     {"reserved", K_RESERVED, 3, NULL, 0},
-    {"reserved", K_RESERVED, 7, NULL, 0},
+    {"reserved", K_RESERVED, 6, NULL, 0},
+    {"backend", K_BACKEND, 3, NULL, 0},
+    {"backend", K_BACKEND, 99, NULL, 0},
+    {"sqpoll", K_BACKEND, URT_BACKEND_PORTABLE | 0x100, NULL, 0}, /* portable with sqpoll */
 };
 #define N_BAD (sizeof(BAD) / sizeof(BAD[0]))
 
@@ -346,6 +351,10 @@ static void apply_bad(struct urt_config *c, const struct bad *b)
         return;
     case K_TOPOLOGY:
         c->topology = b->text;
+        return;
+    case K_BACKEND:
+        c->backend = (enum urt_backend)(b->value & 0xff);
+        c->sqpoll = (b->value & 0x100) != 0;
         return;
     case K_RESERVED:
         c->reserved[b->value] = 1;
@@ -487,6 +496,10 @@ Test(config, set_from_text, .timeout = 10)
     cr_assert_eq(c.deque_capacity, 1024);
     cr_assert_eq(urt_config_set(&c, "log_sync", "single_write"), 0);
     cr_assert_eq(c.log_sync, URT_LOG_SYNC_SINGLE_WRITE);
+    cr_assert_eq(urt_config_set(&c, "backend", "portable"), 0);
+    cr_assert_eq(c.backend, URT_BACKEND_PORTABLE);
+    cr_assert_eq(urt_config_set(&c, "backend", "io_uring"), 0);
+    cr_assert_eq(c.backend, URT_BACKEND_IO_URING);
     cr_assert_eq(urt_config_set(&c, "io_fixed_files", "65536"), 0);
     cr_assert_eq(c.io_fixed_files, 65536);
     cr_assert_eq(urt_config_set(&c, "log_poll_us", "0"), 0);
@@ -564,8 +577,10 @@ Test(config, from_env_applies_urt_variables, .timeout = 10)
     setenv("URT_USE_PREFERRED_WORKER_FOR_CURRENT_THREAD", "off", 1);
     setenv("URT_RING_DISABLE", "16", 1);
     setenv("URT_DEV_THOUSANDTHS_RATIO_CHECK_LOCAL_FIRST", "250", 1);
+    setenv("URT_BACKEND", "portable", 1);
     setenv("URT_workers", "9", 1); /* variables are upper case: this one is ignored */
-    cr_assert_eq(urt_config_from_env(&c), 8);
+    cr_assert_eq(urt_config_from_env(&c), 9);
+    cr_assert_eq(c.backend, URT_BACKEND_PORTABLE);
     cr_assert_eq(c.workers, 3);
     cr_assert(c.busy_worker);
     cr_assert_eq(c.placement, URT_PLACEMENT_CORE);
@@ -594,6 +609,7 @@ Test(config, from_env_rejects_bad_values_naming_the_variable, .timeout = 10)
         {"URT_TOPOLOGY", "0;;1", "topology"},
         {"URT_DEQUE_CAPACITY", "7", "deque_capacity"},
         {"URT_RING_DISABLE", "8192", "ring_disable"},
+        {"URT_BACKEND", "epoll", "backend"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         clear_urt_env();

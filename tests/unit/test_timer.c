@@ -64,7 +64,10 @@ Test(timer, model_every_timer_once_in_due_order)
 {
     struct be_ctx r;
     struct be_caps caps;
-    cr_assert_eq(be_probe(0, false, 0, &caps), 0);
+    int err = be_probe(0, false, 0, &caps);
+    if (err == -EPERM || err == -ENOSYS)
+        cr_skip_test("io_uring is refused here (%d)", err);
+    cr_assert_eq(err, 0);
     struct be_shared sh;
     cr_assert_eq(be_shared_init(&sh, &caps), 0);
     cr_assert_eq(be_init(&r, &caps, &sh, 64, 256), 0);
@@ -203,7 +206,10 @@ static void one_timeout_fires_in_order_and_is_removed_when_empty(struct be_caps 
 Test(timer, one_timeout_sqe_fires_in_order_and_is_removed_when_empty, .timeout = 30)
 {
     struct be_caps caps;
-    cr_assert_eq(be_probe(0, false, 0, &caps), 0);
+    int err = be_probe(0, false, 0, &caps);
+    if (err == -EPERM || err == -ENOSYS)
+        cr_skip_test("io_uring is refused here (%d)", err);
+    cr_assert_eq(err, 0);
     one_timeout_fires_in_order_and_is_removed_when_empty(caps);
 }
 

@@ -456,6 +456,7 @@ static void report_child_done(const struct child_run *c, bool tty, bool verbose,
 struct probe {
     struct urt_features features;
     char features_text[512];
+    char backend_text[200]; /* "io_uring (why)" or "portable (why)": urt_runtime_backend */
     char *config_text; /* urt_config_describe() of the effective configuration */
     unsigned workers;
 };
@@ -467,6 +468,10 @@ static void probe_runtime(struct probe *p)
     urt_runtime *rt = runtime_create_or_die(&cfg);
     urt_runtime_features(rt, &p->features);
     urt_features_describe(&p->features, p->features_text, sizeof(p->features_text));
+    const char *why = "";
+    int backend = urt_runtime_backend(rt, &why);
+    snprintf(p->backend_text, sizeof(p->backend_text), "%s (%s)",
+             backend == URT_BACKEND_PORTABLE ? "portable" : "io_uring", why);
     const struct urt_config *eff = urt_runtime_config(rt);
     p->workers = eff->workers;
     int need = urt_config_describe(eff, NULL, 0);
@@ -481,8 +486,8 @@ static void probe_runtime(struct probe *p)
 
 static void print_table(const struct probe *p, struct child_run *runs, size_t n, double total)
 {
-    printf("urt-load %s: %u worker%s, %s\n", URT_VERSION_STRING, p->workers, p->workers == 1 ? "" : "s",
-           p->features_text);
+    printf("urt-load %s: %u worker%s, backend %s, %s\n", URT_VERSION_STRING, p->workers,
+           p->workers == 1 ? "" : "s", p->backend_text, p->features_text);
     printf("%-24s %-18s %14s  %s\n", "workload", "metric", "value", "unit");
     printf("%-24s %-18s %14s  %s\n", "------------------------", "------------------", "--------------",
            "-------------");
@@ -532,7 +537,8 @@ static json_t *json_from_text(const char *s)
 static json_t *json_features(const struct probe *p)
 {
     const struct urt_features *f = &p->features;
-    return json_pack("{s:s, s:I, s:I, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I}", "describe", p->features_text,
+    return json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I}", "backend", p->backend_text,
+                     "describe", p->features_text,
                      "setup_flags", (json_int_t)f->setup_flags, "kernel_features", (json_int_t)f->kernel_features,
                      "defer_taskrun", f->defer_taskrun, "coop_taskrun", f->coop_taskrun, "single_issuer",
                      f->single_issuer, "registered_ring_fd", f->registered_ring_fd, "ringless_msg",
