@@ -114,6 +114,23 @@ static inline urt_runtime *rt_create_or_skip(const struct urt_config *cfg)
     return rt;
 }
 
+/* Whether a runtime made here with the default backend (auto) runs on the
+ * portable backend (io_uring refused, e.g. under urt-nouring): what a test
+ * of an io_uring-only behaviour (the log's chained sync modes, ring fds)
+ * expects instead. */
+static inline bool rt_auto_is_portable(void)
+{
+    struct urt_config cfg;
+    urt_config_init(&cfg);
+    cfg.workers = 1;
+    urt_runtime *rt = NULL;
+    if (urt_runtime_create(&cfg, &rt))
+        return false;
+    bool portable = urt_runtime_backend(rt, NULL) == URT_BACKEND_PORTABLE;
+    urt_runtime_destroy(rt, URT_SHUTDOWN_DRAIN);
+    return portable;
+}
+
 /* Destroys rt and checks it shut down cleanly: drain returns 0, cancel the
  * number of cancelled tasks (expect_cancelled < 0: don't check the count). */
 static inline int rt_destroy_clean(urt_runtime *rt, enum urt_shutdown mode, int expect_cancelled)

@@ -138,7 +138,7 @@ static void choose_auto(int dirfd, unsigned long magic, struct wal_sync_choice *
 
 void wal_sync_portable(struct wal_sync_choice *c)
 {
-    if (c->mode != URT_LOG_SYNC_STRICT || !strstr(c->why, "log_sync=strict")) {
+    if (c->mode != URT_LOG_SYNC_STRICT) { /* already strict: its own reason stands */
         char was[64];
         snprintf(was, sizeof(was), "%s", wal_sync_name(c->mode));
         snprintf(c->why, sizeof(c->why), "the portable backend (no io_uring): strict, not %s", was);

@@ -59,14 +59,24 @@ static int cq_push(struct pb_ctx *c, struct be_tag *tag, int32_t res, uint32_t f
 
 /* ---- operation records ------------------------------------------------------------------- */
 
+/* Every record ever made is on c->all_ops (pb_exit frees them all: what is
+ * still in the heap, queued or waiting when the owner closes the context is
+ * abandoned, as io_uring abandons what is in flight in a ring it closes). */
 static struct pb_op *op_new(struct pb_ctx *c)
 {
     struct pb_op *o = c->free_ops;
-    if (o)
+    struct pb_op *all;
+    if (o) {
         c->free_ops = o->next;
-    else if (!(o = malloc(sizeof *o)))
+        all = o->all;
+    } else if (!(o = malloc(sizeof *o))) {
         return NULL;
+    } else {
+        all = c->all_ops;
+        c->all_ops = o;
+    }
     memset(o, 0, sizeof *o);
+    o->all = all;
     o->c = c;
     o->heap_ix = NO_HEAP;
     return o;
@@ -645,11 +655,12 @@ void pb_exit(struct pb_ctx *c)
     free(c->files);
     free(c->bufs);
     free(c->heap);
-    while (c->free_ops) {
-        struct pb_op *o = c->free_ops;
-        c->free_ops = o->next;
+    while (c->all_ops) { /* free or abandoned (op_new) */
+        struct pb_op *o = c->all_ops;
+        c->all_ops = o->all;
         free(o);
     }
+    c->free_ops = NULL;
     free(c->cq);
     pthread_mutex_lock(&c->rlock); /* a pool thread that posted has rung done_fd and let go */
     pthread_mutex_unlock(&c->rlock);

@@ -125,6 +125,7 @@ struct pb_ctx {
     struct pb_bufring *rings[64]; /* by buffer group id (< 64) */
 
     struct pb_op *free_ops; /* a free list of operation records */
+    struct pb_op *all_ops;  /* every record made, free or not (linked by all; freed by pb_exit) */
     uint32_t inflight;      /* operations not yet completed */
     _Atomic uint64_t submitted;
     bool have_pwait2;
@@ -186,6 +187,7 @@ struct pb_op {
     struct pb_op *next;  /* the list it is on (submitted, done, remote, waiters, pool queue) */
     struct pb_op *link;  /* the next operation of its chain */
     struct pb_op *lt;    /* its BE_LINK_TIMEOUT, when one bounds it */
+    struct pb_op *all;   /* the context's list of every record (pb_ctx.all_ops) */
     uint64_t deadline;   /* in the heap when heap_ix != UINT32_MAX */
     uint32_t heap_ix;
     uint32_t want;       /* epoll events it waits for */
