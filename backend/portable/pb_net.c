@@ -10,7 +10,9 @@
  * descriptor is silent until re-armed, so a readiness is handled once, by
  * the owner, and no event can arrive for an operation already completed.
  * A descriptor closed behind the backend's back leaves epoll by itself: the
- * next arming finds it gone (ENOENT) and adds it again.
+ * first waiter after that arms it again whatever was armed before (MOD,
+ * ENOENT -> ADD), so a reused descriptor number is registered for its new
+ * file; a listening socket's O_NONBLOCK is checked on every accept attempt.
  *
  * Multishot receive and accept stay armed and post one completion with
  * BE_CF_MORE per message or connection, until an error, the end of the
@@ -35,7 +37,6 @@
 struct pb_fd {
     int fd;
     bool registered;    /* in the epoll instance (armed or silent) */
-    bool nonblock_done; /* a listening socket made O_NONBLOCK */
     uint32_t armed;     /* events it is armed for (0: silent) */
     struct pb_op *head, *tail;
     struct pb_fd *act_next, *act_prev; /* the context's descriptors with waiters */
@@ -156,15 +157,15 @@ static int32_t try_recv(struct pb_ctx *c, struct pb_op *o, int fd, uint32_t *cfl
     return (int32_t)n;
 }
 
+/* Looked at on every attempt, not remembered per descriptor number: the
+ * number may name another socket since (closed and reused behind the
+ * backend's back), and a blocking accept would stall the owner. */
 static void listen_nonblock(struct pb_ctx *c, int fd)
 {
-    struct pb_fd *d = fd_get(c, fd);
-    if (!d || d->nonblock_done)
-        return;
+    (void)c;
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0 && !(fl & O_NONBLOCK))
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-    d->nonblock_done = true;
 }
 
 static int32_t direct_slot(struct pb_ctx *c, int nfd)
@@ -322,7 +323,11 @@ void pb_net_start(struct pb_ctx *c, struct pb_op *o)
         pb_complete(c, o, -ENOMEM, 0);
         return;
     }
+    bool first = d->head == NULL;
     waiter_add(c, d, o);
+    if (first)
+        d->armed = 0; /* the number may name a new file since its last waiter (closed and reused behind the
+                         backend's back, its registration gone with the old file): arm it again (MOD, else ADD) */
     int err = arm(c, d);
     if (err)
         not_pollable(c, d, err);

@@ -562,6 +562,44 @@ Test(backend, portable_exit_frees_what_is_still_in_flight, .timeout = 30)
     leak_check();
 }
 
+/* A descriptor number closed behind the backend's back and reused for a new
+ * socket: the new socket's receive must be registered for readiness (the old
+ * file's registration went with it). The backend remembered the number as
+ * armed and never registered the new file: the receive waited for ever. */
+Test(backend, portable_a_reused_descriptor_number_is_armed_again, .timeout = 30)
+{
+    portable_up();
+    int a[2], b[2];
+    static char buf[8];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a), 0);
+    struct done d = {.tag.complete = done_fn}, k = {.tag.complete = done_fn};
+    be_submit(&ctx, &(struct be_op){.kind = BE_RECV, .fd = a[0], .addr = buf, .len = sizeof buf}, &d.tag);
+    be_flush(&ctx); /* waits: armed for a[0] */
+    be_submit(&ctx, &(struct be_op){.kind = BE_CANCEL, .target = &d.tag}, &k.tag);
+    be_flush(&ctx);
+    reap_until_done(&d, 1);
+    cr_assert_eq(d.res, -ECANCELED);
+    int num = a[0];
+    close(a[0]); /* behind the backend's back */
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, b), 0);
+    cr_assert(b[0] == num || b[1] == num, "the number is reused (%d: %d %d)", num, b[0], b[1]);
+    int mine = b[0] == num ? b[0] : b[1], peer = b[0] == num ? b[1] : b[0];
+    struct done r = {.tag.complete = done_fn};
+    be_submit(&ctx, &(struct be_op){.kind = BE_RECV, .fd = mine, .addr = buf, .len = sizeof buf}, &r.tag);
+    be_flush(&ctx); /* nothing to read yet: waits */
+    be_wait(&ctx, 1000 * 1000);
+    be_reap(&ctx, no_event, NULL);
+    cr_assert_eq(r.n, 0);
+    cr_assert_eq(write(peer, "new", 3), 3);
+    reap_until_done(&r, 1);
+    cr_assert_eq(r.n, 1, "the receive on the reused number completed");
+    cr_assert_eq(r.res, 3);
+    close(a[1]);
+    close(b[0]);
+    close(b[1]);
+    ctx_down();
+}
+
 Test(backend, portable_buffer_rings_travel_through_the_same_calls, .timeout = 30)
 {
     portable_up();
