@@ -134,6 +134,19 @@ static struct pb_bufring *ring_of(struct pb_ctx *c, const struct pb_op *o)
     return o->op.buf < sizeof c->rings / sizeof c->rings[0] ? c->rings[o->op.buf] : NULL;
 }
 
+/* A receive whose buffer ring is empty: as on io_uring, it fails -ENOBUFS
+ * only when there is something to receive; with nothing pending it waits
+ * (-EAGAIN), and the end of the stream or an error completes without a
+ * buffer. */
+static int32_t empty_ring(int fd)
+{
+    char one;
+    ssize_t n = recv(fd, &one, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+        return -ENOBUFS;
+    return n == 0 ? 0 : -errno;
+}
+
 static int32_t try_recv(struct pb_ctx *c, struct pb_op *o, int fd, uint32_t *cflags)
 {
     void *addr = o->op.addr;
@@ -141,8 +154,10 @@ static int32_t try_recv(struct pb_ctx *c, struct pb_op *o, int fd, uint32_t *cfl
     struct pb_bufring *r = NULL;
     if (o->op.flags & BE_F_BUF_SELECT) {
         r = ring_of(c, o);
-        if (!r || r->head == r->tail)
+        if (!r)
             return -ENOBUFS;
+        if (r->head == r->tail)
+            return empty_ring(fd);
         struct pb_buf *b = &r->bufs[r->head & r->mask];
         addr = b->addr;
         len = o->op.len && o->op.len < b->len ? o->op.len : b->len;

@@ -269,6 +269,43 @@ PTest(a_receive_with_its_ring_empty_completes_enobufs)
     close(sv[0]), close(sv[1]);
 }
 
+/* Its ring empty and nothing to receive, a multishot receive waits (as on
+ * io_uring, -ENOBUFS comes only when data arrives with no buffer): a buffer
+ * given back before the next message is used for it. */
+PTest(an_empty_ring_without_data_waits_instead_of_ending)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct pb_bufring *ring;
+    cr_assert_eq(pb_bufring_create(&ctx, 2, 1, &ring), 0);
+    static char b0[16];
+    pb_bufring_add(ring, b0, sizeof b0, 7);
+    struct rec r;
+    rec_init(&r);
+    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_MULTISHOT | BE_F_BUF_SELECT, .buf = 2, .fd = sv[0]}, &r);
+    cr_assert_eq(write(sv[1], "one", 3), 3);
+    RUN_UNTIL(r.n == 1);
+    cr_assert_eq(r.res[0], 3);
+    cr_assert(r.flags[0] & BE_CF_MORE);
+    /* the only buffer is in use: the receive must wait, not end */
+    pb_wait(&ctx, 20000000);
+    pb_reap(&ctx, on_event, NULL);
+    cr_assert_eq(r.n, 1, "no completion while nothing is pending (got res %d)", r.n > 1 ? r.res[1] : 0);
+    pb_bufring_add(ring, b0, sizeof b0, 7); /* given back */
+    cr_assert_eq(write(sv[1], "two", 3), 3);
+    RUN_UNTIL(r.n == 2);
+    cr_assert_eq(r.res[1], 3);
+    cr_assert(r.flags[1] & BE_CF_MORE, "still armed");
+    cr_assert_eq(memcmp(b0, "two", 3), 0);
+    close(sv[1]);
+    RUN_UNTIL(r.n == 3);
+    cr_assert_eq(r.res[2], 0, "the end of the stream, without a buffer");
+    cr_assert_eq(r.flags[2] & BE_CF_MORE, 0);
+    pb_bufring_unregister(&ctx, ring, 2);
+    pb_bufring_free(ring);
+    close(sv[0]);
+}
+
 static int listen_loopback(struct sockaddr_in *a)
 {
     int l = socket(AF_INET, SOCK_STREAM, 0);
