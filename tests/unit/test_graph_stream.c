@@ -32,68 +32,12 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "tests/helpers.h"
-
-struct done_rec {
-    _Atomic int calls;
-    _Atomic int status;
-};
-
-static void on_done(urt_graph *g, int status, void *arg)
-{
-    struct done_rec *d = arg;
-    (void)g;
-    atomic_store(&d->status, status);
-    atomic_fetch_add(&d->calls, 1);
-}
-
-static urt_runtime *make_rt(uint32_t workers)
-{
-    struct urt_config cfg;
-    test_config(&cfg, workers);
-    return rt_create_or_skip(&cfg);
-}
-
-static urt_graph *make_graph(urt_runtime *rt, struct done_rec *d)
-{
-    struct urt_graph_options o;
-    urt_graph_options_init(&o);
-    o.done = on_done;
-    o.arg = d;
-    urt_graph *g = NULL;
-    cr_assert_eq(urt_graph_create(rt, &o, &g), 0, "%s", urt_last_error());
-    return g;
-}
-
-static int add_step(urt_graph *g, const struct urt_step_desc *d)
-{
-    int id = urt_graph_add_step(g, d);
-    cr_assert_geq(id, 0, "add_step %s: %s", d->name, urt_last_error());
-    return id;
-}
+#include "tests/unit/graph_helpers.h"
 
 static int add_forward(urt_graph *g, uint32_t capacity, urt_graph_release_fn *release, void *arg)
 {
-    struct urt_exchange_desc d = {.kind = URT_EXCHANGE_FORWARD, .capacity = capacity, .release = release,
-                                  .release_arg = arg};
-    int id = urt_graph_add_exchange(g, &d);
-    cr_assert_geq(id, 0, "add_exchange: %s", urt_last_error());
-    return id;
-}
-
-static void wire(urt_graph *g, int from, int x, int to)
-{
-    cr_assert_geq(urt_graph_add_output(g, from, x), 0, "output: %s", urt_last_error());
-    cr_assert_geq(urt_graph_add_input(g, to, x), 0, "input: %s", urt_last_error());
-}
-
-static int run_graph(urt_graph *g, struct done_rec *d)
-{
-    cr_assert_eq(urt_graph_start(g), 0, "start: %s", urt_last_error());
-    int st = urt_graph_wait(g, 60ull * 1000000000ull);
-    cr_assert_neq(st, -ETIMEDOUT, "the graph did not end within 60 s");
-    cr_assert_eq(atomic_load(&d->calls), 1, "completion callback ran %d times", atomic_load(&d->calls));
-    return st;
+    return add_x(g, (struct urt_exchange_desc){.kind = URT_EXCHANGE_FORWARD, .capacity = capacity,
+                                                .release = release, .release_arg = arg});
 }
 
 /* A unit's value: its source partition and sequence, never 0. */
@@ -237,12 +181,12 @@ static void chain_round(uint32_t workers, uint32_t parts, uint32_t capacity, uin
     c->units = units;
     urt_graph *g = make_graph(rt, &d);
     struct urt_step_desc src = {.name = "source", .fn = chain_source, .arg = c, .partitions = parts};
-    int prev = add_step(g, &src);
+    int prev = add(g, src);
     cr_assert_eq(prev, 0);
     for (int k = 1; k <= CH_X; k++) {
         struct urt_step_desc sd = {.name = k <= CH_STAGES ? "stage" : "sink",
                                    .fn = k <= CH_STAGES ? chain_stage : chain_sink, .arg = c};
-        int s = add_step(g, &sd);
+        int s = add(g, sd);
         cr_assert_eq(s, k);
         c->x[k - 1].c = c;
         wire(g, prev, add_forward(g, capacity, chain_release, &c->x[k - 1]), s);
@@ -353,7 +297,7 @@ Test(graph_stream, a_scan_slot_emits_to_the_partition_of_its_current_scan_partit
         struct urt_step_desc sd = {.name = "scan", .fn = scan_src, .arg = &r, .partitions = SC_PARTS,
                                    .max_in_flight = 2, .flags = URT_STEP_SCAN};
         struct urt_step_desc cd = {.name = "cons", .fn = scan_cons, .arg = &r, .partitions = SC_CONS};
-        int s = add_step(g, &sd), c = add_step(g, &cd);
+        int s = add(g, sd), c = add(g, cd);
         wire(g, s, add_forward(g, 8, NULL, NULL), c);
         cr_assert_eq(run_graph(g, &d), 0);
         cr_assert_eq(atomic_load(&r.wrong_partition), 0, "scan partition p feeds partition p mod %d", SC_CONS);
@@ -438,7 +382,7 @@ Test(graph_stream, two_consumer_steps_see_every_unit_and_it_is_released_once_aft
     struct urt_step_desc sd = {.name = "src", .fn = two_src, .arg = t, .partitions = 1};
     struct urt_step_desc ad = {.name = "a", .fn = two_a, .arg = t};
     struct urt_step_desc bd = {.name = "b", .fn = two_b, .arg = t};
-    int s = add_step(g, &sd), a = add_step(g, &ad), b = add_step(g, &bd);
+    int s = add(g, sd), a = add(g, ad), b = add(g, bd);
     int x = add_forward(g, 16, two_release, t);
     wire(g, s, x, a);
     cr_assert_geq(urt_graph_add_input(g, b, x), 0, "%s", urt_last_error());
@@ -514,7 +458,7 @@ Test(graph_stream, an_emit_after_the_cancel_is_refused_at_once, .timeout = 60)
         urt_graph *g = make_graph(rt, &d);
         struct urt_step_desc sd = {.name = "src", .fn = cancel_src, .arg = &r, .partitions = 1};
         struct urt_step_desc cd = {.name = "sink", .fn = count_sink, .arg = &r.sunk};
-        int s = add_step(g, &sd), c = add_step(g, &cd);
+        int s = add(g, sd), c = add(g, cd);
         wire(g, s, add_forward(g, 1024, cancel_release, &r), c);
         cr_assert_eq(run_graph(g, &d), -ECANCELED);
         cr_assert_eq(atomic_load(&r.first_ok), 100);
@@ -592,7 +536,7 @@ Test(graph_stream, a_stream_sees_a_cancel_from_its_next_unit_or_batch, .timeout 
         struct urt_step_desc sd = {.name = "src", .fn = qc_src, .arg = &r, .partitions = 1};
         struct urt_step_desc md = {.name = "stage", .fn = qc_stage, .arg = &r};
         struct urt_step_desc kd = {.name = "sink", .fn = count_sink, .arg = &sunk};
-        int s = add_step(g, &sd), m = add_step(g, &md), k = add_step(g, &kd);
+        int s = add(g, sd), m = add(g, md), k = add(g, kd);
         wire(g, s, add_forward(g, 1024, qc_release, &r), m);
         wire(g, m, add_forward(g, 1024, NULL, NULL), k);
         cr_assert_eq(run_graph(g, &d), -ECANCELED);
@@ -654,7 +598,7 @@ Test(graph_stream, a_cleanup_cannot_emit_after_its_task_did, .timeout = 30)
     struct urt_step_desc sd = {.name = "src", .fn = clean_src, .arg = &r, .cleanup = clean_cleanup,
                                .partitions = 1};
     struct urt_step_desc cd = {.name = "sink", .fn = count_sink, .arg = &r.sunk};
-    int s = add_step(g, &sd), c = add_step(g, &cd);
+    int s = add(g, sd), c = add(g, cd);
     wire(g, s, add_forward(g, 64, NULL, NULL), c);
     cr_assert_eq(run_graph(g, &d), 0);
     cr_assert_eq(atomic_load(&r.emitted), 10);
@@ -719,7 +663,7 @@ Test(graph_stream, units_waiting_for_a_consumer_that_completes_are_released_unpr
         struct urt_step_desc sd = {.name = "src", .fn = early_src, .arg = &e, .partitions = 1,
                                    .flags = URT_STEP_DELIVER};
         struct urt_step_desc cd = {.name = "cons", .fn = early_cons, .arg = &e};
-        int s = add_step(g, &sd), c = add_step(g, &cd);
+        int s = add(g, sd), c = add(g, cd);
         wire(g, s, add_forward(g, 4096, early_release, &e), c);
         cr_assert_eq(run_graph(g, &d), 0);
         cr_assert_eq(atomic_load(&e.bad), 0);
