@@ -36,57 +36,19 @@ cd "$(dirname "$0")/.."
 
 KV_BIN=${KV_BIN:-build-release/tools/urt-kv}
 KV_BIN_B=${KV_BIN_B:-}
-if [[ $KV_BIN == build-release/tools/urt-kv ]]; then
-  scripts/deps.sh
-  [[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
-  ninja -C build-release tools/urt-kv >/dev/null
-fi
+KV_LOG_TAG="kv-cpu:"
+source bench/kv-lib.sh
+build_kv
 command -v redis-server >/dev/null || { echo "kv-cpu: redis-server is missing (apt-get install redis-server)" >&2; exit 1; }
-
-wait_ready() {
-  for _ in $(seq 1 300); do
-    redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && return 0
-    sleep 0.1
-  done
-  echo "kv-cpu: server on $PORT did not answer" >&2
-  return 1
-}
-
-SERVER_PID=""
-DATA=""
-stop_server() {
-  [[ -n $SERVER_PID ]] || return 0
-  kill "$SERVER_PID" 2>/dev/null || true
-  wait "$SERVER_PID" 2>/dev/null || true
-  SERVER_PID=""
-  [[ -n $DATA ]] && rm -rf "$DATA"
-  DATA=""
-}
-trap stop_server EXIT
 
 # start_server NAME: redis-always, redis-no, kv-stored, kv-none, kv-b-stored, kv-b-none
 start_server() {
   local name=$1
-  DATA=$(mktemp -d "${TMPDIR:-/tmp}/kv-cpu-XXXXXX")
   case $name in
-    redis-*)
-      local mode=${name#redis-}
-      local aof=(--appendonly yes --appendfsync "$mode")
-      [[ $mode == no ]] && aof=(--appendonly no)
-      redis-server --port "$PORT" --bind 127.0.0.1 --save "" --dir "$DATA" "${aof[@]}" \
-        --daemonize no --logfile "$DATA/redis.log" &
-      ;;
-    kv-*)
-      local mode=${name##*-} bin=$KV_BIN
-      [[ $name == kv-b-* ]] && bin=$KV_BIN_B
-      local dir=(--dir "$DATA")
-      [[ $mode == none ]] && dir=()
-      "$bin" --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" \
-        --quiet 2>"$DATA.kv.log" &
-      ;;
+    redis-*) start_redis "${name#redis-}" ;;
+    kv-b-*) start_kv "$KV_BIN_B" "${name#kv-b-}" ;;
+    kv-*) start_kv "$KV_BIN" "${name#kv-}" ;;
   esac
-  SERVER_PID=$!
-  wait_ready
 }
 
 # CPU ticks (utime + stime) of the server so far.

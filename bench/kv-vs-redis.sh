@@ -45,58 +45,16 @@ install_redis() {
 }
 
 KV_BIN=${KV_BIN:-build-release/tools/urt-kv}
-build_kv() {
-  [[ $KV_BIN != build-release/tools/urt-kv ]] && return 0
-  scripts/deps.sh
-  [[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
-  ninja -C build-release tools/urt-kv >/dev/null
-}
+KV_LOG_TAG="[kv-vs-redis]"
+source bench/kv-lib.sh
 
-wait_ready() {
-  for _ in $(seq 1 300); do
-    redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && return 0
-    sleep 0.1
-  done
-  echo "[kv-vs-redis] server on $PORT did not answer" >&2
-  return 1
-}
-
-SERVER_PID=""
-DATA=""
-stop_server() {
-  [[ -n $SERVER_PID ]] || return 0
-  kill "$SERVER_PID" 2>/dev/null || true
-  wait "$SERVER_PID" 2>/dev/null || true
-  SERVER_PID=""
-  [[ -n $DATA ]] && rm -rf "$DATA"
-  DATA=""
-}
-trap stop_server EXIT
-
-# start_server NAME: redis-always-1, redis-everysec-2, kv-stored, ...
+# start_server NAME: redis-always-1, redis-everysec-2, ..., kv-stored, kv-available, kv-none
 start_server() {
   local name=$1
-  DATA=$(mktemp -d "${TMPDIR:-/tmp}/kv-bench-XXXXXX")
   case $name in
-    redis-*)
-      local mode=${name#redis-}; mode=${mode%-*}; local threads=${name##*-}
-      local aof=(--appendonly yes --appendfsync "$mode")
-      [[ $mode == no ]] && aof=(--appendonly no)
-      local io=()
-      [[ $threads -gt 1 ]] && io=(--io-threads "$threads" --io-threads-do-reads yes)
-      redis-server --port "$PORT" --bind 127.0.0.1 --save "" --dir "$DATA" "${aof[@]}" "${io[@]}" \
-        --daemonize no --logfile "$DATA/redis.log" &
-      ;;
-    kv-*)
-      local mode=${name#kv-}
-      local dir=(--dir "$DATA")
-      [[ $mode == none ]] && dir=()
-      "$KV_BIN" --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" \
-        --quiet 2>"$DATA.kv.log" &
-      ;;
+    redis-*) local mode=${name#redis-}; start_redis "${mode%-*}" "${name##*-}" ;;
+    kv-*) start_kv "$KV_BIN" "${name#kv-}" ;;
   esac
-  SERVER_PID=$!
-  wait_ready
 }
 
 run_one() {

@@ -1,0 +1,59 @@
+# bench/kv-lib.sh — what the urt-kv benchmarks share (sourced by
+# bench/kv-vs-redis.sh and bench/kv-cpu.sh): building urt-kv, starting one
+# server at a time on $PORT in a fresh data directory, waiting for its PONG,
+# and stopping it (also on exit). The caller sets PORT, KV_WORKERS and
+# KV_LOG_TAG (the prefix of its messages) and runs from the source root.
+
+# Builds build-release's urt-kv unless KV_BIN names another binary.
+build_kv() {
+  [[ $KV_BIN != build-release/tools/urt-kv ]] && return 0
+  scripts/deps.sh
+  [[ -d build-release ]] || meson setup build-release --buildtype=release -Dtests=false >/dev/null
+  ninja -C build-release tools/urt-kv >/dev/null
+}
+
+wait_ready() {
+  for _ in $(seq 1 300); do
+    redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && return 0
+    sleep 0.1
+  done
+  echo "$KV_LOG_TAG server on $PORT did not answer" >&2
+  return 1
+}
+
+SERVER_PID=""
+DATA=""
+stop_server() {
+  [[ -n $SERVER_PID ]] || return 0
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+  [[ -n $DATA ]] && rm -rf "$DATA"
+  DATA=""
+}
+trap stop_server EXIT
+
+# start_redis FSYNC [IO_THREADS]: FSYNC always | everysec | no (no: no AOF).
+start_redis() {
+  local mode=$1 threads=${2:-1}
+  DATA=$(mktemp -d "${TMPDIR:-/tmp}/kv-bench-XXXXXX")
+  local aof=(--appendonly yes --appendfsync "$mode")
+  [[ $mode == no ]] && aof=(--appendonly no)
+  local io=()
+  [[ $threads -gt 1 ]] && io=(--io-threads "$threads" --io-threads-do-reads yes)
+  redis-server --port "$PORT" --bind 127.0.0.1 --save "" --dir "$DATA" "${aof[@]}" "${io[@]}" \
+    --daemonize no --logfile "$DATA/redis.log" &
+  SERVER_PID=$!
+  wait_ready
+}
+
+# start_kv BINARY DURABILITY: DURABILITY stored | available | none (none: no log).
+start_kv() {
+  local bin=$1 mode=$2
+  DATA=$(mktemp -d "${TMPDIR:-/tmp}/kv-bench-XXXXXX")
+  local dir=(--dir "$DATA")
+  [[ $mode == none ]] && dir=()
+  "$bin" --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" --quiet 2>"$DATA.kv.log" &
+  SERVER_PID=$!
+  wait_ready
+}
