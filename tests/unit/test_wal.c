@@ -676,6 +676,27 @@ static enum urt_task_result stored_on_ch0(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+/* Two channels on a strict, preallocated log: channel 1's task holds an
+ * accepted commit (stage 1) and channel 0 has written a stored one. */
+static struct heap_hold *hold_start(char *dir)
+{
+    struct heap_hold *h = calloc(1, sizeof(*h));
+    h->rt = log_rt_strict_prealloc(dir, 2);
+    h->w_acc = (struct waiter)WAITER_INIT;
+    h->w_stored = (struct waiter)WAITER_INIT;
+    payload_fill(h->rec, sizeof(h->rec), 1);
+    cr_assert_eq(urt_spawn_to(h->rt, 1, hold_ch1, NULL, h, 0), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&h->stage) != 0, 5000));
+    cr_assert_eq(atomic_load(&h->stage), 1, "urt_log_commit (accepted): %s", urt_last_error());
+    cr_assert_eq(urt_spawn_to(h->rt, 0, stored_on_ch0, NULL, h, 0), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(({
+        struct urt_log_stats s;
+        urt_log_stats(h->rt, &s);
+        s.fsyncs >= 1;
+    }), 5000), "channel 0 wrote the stored commit");
+    return h;
+}
+
 /* A full disk where even an overwrite takes space (copy-on-write): the
  * repair's write of zeros fails too, and the repair after it truncates the
  * failed range instead, which frees space. Channel 1 (its worker held in a
@@ -686,21 +707,8 @@ static enum urt_task_result stored_on_ch0(struct urt_task *t, void *arg)
 Test(wal, a_repair_that_finds_no_space_truncates, .timeout = 60)
 {
     char *dir = make_dir();
-    struct heap_hold *h = calloc(1, sizeof(*h));
-    h->rt = log_rt_strict_prealloc(dir, 2);
-    h->w_acc = (struct waiter)WAITER_INIT;
-    h->w_stored = (struct waiter)WAITER_INIT;
-    payload_fill(h->rec, sizeof(h->rec), 1);
+    struct heap_hold *h = hold_start(dir);
     struct wal *wal = ((struct urt_runtime *)h->rt)->wal;
-    cr_assert_eq(urt_spawn_to(h->rt, 1, hold_ch1, NULL, h, 0), 0, "%s", urt_last_error());
-    cr_assert(WAIT_UNTIL(atomic_load(&h->stage) != 0, 5000));
-    cr_assert_eq(atomic_load(&h->stage), 1, "urt_log_commit (accepted): %s", urt_last_error());
-    cr_assert_eq(urt_spawn_to(h->rt, 0, stored_on_ch0, NULL, h, 0), 0, "%s", urt_last_error());
-    cr_assert(WAIT_UNTIL(({
-        struct urt_log_stats s;
-        urt_log_stats(h->rt, &s);
-        s.fsyncs >= 1;
-    }), 5000), "channel 0 wrote the stored commit");
     wal_inject_fault(wal, WAL_FAULT_ENOSPC_ALWAYS);
     atomic_store(&h->stage, 2); /* channel 1 writes, fails, its repair write fails, it truncates */
     bool answered = WAIT_UNTIL(({
@@ -730,21 +738,8 @@ Test(wal, a_repair_that_finds_no_space_truncates, .timeout = 60)
 Test(wal, destroy_answers_a_commit_waiting_for_the_marker, .timeout = 60)
 {
     char *dir = make_dir();
-    struct heap_hold *h = calloc(1, sizeof(*h));
-    h->rt = log_rt_strict_prealloc(dir, 2); /* channel 1's repair is a write: it fails too */
-    h->w_acc = (struct waiter)WAITER_INIT;
-    h->w_stored = (struct waiter)WAITER_INIT;
-    payload_fill(h->rec, sizeof(h->rec), 1);
+    struct heap_hold *h = hold_start(dir); /* channel 1's repair is a write: it fails too */
     struct wal *wal = ((struct urt_runtime *)h->rt)->wal;
-    cr_assert_eq(urt_spawn_to(h->rt, 1, hold_ch1, NULL, h, 0), 0, "%s", urt_last_error());
-    cr_assert(WAIT_UNTIL(atomic_load(&h->stage) != 0, 5000));
-    cr_assert_eq(atomic_load(&h->stage), 1, "urt_log_commit (accepted): %s", urt_last_error());
-    cr_assert_eq(urt_spawn_to(h->rt, 0, stored_on_ch0, NULL, h, 0), 0, "%s", urt_last_error());
-    cr_assert(WAIT_UNTIL(({
-        struct urt_log_stats s;
-        urt_log_stats(h->rt, &s);
-        s.fsyncs >= 1;
-    }), 5000), "channel 0 wrote the stored commit");
     sleep_us(20000);
     cr_assert_eq(atomic_load(&h->stage), 1);
     pthread_mutex_lock(&h->w_stored.mu);
