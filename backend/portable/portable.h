@@ -105,7 +105,12 @@ struct pb_ctx {
     /* completions posted by the pool */
     pthread_mutex_t rlock;
     struct pb_op *r_head, *r_tail;
-    _Atomic uint32_t r_count; /* relaxed hint for pb_ready */
+    /* Completions on the remote list: a hint, relaxed (the list itself is
+     * under rlock). A pool thread adds to it and then writes done_fd, both
+     * under rlock; an owner that read a stale 0 is not left asleep: done_fd
+     * is readable, its epoll_wait returns, and handle_events takes the list
+     * under rlock. The owner zeroes it under rlock when it takes the list. */
+    _Atomic uint32_t r_count;
 
     /* descriptors with waiters, indexed by fd; the ones with waiters listed */
     struct pb_fd **fds;
