@@ -68,6 +68,22 @@ static inline uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Entries of a /proc directory ("/proc/self/fd": open descriptors, the one
+ * opendir uses included; "/proc/self/task": threads), "." and ".." not
+ * counted; -1 if it cannot be read. Safe in a forked child (no assert). */
+static inline int proc_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
 static inline void sleep_us(uint64_t us)
 {
     struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};

@@ -17,6 +17,8 @@
  */
 #include "backend/portable/portable.h"
 
+#include "base/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -30,13 +32,6 @@
 #define NO_HEAP UINT32_MAX
 
 /* ---- the completion ring (owner) ----------------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cq_push(struct pb_ctx *c, struct be_tag *tag, int32_t res, uint32_t flags)
 {
@@ -248,7 +243,7 @@ static void expire(struct pb_ctx *c)
 {
     if (!c->heap_n)
         return;
-    uint64_t now = now_ns();
+    uint64_t now = urt_clock_ns();
     while (c->heap_n && c->heap[0]->deadline <= now) {
         struct pb_op *o = c->heap[0];
         pb_heap_del(c, o);
@@ -555,7 +550,7 @@ int pb_wait(struct pb_ctx *c, uint64_t timeout_ns)
         return 0;
     uint64_t t = timeout_ns;
     if (c->heap_n) {
-        uint64_t now = now_ns(), due = c->heap[0]->deadline;
+        uint64_t now = urt_clock_ns(), due = c->heap[0]->deadline;
         uint64_t left = due > now ? due - now : 0;
         if (left < t)
             t = left;

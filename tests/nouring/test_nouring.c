@@ -29,6 +29,7 @@
 #include <urt/urt.h>
 
 #include "nouring.h"
+#include "tests/helpers.h"
 
 struct report {
     int filter_rc;
@@ -43,19 +44,6 @@ struct report {
     char why[200];
     char session[512]; /* the log directory's sessions.log */
 };
-
-static int count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
 
 static atomic_int ran, fired, fired_early;
 
@@ -128,12 +116,12 @@ static void child(int fd, int refuse_errno, enum urt_backend backend, bool with_
         if (with_log)
             c.log_dir = dir;
         urt_runtime *rt = NULL;
-        r.fds_before = count_dir("/proc/self/fd");
-        r.threads_before = count_dir("/proc/self/task"); /* 1, or 2 under TSan (its background thread) */
+        r.fds_before = proc_entries("/proc/self/fd");
+        r.threads_before = proc_entries("/proc/self/task"); /* 1, or 2 under TSan (its background thread) */
         r.err = urt_runtime_create(&c, &rt);
         r.rt_null = rt == NULL;
-        r.fds_after = count_dir("/proc/self/fd");
-        r.threads_after = count_dir("/proc/self/task");
+        r.fds_after = proc_entries("/proc/self/fd");
+        r.threads_after = proc_entries("/proc/self/task");
         snprintf(r.msg, sizeof r.msg, "%s", urt_last_error());
         if (rt) {
             const char *why = NULL;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend/portable/portable.h"
+#include "tests/helpers.h"
 
 struct rec {
     struct be_tag tag;
@@ -29,13 +30,6 @@ struct rec {
     uint32_t flags[64];
     uint64_t at[64];
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void rec_complete(struct be_tag *tag, int32_t res, uint32_t flags)
 {
