@@ -44,7 +44,14 @@
  *    release callback and gives the node back.
  *  - limit: rows is a relaxed counter (each unit's share is decided by its
  *    own fetch_add); limit_hit and the producer's stop are seq_cst exchanges
- *    (the parker loads them after its push).
+ *    (the parker loads them after its push). emit_forward's relaxed early
+ *    read of limit_hit is a shortcut: a stale 0 only lets one more unit
+ *    through to the exchange's own checks.
+ *  - provided: a once-flag. The relaxed exchange elects the one emitter
+ *    that posts N_PROVIDED to the consumers (forward_provided); the post
+ *    (gctl_post) carries the ordering. The controller's relaxed read in
+ *    start_running is a shortcut only: a stale 0 keeps the step waiting
+ *    until that news arrives, and the news is posted after the flag is set.
  */
 #include <errno.h>
 #include <stdlib.h>
