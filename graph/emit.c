@@ -45,8 +45,8 @@
  *  - limit: rows is a relaxed counter (each unit's share is decided by its
  *    own fetch_add); limit_hit and the producer's stop are seq_cst exchanges
  *    (the parker loads them after its push). emit_forward's relaxed early
- *    read of limit_hit is a shortcut: a stale 0 only lets one more unit
- *    through to the exchange's own checks.
+ *    read of limit_hit is a shortcut: a stale 0 only sends the unit on to
+ *    forward_limit, whose fetch_add on rows gives it no share past the limit.
  *  - provided: a once-flag. The relaxed exchange elects the one emitter
  *    that posts N_PROVIDED to the consumers (forward_provided); the post
  *    (gctl_post) carries the ordering. The controller's relaxed read in
