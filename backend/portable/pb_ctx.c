@@ -561,6 +561,7 @@ int pb_wait(struct pb_ctx *c, uint64_t timeout_ns)
         return n == -EINTR ? -EINTR : n;
     handle_events(c, ev, n);
     expire(c);
+    c->just_polled = true; /* the pb_reap that follows need not poll again */
     return pb_ready(c) ? 0 : -ETIME;
 }
 
@@ -579,10 +580,18 @@ void pb_poll(struct pb_ctx *c)
 
 unsigned pb_reap(struct pb_ctx *c, be_event_fn *on_event, void *ctx)
 {
-    take_remote(c);
-    expire(c);
-    if (c->waiting)
-        pb_poll(c); /* sockets' readiness, without waiting */
+    /* Right after a pb_wait that waited, epoll and the clock were just read:
+     * only what the pool posted since. Otherwise sockets' readiness (when
+     * an operation waits on one), the pool's completions and the deadlines. */
+    if (c->just_polled)
+        take_remote(c);
+    else if (c->waiting)
+        pb_poll(c);
+    else {
+        take_remote(c);
+        expire(c);
+    }
+    c->just_polled = false;
     uint32_t n = c->cq_n, seen = 0;
     for (; seen < n; seen++) {
         struct pb_cqe e = c->cq[c->cq_head];

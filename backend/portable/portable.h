@@ -134,6 +134,7 @@ struct pb_ctx {
     uint32_t inflight;      /* operations not yet completed */
     _Atomic uint64_t submitted;
     bool have_pwait2;
+    bool just_polled; /* pb_wait read epoll and expired timers since the last pb_reap */
 };
 
 /* ---- the shared file pool ---- */
