@@ -201,7 +201,6 @@ struct pb_op {
     uint32_t cflags;
     uint8_t state;       /* enum pb_state */
     _Atomic bool cancelled; /* a cancel or its deadline came while the pool ran it (relaxed) */
-    bool more_left;      /* multishot: still armed */
 };
 
 void pb_complete(struct pb_ctx *c, struct pb_op *o, int32_t res, uint32_t cflags);
