@@ -48,8 +48,10 @@ void be_features(const struct be_caps *caps, struct urt_features *f)
 {
     if (caps->impl == BE_IMPL_URING) {
         ur_features(&caps->ur, f);
+        f->backend = URT_BACKEND_IO_URING;
         return;
     }
+    f->backend = URT_BACKEND_PORTABLE;
     f->setup_flags = 0;
     f->kernel_features = 0;
     f->defer_taskrun = f->coop_taskrun = f->single_issuer = false;

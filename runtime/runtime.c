@@ -284,6 +284,12 @@ static void describe_io(uint32_t io, char *buf, size_t len)
         snprintf(buf, len, "none");
 }
 
+/* backend sits in what was padding after the bools: the struct, and
+ * struct urt_stats around it, keep the size and offsets they had without it. */
+_Static_assert(offsetof(struct urt_features, backend) < offsetof(struct urt_features, numa_nodes) &&
+                   offsetof(struct urt_features, numa_nodes) == 16 && sizeof(struct urt_features) == 24,
+               "struct urt_features keeps its layout");
+
 URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len)
 {
     if (!f)
@@ -291,9 +297,14 @@ URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_
     if (!buf && len)
         return urt__error(-EINVAL, "urt_features_describe: buf is NULL and len is %zu", len);
     char setup[128], io[128];
-    be_describe_setup(f->setup_flags, setup, sizeof(setup));
     describe_io(f->io_features, io, sizeof(io));
-    return snprintf(buf, len, "setup=%s ringfd=%s wake-from-foreign=%s ext_arg=%s numa_nodes=%u io=%s", setup,
+    /* The portable backend has no ring: none of io_uring's fields apply. */
+    if (f->backend == URT_BACKEND_PORTABLE)
+        return snprintf(buf, len, "backend=portable wait=epoll wake=eventfd files=thread-pool numa_nodes=%u io=%s",
+                        f->numa_nodes, io);
+    be_describe_setup(f->setup_flags, setup, sizeof(setup));
+    return snprintf(buf, len, "%ssetup=%s ringfd=%s wake-from-foreign=%s ext_arg=%s numa_nodes=%u io=%s",
+                    f->backend == URT_BACKEND_IO_URING ? "backend=io_uring " : "", setup,
                     f->registered_ring_fd ? "registered" : "plain", f->ringless_msg ? "ringless" : "per-thread-ring",
                     f->ext_arg ? "yes" : "no", f->numa_nodes, io);
 }

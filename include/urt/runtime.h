@@ -64,9 +64,14 @@ struct urt_features {
                                   IORING_REGISTER_SEND_MSG_RING (no ring of their own) */
     bool ext_arg;              /* IORING_FEAT_EXT_ARG: timeouts without a timeout SQE */
     bool sqpoll;
+    uint8_t backend;           /* enum urt_backend (urt/config.h): URT_BACKEND_IO_URING or
+                                  URT_BACKEND_PORTABLE, the one that runs (never auto; 0 in an all-zero
+                                  struct). The fields above are io_uring's: all zero on the portable
+                                  backend. (It sits where padding was: size and offsets unchanged.) */
     uint32_t numa_nodes;       /* nodes of the topology in use */
     uint32_t io_features;      /* URT_IO_FEAT_* (urt/io.h) tasks' I/O uses: found by the probe, minus
-                                  ring_disable; a missing one falls back */
+                                  ring_disable; a missing one falls back (the portable backend
+                                  emulates them all: every one not in ring_disable) */
 };
 
 /* Fills *out (all zero for a NULL rt; nothing for a NULL out). Any thread. */
@@ -80,11 +85,16 @@ URT_API void urt_runtime_features(const urt_runtime *rt, struct urt_features *ou
  * sessions.log. -EINVAL for a NULL rt. Any thread. */
 URT_API int urt_runtime_backend(const urt_runtime *rt, const char **why);
 
-/* One line describing features, e.g.
- * "setup=SINGLE_ISSUER|DEFER_TASKRUN ringfd=registered wake-from-foreign=ringless ext_arg=yes
- * numa_nodes=1 io=multishot_accept|multishot_recv|bufring|send_zc|fixed_accept|link_timeout".
- * snprintf semantics; -EINVAL for a NULL f, or a NULL buf with len > 0. Any
- * thread. */
+/* One line describing features, beginning with the backend that runs. On
+ * io_uring, e.g. "backend=io_uring setup=SINGLE_ISSUER|DEFER_TASKRUN
+ * ringfd=registered wake-from-foreign=ringless ext_arg=yes numa_nodes=1
+ * io=multishot_accept|multishot_recv|bufring|send_zc|fixed_accept|link_timeout";
+ * on the portable backend, which has no ring, none of io_uring's fields:
+ * "backend=portable wait=epoll wake=eventfd files=thread-pool numa_nodes=1
+ * io=multishot_accept|...|link_timeout" (the I/O features emulated). A
+ * struct whose backend is 0 (all zero, or filled by hand) is described by
+ * its io_uring fields, without a backend= field. snprintf semantics;
+ * -EINVAL for a NULL f, or a NULL buf with len > 0. Any thread. */
 URT_API int urt_features_describe(const struct urt_features *f, char *buf, size_t len);
 
 #ifdef __cplusplus

@@ -79,7 +79,7 @@ struct urt_stats {
     uint64_t foreign_wake_failures; /* ... that could not be sent at once (each retried) */
     uint64_t probes_fired;       /* USDT probe events fired in this process (0 unless attached) */
     bool timing;                 /* timestamps are being taken right now (stats_timing or a probe) */
-    struct urt_features features; /* what the start-up io_uring probe chose (urt_runtime_features) */
+    struct urt_features features; /* what the start-up probe chose, and which backend runs (urt_runtime_features) */
     struct urt_worker_stats total; /* sum over workers (node, cpu = -1); latency: merged histograms */
     struct urt_worker_stats workers[]; /* n_workers entries */
 };

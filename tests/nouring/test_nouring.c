@@ -13,7 +13,9 @@
  * wakes parked workers from another thread and fires timers; a resource
  * error (ENOMEM) stays an error; backend = io_uring fails as before, with a
  * message; backend = portable runs where io_uring works too. A failed
- * creation leaves no descriptor or thread behind.
+ * creation leaves no descriptor or thread behind. urt_features_describe
+ * (and urt-load --version) names the backend that runs and, on the portable
+ * backend, claims none of io_uring's fields.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -43,6 +45,8 @@ struct report {
     char msg[256];
     char why[200];
     char session[512]; /* the log directory's sessions.log */
+    int feat_backend;  /* urt_runtime_features' backend */
+    char describe[512]; /* urt_features_describe of them */
 };
 
 static atomic_int ran, fired, fired_early;
@@ -127,6 +131,10 @@ static void child(int fd, int refuse_errno, enum urt_backend backend, bool with_
             const char *why = NULL;
             r.backend = urt_runtime_backend(rt, &why);
             snprintf(r.why, sizeof r.why, "%s", why ? why : "(null)");
+            struct urt_features f;
+            urt_runtime_features(rt, &f);
+            r.feat_backend = f.backend;
+            urt_features_describe(&f, r.describe, sizeof r.describe);
             exercise(rt, &r);
             urt_runtime_destroy(rt, URT_SHUTDOWN_DRAIN);
         }
@@ -164,6 +172,19 @@ static struct report run_child(int refuse_errno, enum urt_backend backend, bool 
     return r;
 }
 
+/* The features line names the portable backend and claims none of io_uring's fields. */
+static void expect_portable_description(const struct report *r)
+{
+    cr_assert_eq(r->feat_backend, URT_BACKEND_PORTABLE, "urt_features.backend %d", r->feat_backend);
+    const char *want = "backend=portable wait=epoll wake=eventfd files=thread-pool numa_nodes=";
+    cr_assert_eq(strncmp(r->describe, want, strlen(want)), 0, "described as: %s", r->describe);
+    cr_assert(strstr(r->describe, " io="), "described as: %s", r->describe);
+    static const char *const uring_only[] = {"io_uring", "setup=", "ringfd=", "wake-from-foreign=", "ext_arg="};
+    for (size_t i = 0; i < sizeof uring_only / sizeof uring_only[0]; i++)
+        cr_assert_null(strstr(r->describe, uring_only[i]), "'%s' on the portable backend: %s", uring_only[i],
+                       r->describe);
+}
+
 static void expect_runs(const struct report *r)
 {
     cr_assert_eq(r->ran, 100, "tasks ran: %d of 100", r->ran);
@@ -178,6 +199,7 @@ Test(nouring, auto_falls_back_to_portable_on_eperm, .timeout = 60)
     cr_assert_eq(r.err, 0, "urt_runtime_create answered %d: %s", r.err, r.msg);
     cr_assert_eq(r.backend, URT_BACKEND_PORTABLE);
     cr_assert(strstr(r.why, "backend=auto") && strstr(r.why, "EPERM"), "why: %s", r.why);
+    expect_portable_description(&r);
     expect_runs(&r);
 }
 
@@ -242,7 +264,64 @@ Test(nouring, backend_portable_runs_where_io_uring_works, .timeout = 60)
     cr_assert_eq(r.err, 0, "urt_runtime_create answered %d: %s", r.err, r.msg);
     cr_assert_eq(r.backend, URT_BACKEND_PORTABLE);
     cr_assert_str_eq(r.why, "backend=portable in the configuration");
+    expect_portable_description(&r);
     expect_runs(&r);
+}
+
+/* Where io_uring is not refused here, the line names it and its fields;
+ * where it is (this test under urt-nouring), auto runs portable and says so. */
+Test(nouring, features_describe_names_the_backend_that_runs, .timeout = 60)
+{
+    struct report r = run_child(0, URT_BACKEND_AUTO, false);
+    cr_assert_eq(r.err, 0, "urt_runtime_create answered %d: %s", r.err, r.msg);
+    cr_assert_eq(r.feat_backend, r.backend, "urt_features.backend %d, urt_runtime_backend %d", r.feat_backend,
+                 r.backend);
+    if (r.backend == URT_BACKEND_PORTABLE) {
+        expect_portable_description(&r);
+        return;
+    }
+    const char *want = "backend=io_uring setup=";
+    cr_assert_eq(strncmp(r.describe, want, strlen(want)), 0, "described as: %s", r.describe);
+    cr_assert(strstr(r.describe, " ringfd=") && strstr(r.describe, " wake-from-foreign=") &&
+                  strstr(r.describe, " ext_arg=") && strstr(r.describe, " io="),
+              "described as: %s", r.describe);
+}
+
+/* A struct filled by hand (backend 0) or left all zero: its io_uring fields,
+ * no backend claimed. */
+Test(nouring, features_describe_of_a_struct_without_backend, .timeout = 10)
+{
+    struct urt_features f = {0};
+    char line[256];
+    int n = urt_features_describe(&f, line, sizeof line);
+    cr_assert_str_eq(line, "setup=none ringfd=plain wake-from-foreign=per-thread-ring ext_arg=no numa_nodes=0 io=none");
+    cr_assert_eq(n, (int)strlen(line));
+    f.backend = URT_BACKEND_PORTABLE;
+    f.setup_flags = 0x3000; /* ignored: not the portable backend's */
+    f.ext_arg = true;
+    f.numa_nodes = 2;
+    f.io_features = URT_IO_FEAT_SEND_ZC;
+    urt_features_describe(&f, line, sizeof line);
+    cr_assert_str_eq(line, "backend=portable wait=epoll wake=eventfd files=thread-pool numa_nodes=2 io=send_zc");
+}
+
+/* urt-load --version under the wrapper: the backend and why, the portable
+ * description, none of io_uring's probe words. */
+Test(nouring, urt_load_version_names_the_portable_backend, .timeout = 60)
+{
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "WORKERS=2 %s -- %s --version", URT_NOURING, URT_LOAD);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status 0x%x, output:\n%s", cmd, st, out);
+    cr_assert(strstr(out, "\nbackend: portable (backend=auto: io_uring_setup refused (EPERM"), "output:\n%s", out);
+    cr_assert(strstr(out, "\nfeatures: backend=portable wait=epoll"), "output:\n%s", out);
+    cr_assert_null(strstr(out, "setup="), "output:\n%s", out);
+    cr_assert_null(strstr(out, "setup_flags="), "output:\n%s", out);
+    cr_assert_null(strstr(out, "io_uring:"), "output:\n%s", out);
 }
 
 static int run_wrapper(const char *const argv[])

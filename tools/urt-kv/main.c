@@ -354,7 +354,7 @@ static void start_line(struct kv_server *s, uint64_t keys, uint64_t snap, uint64
     const char *why = "";
     fprintf(stderr,
             "urt-kv %s pid %ld: listening on %s (%s), %u workers, durability %s%s%s, recovered %" PRIu64
-            " keys (snapshot %" PRIu64 ", log records %" PRIu64 ") in %" PRIu64 " ms; backend %s (%s); io_uring: %s\n",
+            " keys (snapshot %" PRIu64 ", log records %" PRIu64 ") in %" PRIu64 " ms; backend %s (%s); features: %s\n",
             KV_VERSION, (long)getpid(), where, access_mode(&s->opt), urt_runtime_config(s->rt)->workers,
             dur[s->opt.durability], s->opt.dir ? ", dir " : "", s->opt.dir ? s->opt.dir : "", keys, snap, replayed, ms,
             urt_runtime_backend(s->rt, &why) == URT_BACKEND_PORTABLE ? "portable" : "io_uring", why, s->features);

@@ -671,7 +671,7 @@ static void print_help(void)
            "  -j, --json          print one JSON object instead of the table (summary mode)\n"
            "  -v, --verbose       show every child's '# ...' detail lines\n"
            "  -l, --list          list the workload names\n"
-           "  -V, --version       print the version and the io_uring features probed\n"
+           "  -V, --version       print the version, the backend and the features probed\n"
            "  -h, --help          this text\n"
            "\n"
            "environment:\n"
@@ -708,9 +708,11 @@ static int print_version(void)
     probe_runtime(&probe);
     printf("%s %s (urt %d.%d.%d)\n", PROGRAM, URT_VERSION_STRING, URT_VERSION_MAJOR, URT_VERSION_MINOR,
            URT_VERSION_PATCH);
-    printf("io_uring: %s\n", probe.features_text);
-    printf("setup_flags=0x%x kernel_features=0x%x numa_nodes=%u\n", probe.features.setup_flags,
-           probe.features.kernel_features, probe.features.numa_nodes);
+    printf("backend: %s\n", probe.backend_text);
+    printf("features: %s\n", probe.features_text);
+    if (probe.features.backend == URT_BACKEND_IO_URING) /* the raw probe words: io_uring's only */
+        printf("setup_flags=0x%x kernel_features=0x%x\n", probe.features.setup_flags,
+               probe.features.kernel_features);
     free(probe.config_text);
     return EXIT_OK;
 }
