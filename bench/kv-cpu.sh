@@ -18,7 +18,9 @@
 # round; ROUNDS (3) rounds; kv-cpu-table.py reduces them to medians.
 # Output: bench/results/<date>-kv-cpu-<label>.txt (CSV rows server,pipeline,
 # test,rps,p50_ms,p99_ms,cpu_us_per_req, then the table).
-# Environment: ROUNDS, P1_N, P16_N, CLIENTS (50), KV_WORKERS (2), PORT (6390),
+# urt-kv runs with its default workers (one with stored's one log channel,
+# the online CPUs otherwise) unless KV_WORKERS says how many.
+# Environment: ROUNDS, P1_N, P16_N, CLIENTS (50), KV_WORKERS (""), PORT (6390),
 # KV_BIN (default build-release/tools/urt-kv, built when missing), ONLY (a
 # subset of the configurations), TESTS_1 / TESTS_16 (tests per depth),
 # KV_BIN_B (a second urt-kv binary, run as kv-b-* beside kv-*: before/after).
@@ -28,7 +30,7 @@ ROUNDS=${ROUNDS:-3}
 P1_N=${P1_N:-400000}
 P16_N=${P16_N:-2000000}
 CLIENTS=${CLIENTS:-50}
-KV_WORKERS=${KV_WORKERS:-2}
+KV_WORKERS=${KV_WORKERS:-}
 PORT=${PORT:-6390}
 TESTS_1=${TESTS_1:-"set get incr"}
 TESTS_16=${TESTS_16:-"set incr"}
@@ -72,7 +74,7 @@ CONFIGS=(redis-always kv-stored redis-no kv-none)
 [[ -n ${ONLY:-} ]] && read -r -a CONFIGS <<<"$ONLY"
 {
   echo "# server CPU per request: urt-kv vs redis-server $(redis-server --version | grep -o 'v=[0-9.]*'), urt $(git rev-parse --short HEAD), $(date -u '+%F %T UTC'), label=$LABEL"
-  echo "# redis-benchmark -c $CLIENTS --threads 2 --csv -t TEST: -P 1 -n $P1_N ($TESTS_1), -P 16 -n $P16_N ($TESTS_16); urt-kv --workers $KV_WORKERS ($KV_BIN${KV_BIN_B:+, b: $KV_BIN_B}); rounds $ROUNDS"
+  echo "# redis-benchmark -c $CLIENTS --threads 2 --csv -t TEST: -P 1 -n $P1_N ($TESTS_1), -P 16 -n $P16_N ($TESTS_16); urt-kv --workers ${KV_WORKERS:-default} ($KV_BIN${KV_BIN_B:+, b: $KV_BIN_B}); rounds $ROUNDS"
   echo "# data under ${TMPDIR:-/tmp} ($(df -T "${TMPDIR:-/tmp}" | awk 'NR==2 {print $2}')); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "server,pipeline,test,rps,p50_ms,p99_ms,cpu_us_per_req"
 } >"$OUT"

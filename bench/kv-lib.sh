@@ -1,7 +1,8 @@
 # bench/kv-lib.sh — what the urt-kv benchmarks share (sourced by
 # bench/kv-vs-redis.sh and bench/kv-cpu.sh): building urt-kv, starting one
 # server at a time on $PORT in a fresh data directory, waiting for its PONG,
-# and stopping it (also on exit). The caller sets PORT, KV_WORKERS and
+# and stopping it (also on exit). The caller sets PORT, KV_WORKERS (empty:
+# urt-kv's own default, no --workers) and
 # KV_LOG_TAG (the prefix of its messages) and runs from the source root.
 
 # Builds build-release's urt-kv unless KV_BIN names another binary.
@@ -53,7 +54,7 @@ start_kv() {
   DATA=$(mktemp -d "${TMPDIR:-/tmp}/kv-bench-XXXXXX")
   local dir=(--dir "$DATA")
   [[ $mode == none ]] && dir=()
-  "$bin" --port "$PORT" --workers "$KV_WORKERS" --durability "$mode" "${dir[@]}" --quiet 2>"$DATA.kv.log" &
+  "$bin" --port "$PORT" ${KV_WORKERS:+--workers "$KV_WORKERS"} --durability "$mode" "${dir[@]}" --quiet 2>"$DATA.kv.log" &
   SERVER_PID=$!
   wait_ready
 }

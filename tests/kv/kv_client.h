@@ -45,6 +45,7 @@ struct kvs {
     char sock[300];
     char data[300];
     char log[300];      /* the server's stderr */
+    const char *workers; /* --workers of the next start: NULL "2", "" none (urt-kv's default) */
 };
 
 static inline int kv_free_port(void)
@@ -253,8 +254,12 @@ static inline void kvs_start_limited(struct kvs *s, long fd_limit, const char *c
     s->new_port = false;
     char port[16];
     snprintf(port, sizeof(port), "%d", s->port);
-    const char *argv[40] = {URT_KV, "--port", port, "--unixsocket", s->sock, "--workers", "2", "--quiet"};
-    int argc = 8;
+    const char *argv[40] = {URT_KV, "--port", port, "--unixsocket", s->sock, "--quiet"};
+    int argc = 6;
+    if (!s->workers || s->workers[0]) {
+        argv[argc++] = "--workers";
+        argv[argc++] = s->workers ? s->workers : "2";
+    }
     for (int i = 0; extra && extra[i] && argc < 39; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;

@@ -122,6 +122,44 @@ Test(kv_durable, stored_restart_keeps_every_write_channel_per_worker, .init = pa
     log_channels = "-1";
 }
 
+/* Workers of a start without --workers, from INFO. */
+static long long default_workers(const char *mode, const char *channels, const char *env_workers)
+{
+    srv.workers = "";
+    log_channels = channels;
+    if (env_workers)
+        setenv("URT_WORKERS", env_workers, 1);
+    start_mode(mode, "0");
+    unsetenv("URT_WORKERS");
+    struct kvc *c = kvc_open(&srv, false);
+    long long n = info_num(kvc_cmd(c, "INFO urt"), "workers");
+    cr_assert_str_eq(kvc_cmd(c, "SET k v"), "+OK");
+    kvc_close(c);
+    kvs_stop(&srv, false);
+    srv.workers = NULL;
+    log_channels = "-1";
+    return n;
+}
+
+/* stored with one log channel runs one worker unless told otherwise (every
+ * durable batch is committed on the channel's worker: a second one only adds
+ * hops, tools/urt-kv/main.c); a channel per worker, available, URT_WORKERS or
+ * --workers keep the runtime's count. */
+Test(kv_durable, stored_with_one_channel_defaults_to_one_worker, .init = paths, .fini = cleanup, .timeout = 300)
+{
+    long long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cr_assert_eq(default_workers("stored", "-1", NULL), 1);
+    cr_assert_eq(default_workers("stored", "1", NULL), 1);
+    cr_assert_eq(default_workers("stored", "0", NULL), cpus);
+    cr_assert_eq(default_workers("available", "-1", NULL), cpus);
+    cr_assert_eq(default_workers("stored", "-1", "3"), 3);
+    start_mode("stored", "0"); /* --workers 2 (kvs_start) */
+    struct kvc *c = kvc_open(&srv, false);
+    cr_assert_eq(info_num(kvc_cmd(c, "INFO urt"), "workers"), 2);
+    kvc_close(c);
+    kvs_stop(&srv, false);
+}
+
 Test(kv_durable, available_restart_keeps_every_write, .init = paths, .fini = cleanup, .timeout = 300)
 {
     restart_keeps_everything("available");

@@ -42,7 +42,8 @@ static void usage(FILE *f)
             "  --port N                    TCP port (default 6379; 0: no TCP)\n"
             "  --bind ADDR                 TCP address (default 127.0.0.1)\n"
             "  --unixsocket PATH           also listen on a Unix socket\n"
-            "  --workers N                 worker threads (default: online CPUs)\n"
+            "  --workers N                 worker threads (default: 1 with stored and one log channel,\n"
+            "                              else online CPUs)\n"
             "  --dir DIR                   data directory: DIR/log (urt's log) and DIR/snapshot\n"
             "  --durability MODE           stored (answer writes once durable), available (once logged),\n"
             "                              none (no log); default stored with --dir, none without\n"
@@ -314,6 +315,16 @@ static int start_runtime(struct kv_server *s)
     urt_config_from_env(&cfg);
     if (s->opt.log_channels >= 0)
         cfg.log_channels = (uint32_t)s->opt.log_channels;
+    /* stored with one log channel: one worker unless --workers or
+     * URT_WORKERS say otherwise. Every durable batch is committed on the
+     * channel's worker, so a second worker only adds a hop there and a hop
+     * back (a wake message each way when the target sleeps): per durable
+     * SET at -P 1 it ran 2.5 tasks, 0.44 suspends and 0.15 wake messages
+     * where one worker runs 2, 0.25 and none, and spent more CPU per request
+     * (docs/kv.md "CPU per request"). More workers pay off when one core
+     * cannot parse and send for all the clients: --workers N. */
+    if (s->opt.durability == KV_DUR_STORED && cfg.log_channels == 1 && !getenv("URT_WORKERS"))
+        cfg.workers = 1;
     if (s->opt.workers)
         cfg.workers = s->opt.workers;
     if (s->opt.durability != KV_DUR_NONE)
