@@ -3,9 +3,14 @@
  * submission order, on the worker that owns the lane; never stolen.
  *
  * ---- Design: a strand on the owner's sticky queue ---------------------------
- * A lane holds its own FIFO (a Vyukov intrusive MPSC queue, sched/core/inbox.h),
- * a count `pending` and one embedded runner task. pending counts the lane's tasks that were submitted and have not finished
- * (queued, running or yielded).
+ * A lane holds its own FIFO (a Vyukov intrusive MPSC queue, sched/core/inbox.h
+ * mpsc_*), a count `pending` and one embedded runner task. pending counts the
+ * lane's tasks that were submitted and have not finished (queued, running or
+ * yielded). The FIFO's producers' end, pending and the stub's link lie on one
+ * cache line (lane.h): L1 and L2 write that line only, and the runner that
+ * finds the FIFO empty (the stub pushed back) and settles (L4) writes the
+ * same one — fed from another CPU, a lane that goes idle and active again
+ * moves one line each way, not three.
  *
  *   submit(t):  L1 push t on the lane's FIFO (one exchange);
  *               L2 fetch_add pending; if it was 0, the owner is chosen by
@@ -368,7 +373,7 @@ static enum lane_pick lane_next(struct urt_lane *l, struct worker *w, uint32_t *
         l->current = NULL;
         return PICK_TASK;
     }
-    return (*t = inbox_pop(&l->q)) ? PICK_TASK : PICK_NONE;
+    return (*t = mpsc_pop(&l->q_head, &l->q_tail, &l->q_stub)) ? PICK_TASK : PICK_NONE;
 }
 
 /* The runner counts as one task run; the tasks it ran beyond it. */
@@ -448,7 +453,7 @@ idle:
 void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const struct lane_ops *ops, void *ctx)
 {
     atomic_init(&l->pending, 0);
-    inbox_init(&l->q);
+    mpsc_init(&l->q_head, &l->q_tail, &l->q_stub);
     urt_task_init(&l->runner, lane_runner, l);
     l->runner.priv.flags = TASK_LANE_RUNNER;
     l->current = NULL;
@@ -480,7 +485,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
     }
     t->priv.lane = l;
     probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
-    inbox_push(&l->q, t); /* L1 (M1) */
+    mpsc_push(&l->q_head, t); /* L1 (M1) */
 
     /* L2, acquire: pairs with the runner's release L4 (M2). */
     uint32_t old = atomic_fetch_add_explicit(&l->pending, 1, memory_order_acq_rel);
@@ -543,7 +548,7 @@ int lane_cancel_runner(struct sched *s, struct urt_task *runner)
         n++;
     }
     /* The workers are gone and no submitter is in flight: nothing is in transit. */
-    while ((t = inbox_pop(&l->q))) {
+    while ((t = mpsc_pop(&l->q_head, &l->q_tail, &l->q_stub))) {
         sched_cancel_task(s, NULL, t);
         n++;
     }

@@ -31,6 +31,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sched/core/inbox.h"
@@ -53,9 +54,16 @@ enum lane_kind {
 };
 
 struct urt_lane {
-    /* submitters' line: one RMW per submission */
-    alignas(64) _Atomic uint32_t pending; /* tasks submitted and not finished (lane.c L2, L4) */
-    struct inbox q;                    /* the lane's FIFO (own cache lines) */
+    /* The submitters' line: the FIFO's producers' end, the pending count and
+     * the FIFO stub's link, which a submission to an empty lane writes. A
+     * submission (L1 + L2) writes this one line of the lane, and the runner
+     * that finds the lane empty (the stub pushed back, L4) the same line: a
+     * lane fed from another CPU moves one line per activation each way, not
+     * three (sched/core/inbox.h mpsc_*; the stub's other fields are never
+     * read). */
+    alignas(64) struct urt_task *_Atomic q_head; /* the FIFO's newest task (producers' end) */
+    _Atomic uint32_t pending;          /* tasks submitted and not finished (lane.c L2, L4) */
+    struct urt_task q_stub;            /* the FIFO's stub node (priv.next on this line) */
     /* immutable after lane_init (destroying: written once, by destroy): a
      * line of its own, read by submitters and the runner alike and written
      * by neither, so it stays shared in every cache. Beside the runner's
@@ -69,6 +77,7 @@ struct urt_lane {
     _Atomic bool destroying;           /* urt_lane_destroy started (lane.c M5) */
     /* the runner's (serialized by the pending count, see lane.c V1) */
     alignas(64) struct urt_task runner;
+    struct urt_task *q_tail;           /* the FIFO's consumer end */
     struct urt_task *current;          /* a task that yielded: it resumes first */
     uint32_t budget;                   /* tasks known counted and not yet run (lane.c V4) */
     /* holds for blocking work (lane.c H1-H4): the runner's */
@@ -80,6 +89,9 @@ struct urt_lane {
                                           | LANE_PARKED while the runner is parked (lane.c H2) */
 };
 
+
+_Static_assert(offsetof(struct urt_lane, q_stub.priv.next) + sizeof(void *) <= 64,
+               "the FIFO stub's link shares the submitters' line");
 
 /* Initializes an embedded lane. ops may be NULL. */
 void lane_init(struct urt_lane *l, struct sched *s, enum lane_kind kind, const struct lane_ops *ops, void *ctx);

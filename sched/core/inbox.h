@@ -7,8 +7,17 @@
  * Pop (consumer only) uses no read-modify-write except re-inserting the stub.
  *
  * Used for a worker's inbox (tasks handed over by other threads) and its
- * sticky queue (lane tasks, never stolen). Tasks are linked through
- * task->priv.next.
+ * sticky queue (lane tasks, never stolen), as struct inbox, and for a lane's
+ * FIFO (sched/lane.h), which lays the same three parts out itself: its
+ * producers' end shares a line with the lane's pending count, so that a
+ * submission writes one line of the lane, not two. The operations on the
+ * parts (mpsc_push, mpsc_pop) are the algorithm; the inbox_* functions name
+ * struct inbox's parts. Tasks are linked through task->priv.next.
+ *
+ * Pop prefetches the task after the one it returns (both lines of it: a
+ * struct urt_task is 72 bytes): in a queue fed from another CPU that task was
+ * written there, and the consumer reads it at its next pop and runs it, so
+ * its lines travel while the current task runs instead of at the next pop.
  *
  * The one subtlety: between a producer's exchange of head and its store of the
  * predecessor's next, the queue is "in transit": pop returns NULL although a
@@ -41,49 +50,77 @@ struct inbox {
     struct urt_task stub;
 };
 
+/* An empty queue: both ends at the stub. */
+static inline void mpsc_init(struct urt_task *_Atomic *head, struct urt_task **tail, struct urt_task *stub)
+{
+    atomic_init(&stub->priv.next, NULL);
+    atomic_init(head, stub);
+    *tail = stub;
+}
+
 static inline void inbox_init(struct inbox *q)
 {
-    atomic_init(&q->stub.priv.next, NULL);
-    atomic_init(&q->head, &q->stub);
-    q->tail = &q->stub;
+    mpsc_init(&q->head, &q->tail, &q->stub);
+}
+
+/* Any thread, wait-free: t becomes the newest task of the queue whose
+ * producers' end is *head. */
+static inline void mpsc_push(struct urt_task *_Atomic *head, struct urt_task *t)
+{
+    atomic_store_explicit(&t->priv.next, NULL, memory_order_relaxed);
+    /* (I2), (I3) */
+    struct urt_task *prev = atomic_exchange_explicit(head, t, memory_order_seq_cst);
+    /* (I1) link: pairs with the acquire loads of next in mpsc_pop. */
+    atomic_store_explicit(&prev->priv.next, t, memory_order_release);
+}
+
+/* Warms both lines of the task the consumer pops next (see the top). */
+static inline void mpsc_prefetch(const struct urt_task *t)
+{
+    __builtin_prefetch(t);
+    __builtin_prefetch((const char *)t + sizeof(*t) - 1);
+}
+
+/* Consumer only: the oldest task, or NULL (empty, or a push in transit).
+ * *tail is the consumer's end, stub the queue's stub node. */
+static inline struct urt_task *mpsc_pop(struct urt_task *_Atomic *head, struct urt_task **tailp, struct urt_task *stub)
+{
+    struct urt_task *tail = *tailp;
+    struct urt_task *next = atomic_load_explicit(&tail->priv.next, memory_order_acquire);
+    if (tail == stub) {
+        if (!next)
+            return NULL;
+        *tailp = next;
+        tail = next;
+        next = atomic_load_explicit(&tail->priv.next, memory_order_acquire);
+    }
+    if (next) {
+        *tailp = next;
+        mpsc_prefetch(next);
+        return tail;
+    }
+    struct urt_task *h = atomic_load_explicit(head, memory_order_acquire);
+    if (tail != h)
+        return NULL; /* a producer is between its exchange and its link */
+    mpsc_push(head, stub);
+    next = atomic_load_explicit(&tail->priv.next, memory_order_acquire);
+    if (next) {
+        *tailp = next;
+        return tail;
+    }
+    return NULL;
 }
 
 /* Any thread, wait-free. */
 static inline void inbox_push(struct inbox *q, struct urt_task *t)
 {
-    atomic_store_explicit(&t->priv.next, NULL, memory_order_relaxed);
-    /* (I2), (I3) */
-    struct urt_task *prev = atomic_exchange_explicit(&q->head, t, memory_order_seq_cst);
-    /* (I1) link: pairs with the acquire loads of next in inbox_pop. */
-    atomic_store_explicit(&prev->priv.next, t, memory_order_release);
+    mpsc_push(&q->head, t);
 }
 
 /* Consumer only: the oldest task, or NULL (empty, or a push in transit). */
 static inline struct urt_task *inbox_pop(struct inbox *q)
 {
-    struct urt_task *tail = q->tail;
-    struct urt_task *next = atomic_load_explicit(&tail->priv.next, memory_order_acquire);
-    if (tail == &q->stub) {
-        if (!next)
-            return NULL;
-        q->tail = next;
-        tail = next;
-        next = atomic_load_explicit(&tail->priv.next, memory_order_acquire);
-    }
-    if (next) {
-        q->tail = next;
-        return tail;
-    }
-    struct urt_task *head = atomic_load_explicit(&q->head, memory_order_acquire);
-    if (tail != head)
-        return NULL; /* a producer is between its exchange and its link */
-    inbox_push(q, &q->stub);
-    next = atomic_load_explicit(&tail->priv.next, memory_order_acquire);
-    if (next) {
-        q->tail = next;
-        return tail;
-    }
-    return NULL;
+    return mpsc_pop(&q->head, &q->tail, &q->stub);
 }
 
 /* Consumer only: false only if the queue was empty and no push was in

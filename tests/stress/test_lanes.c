@@ -168,7 +168,9 @@ static void run_lanes(uint32_t workers, bool balance, uint32_t try_count)
             uint32_t pending = atomic_load(&l->pending);
             if (pending)
                 fprintf(stderr, "# lane %d: pending %u current %p q-nonempty %d runner.next %p\n", i, pending,
-                        (void *)l->current, inbox_maybe_nonempty(&l->q),
+                        (void *)l->current,
+                        l->q_tail != &l->q_stub || atomic_load(&l->q_head) != &l->q_stub ||
+                            atomic_load(&l->q_stub.priv.next) != NULL,
                         (void *)atomic_load(&l->runner.priv.next));
         }
         for (uint32_t i = 0; i < sc->n_workers; i++) {
@@ -510,4 +512,110 @@ Test(lanes, foreign_activation_goes_to_the_preferred_worker, .timeout = 30)
     cr_assert_eq(urt_lane_destroy(a), 0);
     cr_assert_eq(urt_lane_destroy(b), 0);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* The FIFO's empty <-> busy edge (sched/lane.c L1-L4; the producers' end,
+ * the count and the stub's link share one line, lane.h): two threads that
+ * are not workers feed one lane, each submitting its next task only after
+ * its previous one ran, so the lane runs dry and is activated again all the
+ * time (the stub is pushed back and a submission finds it). The lane is
+ * embedded with lane_ops counting its active/idle edges. Model: no overlap,
+ * each submitter's order, every task exactly once; the edges pair up (every
+ * activation ends idle) and happen more than once; pending is 0 at the end. */
+#define EDGE_TASKS SCALE(20000u, 3000u)
+#define EDGE_THREADS 2
+
+struct edge_task {
+    struct urt_task task;
+    uint32_t submitter, seq;
+    _Atomic uint32_t runs;
+    _Atomic bool ran;
+};
+
+static struct {
+    alignas(64) struct urt_lane lane;
+    _Atomic int in_use;
+    uint32_t next_seq[EDGE_THREADS]; /* touched only by the lane's tasks */
+    _Atomic uint64_t active, idle, overlaps, order_errors, extra_runs, done, submit_errors;
+    struct edge_task *tasks;
+} g_edge;
+
+static void edge_active(void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add_explicit(&g_edge.active, 1, memory_order_relaxed);
+}
+
+static void edge_idle(void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add_explicit(&g_edge.idle, 1, memory_order_relaxed);
+}
+
+static const struct lane_ops edge_ops = {.active = edge_active, .idle = edge_idle};
+
+static enum urt_task_result edge_fn(struct urt_task *t, void *arg)
+{
+    struct edge_task *et = arg;
+    (void)t;
+    if (atomic_fetch_add_explicit(&et->runs, 1, memory_order_relaxed) != 0)
+        atomic_fetch_add_explicit(&g_edge.extra_runs, 1, memory_order_relaxed);
+    if (atomic_exchange_explicit(&g_edge.in_use, 1, memory_order_acquire) != 0)
+        atomic_fetch_add_explicit(&g_edge.overlaps, 1, memory_order_relaxed);
+    if (g_edge.next_seq[et->submitter] != et->seq)
+        atomic_fetch_add_explicit(&g_edge.order_errors, 1, memory_order_relaxed);
+    g_edge.next_seq[et->submitter] = et->seq + 1;
+    atomic_store_explicit(&g_edge.in_use, 0, memory_order_release);
+    atomic_fetch_add_explicit(&g_edge.done, 1, memory_order_relaxed);
+    atomic_store_explicit(&et->ran, true, memory_order_release);
+    return URT_TASK_DONE;
+}
+
+static void *edge_main(void *arg)
+{
+    uint32_t s = (uint32_t)(uintptr_t)arg;
+    for (uint32_t i = 0; i < EDGE_TASKS; i++) {
+        struct edge_task *et = &g_edge.tasks[(size_t)s * EDGE_TASKS + i];
+        et->submitter = s;
+        et->seq = i;
+        urt_task_init(&et->task, edge_fn, et);
+        if (lane_submit(&g_edge.lane, &et->task, 0) != 0) {
+            atomic_fetch_add_explicit(&g_edge.submit_errors, 1, memory_order_relaxed);
+            return NULL;
+        }
+        while (!atomic_load_explicit(&et->ran, memory_order_acquire))
+            sched_yield();
+    }
+    return NULL;
+}
+
+Test(lanes, fifo_runs_dry_and_is_activated_again_from_two_threads, .timeout = 120)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    g_rt = rt_create_or_skip(&cfg);
+    g_edge.tasks = calloc((size_t)EDGE_THREADS * EDGE_TASKS, sizeof(*g_edge.tasks));
+    cr_assert_not_null(g_edge.tasks);
+    lane_init(&g_edge.lane, sched_of(g_rt), LANE_PLAIN, &edge_ops, NULL);
+    pthread_t th[EDGE_THREADS];
+    for (uintptr_t i = 0; i < EDGE_THREADS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, edge_main, (void *)i), 0);
+    for (int i = 0; i < EDGE_THREADS; i++)
+        pthread_join(th[i], NULL);
+    uint64_t n = (uint64_t)EDGE_THREADS * EDGE_TASKS;
+    cr_assert_eq(atomic_load(&g_edge.submit_errors), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_edge.done) == n && atomic_load(&g_edge.idle) == atomic_load(&g_edge.active),
+                         10000),
+              "done %lu of %lu, %lu activations, %lu idle", (unsigned long)atomic_load(&g_edge.done),
+              (unsigned long)n, (unsigned long)atomic_load(&g_edge.active), (unsigned long)atomic_load(&g_edge.idle));
+    cr_assert_eq(atomic_load(&g_edge.overlaps), 0);
+    cr_assert_eq(atomic_load(&g_edge.order_errors), 0);
+    cr_assert_eq(atomic_load(&g_edge.extra_runs), 0);
+    cr_assert_eq(atomic_load_explicit(&g_edge.lane.pending, memory_order_acquire), 0);
+    cr_assert_gt(atomic_load(&g_edge.active), 1, "the lane never ran dry");
+    for (uint64_t i = 0; i < n; i++)
+        cr_assert_eq(atomic_load(&g_edge.tasks[i].runs), 1, "task %lu ran %u times", (unsigned long)i,
+                     atomic_load(&g_edge.tasks[i].runs));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    free(g_edge.tasks);
 }
