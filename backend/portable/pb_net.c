@@ -20,6 +20,9 @@
  * that selects its buffer takes the next buffer of its group's ring and
  * reports it in the completion's flags (BE_CF_BUFFER | bid << 16); with the
  * ring empty it completes -ENOBUFS (a multishot one ends), as on io_uring.
+ * Only a receive that got bytes takes the buffer: the end of the stream
+ * (0) completes without one and leaves it in the ring, as io_uring recycles
+ * it (its owner puts back only the buffers completions name).
  *
  * Memory ordering: owner only; nothing here is shared.
  */
@@ -165,7 +168,7 @@ static int32_t try_recv(struct pb_ctx *c, struct pb_op *o, int fd, uint32_t *cfl
     ssize_t n = recv(fd, addr, len, (int)o->op.arg | MSG_DONTWAIT);
     if (n < 0)
         return -errno;
-    if (r) {
+    if (r && n > 0) { /* the end of the stream leaves the buffer in the ring, as io_uring recycles it */
         *cflags |= BE_CF_BUFFER | ((uint32_t)r->bufs[r->head & r->mask].bid << BE_CF_BUFFER_SHIFT);
         r->head++;
     }

@@ -4,6 +4,8 @@
  *  - the commands and Redis's replies and error texts, over TCP and the Unix
  *    socket; what redis-benchmark and redis-cli send at start;
  *  - pipelining: a thousand requests in one write, answered in order;
+ *  - 2000 connections at once against a model; 1200 that come and go, more
+ *    than a worker has receive buffers;
  *  - expiry by the timers (DBSIZE drops without any read of the key);
  *  - bad input, each closing at most the offending connection while another
  *    client goes on: malformed RESP, a bulk above the limit, too many
@@ -255,6 +257,29 @@ Test(kv_server, many_connections_against_a_model, .init = start_default, .fini =
     snprintf(want, sizeof(want), ":%d", 1 + THREADS * PER * 2);
     cr_assert_str_eq(kvc_cmd(c, "DBSIZE"), want);
     kvc_close(c);
+}
+
+/* Connections that come and go, one after another, far more of them than a
+ * worker has receive buffers (256): each must be answered, and so must a
+ * connection that stayed open all along. (The end of a stream once took a
+ * buffer on the portable backend that was never given back: after some 256
+ * closes on a worker its ring was empty for good, and none of its
+ * connections was answered any more.) */
+Test(kv_server, connections_that_close_leave_the_receive_buffers, .init = start_default, .fini = stop_default,
+     .timeout = 120)
+{
+    struct kvc *stay = kvc_open(&srv, false);
+    cr_assert_str_eq(kvc_cmd(stay, "SET stay 1"), "+OK");
+    for (int i = 0; i < 1200; i++) {
+        struct kvc *c = kvc_open(&srv, i % 2);
+        char want[32];
+        snprintf(want, sizeof(want), ":%d", i + 1);
+        cr_assert_str_eq(kvc_cmd(c, "INCR n"), want, "connection %d", i);
+        kvc_close(c);
+    }
+    cr_assert_str_eq(kvc_cmd(stay, "GET n"), "$1200");
+    cr_assert_str_eq(kvc_cmd(stay, "GET stay"), "$1");
+    kvc_close(stay);
 }
 
 /* ---- placement ------------------------------------------------------------------------ */

@@ -300,6 +300,46 @@ PTest(an_empty_ring_without_data_waits_instead_of_ending)
     close(sv[0]);
 }
 
+/* The end of the stream takes no buffer: the receive completes 0 without
+ * BE_CF_BUFFER and the buffer stays in the ring, as on io_uring (which
+ * recycles a selected buffer a receive of 0 bytes did not fill). A buffer
+ * taken there would be lost to its owner, who puts back only the buffers
+ * completions name: one per closed connection, until the ring ran dry for
+ * every receive of the worker. */
+PTest(the_end_of_the_stream_leaves_the_buffer_in_the_ring)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct pb_bufring *ring;
+    cr_assert_eq(pb_bufring_create(&ctx, 3, 2, &ring), 0);
+    static char b0[16], b1[16];
+    pb_bufring_add(ring, b0, sizeof b0, 4);
+    pb_bufring_add(ring, b1, sizeof b1, 5);
+    cr_assert_eq(write(sv[1], "last", 4), 4);
+    close(sv[1]);
+    struct rec r;
+    rec_init(&r);
+    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_MULTISHOT | BE_F_BUF_SELECT, .buf = 3, .fd = sv[0]}, &r);
+    RUN_UNTIL(r.n == 2);
+    cr_assert_eq(r.res[0], 4);
+    cr_assert_eq(r.flags[0], BE_CF_MORE | BE_CF_BUFFER | (4u << BE_CF_BUFFER_SHIFT), "flags %#x", r.flags[0]);
+    cr_assert_eq(r.res[1], 0, "the end of the stream");
+    cr_assert_eq(r.flags[1], 0, "no buffer, no more: flags %#x", r.flags[1]);
+    cr_assert_eq(ring->tail - ring->head, 1, "buffer 5 is still in the ring (head %u, tail %u)", ring->head,
+                 ring->tail);
+    /* a single-shot receive at the end of the stream: the same */
+    struct rec one;
+    rec_init(&one);
+    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_BUF_SELECT, .buf = 3, .fd = sv[0]}, &one);
+    RUN_UNTIL(one.n == 1);
+    cr_assert_eq(one.res[0], 0);
+    cr_assert_eq(one.flags[0], 0, "flags %#x", one.flags[0]);
+    cr_assert_eq(ring->tail - ring->head, 1);
+    pb_bufring_unregister(&ctx, ring, 3);
+    pb_bufring_free(ring);
+    close(sv[0]);
+}
+
 static int listen_loopback(struct sockaddr_in *a)
 {
     int l = socket(AF_INET, SOCK_STREAM, 0);
