@@ -98,6 +98,7 @@ struct uio_more {
     int msg_flags;
     uint8_t op;            /* enum uio_mop */
     struct uio *next_wait; /* the buffer ring's list of receives waiting for a buffer */
+    uint32_t armed_at;     /* a receive's: its ring's returns count (uio_bufring_returns) when last armed */
     uint32_t head, n, cap;
     struct uio_ent *e;
 };
@@ -222,6 +223,8 @@ uint32_t uio_bufring_count(const struct urt_bufring *br);
 int uio_bufring_take(struct urt_bufring *br, void **buf, uint32_t *size);
 void uio_bufring_return(struct urt_bufring *br, uint16_t bid);
 void uio_bufring_mark(struct urt_bufring *br, uint16_t bid);
+/* Buffers given back to br so far (a count that wraps; its worker only). */
+uint32_t uio_bufring_returns(const struct urt_bufring *br);
 /* URT_IO_FIXED_FILE on an accept (io/uio_ops.c): the calling worker's
  * table is made ready; *uflags := UIO_F_FIXED, plus UIO_F_INSTALL unless the
  * kernel allocates the slot (uio_worker.kernel_alloc). 0, or -ENOMEM with a

@@ -74,6 +74,7 @@ struct urt_bufring {
     uint16_t bgid;
     bool unregistered;              /* the kernel's ring was unregistered (its worker left) */
     uint32_t users;                 /* receives using it */
+    uint32_t returns;               /* buffers given back so far (give_back; wraps): io/uio_multi.c's re-arm rule */
     uint16_t *free;                 /* the pool's free ids */
     uint32_t n_free;
     _Atomic uint8_t *held;          /* per buffer: the caller has it (cleared by the put's exchange) */
@@ -108,6 +109,11 @@ uint32_t uio_bufring_count(const struct urt_bufring *br)
     return br->count;
 }
 
+uint32_t uio_bufring_returns(const struct urt_bufring *br)
+{
+    return br->returns;
+}
+
 void uio_bufring_use(struct urt_bufring *br, int delta)
 {
     br->users = (uint32_t)((int)br->users + delta);
@@ -127,6 +133,7 @@ int uio_bufring_take(struct urt_bufring *br, void **buf, uint32_t *size)
 static void give_back(struct urt_bufring *br, uint16_t bid)
 {
     atomic_store_explicit(&br->held[bid], 0, memory_order_relaxed);
+    br->returns++;
     if (br->ring) {
         be_bufring_add(br->ring, br->bufs + (size_t)bid * br->size, br->size, bid, br->count);
     } else {

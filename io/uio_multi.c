@@ -24,7 +24,15 @@
  * runtime closes it and ends the (single-shot, re-armed) accept the same way. A receive whose buffer ring ran dry (the kernel's
  * -ENOBUFS, or an empty pool) waits on the ring's list and is re-armed when
  * urt_bufring_put gives a buffer back: the data waits in the socket, no byte
- * is dropped. A re-arm that finds the submission queue full ends the
+ * is dropped. The backend's -ENOBUFS is older than its completion: a buffer
+ * may have come back in between (a task that ran after the submission's
+ * flush, before the worker reaped), with no receive waiting yet. So a
+ * receive armed before the ring's last return (uio_more.armed_at, against
+ * the ring's count of returns) is armed again at once instead of waiting for
+ * a return that may never come (every buffer back in the ring, no traffic);
+ * one armed after it waits (the ring was dry, and any later return re-arms
+ * it). Each immediate re-arm needs a return since the previous arming, so
+ * it cannot spin. A re-arm that finds the submission queue full ends the
  * operation with -EAGAIN.
  *
  * No memory ordering of its own: everything runs on the io's worker (the
@@ -88,6 +96,13 @@ static struct be_op describe(const struct uio *u)
     return op;
 }
 
+/* The receive is being armed: the returns of its ring so far are before it. */
+static void mark_armed(struct uio *u)
+{
+    if (u->ext)
+        u->more->armed_at = uio_bufring_returns(u->ext);
+}
+
 /* Ends the operation: its last completion (no F_MORE). */
 static void end(struct worker *w, struct uio *u, int32_t res)
 {
@@ -107,6 +122,7 @@ static void go_on(struct worker *w, struct uio *u, bool in_task)
         return;
     }
     struct be_op op = describe(u);
+    mark_armed(u);
     uio_resubmit(w, &op, u);
     if (!in_task)
         sched_io_flush(w);
@@ -197,8 +213,11 @@ void uio_multi_cqe(struct worker *w, struct uio *u, int32_t res, uint32_t cqe_fl
         uio_push(w, u, res, cqe_flags | BE_CF_MORE);
         if (!more)
             go_on(w, u, false);
-    } else if (res == -ENOBUFS) {
-        wait_buffer(w, u); /* the request ended; the data waits in the socket */
+    } else if (res == -ENOBUFS) { /* the request ended; the data waits in the socket */
+        if (uio_bufring_returns(u->ext) != m->armed_at)
+            go_on(w, u, false); /* a buffer came back since it was armed: maybe after the dry answer */
+        else
+            wait_buffer(w, u);
     } else {
         end(w, u, res); /* 0: end of file, or an error (-ECANCELED ...) */
     }
@@ -223,6 +242,7 @@ static int multi_submit(struct urt_io *io, const char *fn, enum uio_kind kind, s
     if (br)
         uio_bufring_use(br, 1);
     struct be_op op = describe(u);
+    mark_armed(u);
     uio_submit_op(&cx, io, &op);
     return 0;
 }

@@ -9,7 +9,8 @@
  *  - multishot receive into a buffer ring run dry on purpose (the receiver
  *    holds every buffer for a while): every byte arrives, in order, no
  *    -ENOBUFS reaches the continuation, end of file ends it; fallbacks: a
- *    receive by readiness into the pool, a pool without a kernel ring;
+ *    receive by readiness into the pool, a pool without a kernel ring; a
+ *    dry answer reaped after a buffer came back re-arms the receive;
  *  - zero-copy send (its notification flag) and its copy fallback;
  *  - registered files and buffers (fixed reads and writes, fixed-buffer
  *    zero-copy send), with their refusals; linked timeouts and their timer
@@ -440,6 +441,134 @@ Test(io_multi, recv_bufring_fallback_single_receives)
 Test(io_multi, recv_bufring_fallback_pool)
 {
     recv_bufring_run(URT_RING_BUFRING | URT_RING_MULTISHOT_RECV);
+}
+
+/* The ring's dry answer and a buffer's return cross: receive B is armed
+ * (from A's continuation, which holds the ring's only buffer) on a socket
+ * with data, and the backend answers -ENOBUFS as the task's submissions
+ * leave; the next task, before the worker reaps that answer, gives A's
+ * buffer back, with no receive waiting yet. B must still get its bytes: a
+ * receive that would wait for a buffer given back after it was armed is
+ * armed again instead (else it waits for a return that never comes: every
+ * buffer is in the ring). 8 rounds, each on a new ring and sockets: one may
+ * reap between the two tasks (the worker looks for completions every 64
+ * tasks), not all of them. */
+struct cross {
+    struct urt_io a, b;
+    struct urt_bufring *br;
+    int fa, fb;
+    uint16_t bid_a;
+    char b_data[8];
+    _Atomic int err, a_got, b_got, a_end, b_end, b_bad;
+};
+
+static enum urt_task_result cross_put_a(struct urt_task *t, void *arg)
+{
+    struct cross *x = arg;
+    (void)t;
+    if (urt_bufring_put(x->br, x->bid_a) != 0)
+        atomic_store(&x->err, -3000);
+    return URT_TASK_DONE;
+}
+
+static void cross_b(struct urt_io *io, int32_t res, void *arg)
+{
+    struct cross *x = arg;
+    if (!(urt_io_flags(io) & URT_IO_F_MORE)) {
+        atomic_store(&x->b_end, 1);
+        return;
+    }
+    uint16_t bid;
+    void *b = urt_io_buffer(io, &bid);
+    if (res <= 0 || res > (int32_t)sizeof x->b_data || !b) {
+        atomic_store(&x->b_bad, res <= 0 ? res - 1 : res);
+        return;
+    }
+    memcpy(x->b_data, b, (size_t)res);
+    if (urt_bufring_put(x->br, bid) != 0)
+        atomic_store(&x->err, -4000);
+    atomic_store(&x->b_got, res);
+}
+
+static void cross_a(struct urt_io *io, int32_t res, void *arg)
+{
+    struct cross *x = arg;
+    if (!(urt_io_flags(io) & URT_IO_F_MORE)) {
+        atomic_store(&x->a_end, 1);
+        return;
+    }
+    if (res <= 0 || !urt_io_buffer(io, &x->bid_a)) {
+        atomic_store(&x->err, -2000);
+        return;
+    }
+    atomic_store(&x->a_got, res);
+    /* hold the ring's only buffer; arm B on its data; give the buffer back from the next task */
+    urt_io_init(&x->b, cross_b, x);
+    int err = urt_io_recv_bufring(&x->b, x->fb, x->br, 0);
+    if (!err)
+        err = urt_spawn_to(g_rt, 0, cross_put_a, NULL, x, 0);
+    if (err)
+        atomic_store(&x->err, err);
+}
+
+static void cross_start(void *arg)
+{
+    struct cross *x = arg;
+    int err = urt_bufring_create(1, 64, &x->br);
+    if (!err) {
+        urt_io_init(&x->a, cross_a, x);
+        err = urt_io_recv_bufring(&x->a, x->fa, x->br, 0);
+    }
+    atomic_store(&x->err, err);
+}
+
+static void cross_destroy(void *arg)
+{
+    struct cross *x = arg;
+    atomic_store(&x->err, urt_bufring_destroy(x->br));
+}
+
+static void dry_answer_crosses_a_return_run(uint32_t disable)
+{
+    urt_runtime *rt = rt_with(1, disable, 64);
+    for (int round = 0; round < 8; round++) {
+        int pa[2], pb[2];
+        tcp_pair(pa);
+        tcp_pair(pb);
+        cr_assert_eq(write(pb[1], "bee", 3), 3); /* B's data waits before B is armed */
+        struct cross *x = calloc(1, sizeof(*x));
+        x->fa = pa[0];
+        x->fb = pb[0];
+        on_worker(rt, 0, cross_start, x);
+        cr_assert_eq(atomic_load(&x->err), 0, "%s", urt_last_error());
+        cr_assert_eq(write(pa[1], "a", 1), 1);
+        cr_assert(WAIT_UNTIL(atomic_load(&x->a_got) == 1, 5000), "round %d: A got nothing", round);
+        cr_assert(WAIT_UNTIL(atomic_load(&x->b_got) != 0 || atomic_load(&x->b_bad) != 0, 5000),
+                  "round %d: receive B waits for a buffer that is in the ring", round);
+        cr_assert_eq(atomic_load(&x->b_bad), 0, "round %d: B's completion %d", round, atomic_load(&x->b_bad));
+        cr_assert_eq(atomic_load(&x->b_got), 3);
+        cr_assert_eq(memcmp(x->b_data, "bee", 3), 0);
+        cr_assert_eq(atomic_load(&x->err), 0, "round %d: %d", round, atomic_load(&x->err));
+        shutdown(pa[1], SHUT_WR);
+        shutdown(pb[1], SHUT_WR);
+        cr_assert(WAIT_UNTIL(atomic_load(&x->a_end) && atomic_load(&x->b_end), 5000), "round %d: no end of file",
+                  round);
+        on_worker(rt, 0, cross_destroy, x);
+        cr_assert_eq(atomic_load(&x->err), 0, "round %d: urt_bufring_destroy: %s", round, urt_last_error());
+        free(x);
+        close(pa[0]), close(pa[1]), close(pb[0]), close(pb[1]);
+    }
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(io_multi, recv_bufring_dry_answer_crossing_a_return_is_armed_again)
+{
+    dry_answer_crosses_a_return_run(0);
+}
+
+Test(io_multi, recv_bufring_dry_answer_crossing_a_return_is_armed_again_single_receives)
+{
+    dry_answer_crosses_a_return_run(URT_RING_MULTISHOT_RECV);
 }
 
 static void rb_leave_armed(void *arg)
