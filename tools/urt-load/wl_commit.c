@@ -321,6 +321,8 @@ static uint64_t *merged_latencies(const struct commit_run *r, size_t *total)
         return NULL;
     size_t k = 0;
     for (unsigned i = 0; i < r->n; i++) {
+        if (!r->clients[i].n_lat)
+            continue; /* none in the window: lat is still NULL, and memcpy's source must not be */
         memcpy(all + k, r->clients[i].lat, r->clients[i].n_lat * sizeof(*all));
         k += r->clients[i].n_lat;
     }
