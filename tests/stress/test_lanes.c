@@ -619,3 +619,87 @@ Test(lanes, fifo_runs_dry_and_is_activated_again_from_two_threads, .timeout = 12
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
     free(g_edge.tasks);
 }
+
+/* (M4) The shutdown fence holds a foreign activation (sched/core/submit.c
+ * "Shutdown fence"): a thread that is not a worker activates an embedded
+ * lane whose active callback runs inside the fence (L2 done, the runner not
+ * yet queued, L3) and returns only 50 ms after the runtime's destroy stored
+ * its phase. Destroy must wait for it: the runner is then queued, and the
+ * task ends exactly once (run by a drain, cancelled by a cancel) with the
+ * lane's count back at 0. Without the wait (sched_stop's
+ * wait_foreign_submitters) both cases fail: destroy returns while the push is
+ * in the fence and the task never ends. The racing tests
+ * (shutdown::foreign_*_racing_*) did not notice that wait missing. */
+static struct {
+    alignas(64) struct urt_lane lane;
+    struct urt_task task;
+    _Atomic int ran, cancelled, active_done;
+    _Atomic bool in_active;
+} g_fence;
+
+static void fence_active(void *ctx)
+{
+    (void)ctx;
+    struct sched *s = sched_of(g_rt);
+    atomic_store(&g_fence.in_active, true);
+    while (atomic_load(&s->phase) == PHASE_RUNNING)
+        sched_yield();
+    sleep_us(50000); /* destroy would run ahead now without the fence */
+    atomic_store(&g_fence.active_done, 1);
+}
+
+static enum urt_task_result fence_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&g_fence.ran, 1);
+    return URT_TASK_DONE;
+}
+
+static void fence_cancel(struct urt_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&g_fence.cancelled, 1);
+}
+
+static const struct lane_ops fence_ops = {.active = fence_active};
+
+static void *fence_submitter(void *arg)
+{
+    (void)arg;
+    urt_task_init(&g_fence.task, fence_fn, NULL);
+    g_fence.task.cancel = fence_cancel;
+    cr_assert_eq(lane_submit(&g_fence.lane, &g_fence.task, 0), 0);
+    return NULL;
+}
+
+static void fence_case(enum urt_shutdown mode)
+{
+    struct urt_config cfg;
+    test_config(&cfg, 2);
+    g_rt = rt_create_or_skip(&cfg);
+    lane_init(&g_fence.lane, sched_of(g_rt), LANE_PLAIN, &fence_ops, NULL);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, fence_submitter, NULL), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&g_fence.in_active), 10000));
+    int ret = urt_runtime_destroy(g_rt, mode);
+    cr_assert_eq(atomic_load(&g_fence.active_done), 1, "destroy returned while a foreign push was in the fence");
+    pthread_join(th, NULL);
+    int ran = atomic_load(&g_fence.ran), cancelled = atomic_load(&g_fence.cancelled);
+    cr_assert_eq(ran + cancelled, 1, "the task ran %d times and was cancelled %d times", ran, cancelled);
+    cr_assert_eq(ret, cancelled);
+    if (mode == URT_SHUTDOWN_DRAIN)
+        cr_assert_eq(ran, 1);
+    cr_assert_eq(atomic_load(&g_fence.lane.pending), 0);
+}
+
+Test(lanes, fence_holds_a_foreign_activation_cancel, .timeout = 60)
+{
+    fence_case(URT_SHUTDOWN_CANCEL);
+}
+
+Test(lanes, fence_holds_a_foreign_activation_drain, .timeout = 60)
+{
+    fence_case(URT_SHUTDOWN_DRAIN);
+}

@@ -31,6 +31,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include <urt/lane.h>
+
 #include "tests/helpers.h"
 
 static urt_runtime *g_rt;
@@ -388,6 +390,7 @@ Test(shutdown, cancel_with_running_yielders, .timeout = 60)
 /* ---- submissions racing destroy ---------------------------------------------------------- */
 
 struct racer {
+    urt_lane *lane; /* NULL: plain spawns */
     _Atomic uint64_t accepted, refused, errors, after_refusal_accepted;
     _Atomic bool done;
     _Atomic uint32_t *hits; /* per task, the first cap tasks */
@@ -416,7 +419,9 @@ static void *racer_main(void *arg)
     uint64_t deadline = now_ns() + 60ull * 1000000000ull;
     for (size_t i = 0; now_ns() < deadline; i++) {
         _Atomic uint32_t *hit = i < r->cap ? &r->hits[i] : &r->overflow_hits;
-        int err = urt_spawn_ex(g_rt, hit_fn, hit_cancel, (void *)hit, i % 5 == 0 ? URT_SUBMIT_URGENT : 0);
+        unsigned flags = i % 5 == 0 ? URT_SUBMIT_URGENT : 0;
+        int err = r->lane ? urt_lane_spawn(r->lane, hit_fn, hit_cancel, (void *)hit, flags)
+                          : urt_spawn_ex(g_rt, hit_fn, hit_cancel, (void *)hit, flags);
         if (err == 0) {
             atomic_fetch_add(&r->accepted, 1);
             if (refused)
@@ -454,18 +459,32 @@ static enum urt_task_result holder_fn(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-static void race_case(enum urt_shutdown mode)
+/* racers threads submit until destroy refuses them (plain spawns, or
+ * lane spawns on N_RACE_LANES lanes, racer i on lane i % N_RACE_LANES):
+ * every accepted task ends exactly once (ran or cancelled), none is accepted
+ * after a refusal, and the lanes end with nothing pending (a push the fence
+ * let through after the drain or the cancel would leave its lane pending for
+ * ever). */
+#define MAX_RACERS 8
+#define N_RACE_LANES 4
+
+static void race_case(enum urt_shutdown mode, int racers, bool lanes)
 {
     struct urt_config c;
     test_config(&c, 2);
     g_rt = rt_create_or_skip(&c);
-    enum { RACERS = 3 };
-    struct racer rc[RACERS];
-    pthread_t th[RACERS];
+    cr_assert_leq(racers, MAX_RACERS);
+    static struct racer rc[MAX_RACERS];
+    pthread_t th[MAX_RACERS];
+    urt_lane *lane[N_RACE_LANES] = {NULL};
     memset(rc, 0, sizeof(rc));
-    struct holder h = {.racers = rc, .n = RACERS, .started = false};
+    if (lanes)
+        for (int i = 0; i < N_RACE_LANES; i++)
+            cr_assert_eq(urt_lane_create(g_rt, &lane[i]), 0);
+    struct holder h = {.racers = rc, .n = racers, .started = false};
     urt_task_init(&h.task, holder_fn, &h);
-    for (int i = 0; i < RACERS; i++) {
+    for (int i = 0; i < racers; i++) {
+        rc[i].lane = lane[i % N_RACE_LANES];
         rc[i].cap = SCALE(400000, 100000);
         rc[i].hits = calloc(rc[i].cap, sizeof(*rc[i].hits));
         cr_assert_not_null(rc[i].hits);
@@ -475,13 +494,17 @@ static void race_case(enum urt_shutdown mode)
     cr_assert_eq(urt_task_submit(g_rt, &h.task, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&h.started), 10000)); /* else cancel could drop it */
     int ret = urt_runtime_destroy(g_rt, mode);
-    for (int i = 0; i < RACERS; i++)
+    for (int i = 0; i < racers; i++)
         pthread_join(th[i], NULL);
     cr_assert_geq(ret, 0);
     if (mode == URT_SHUTDOWN_DRAIN)
         cr_assert_eq(ret, 0);
+    for (int i = 0; i < N_RACE_LANES && lanes; i++) {
+        cr_assert_eq(urt_lane_pending(lane[i]), 0, "lane %d: %u pending after destroy", i, urt_lane_pending(lane[i]));
+        cr_assert_eq(urt_lane_destroy(lane[i]), 0);
+    }
     uint64_t ended = 0;
-    for (int i = 0; i < RACERS; i++) {
+    for (int i = 0; i < racers; i++) {
         cr_assert_eq(atomic_load(&rc[i].errors), 0, "only 0 or -ESHUTDOWN");
         cr_assert_eq(atomic_load(&rc[i].after_refusal_accepted), 0, "accepted after a refusal");
         cr_assert_gt(atomic_load(&rc[i].refused), 0, "racer %d never saw -ESHUTDOWN", i);
@@ -502,13 +525,24 @@ static void race_case(enum urt_shutdown mode)
 
 Test(shutdown, foreign_submissions_racing_drain, .timeout = 120)
 {
-    race_case(URT_SHUTDOWN_DRAIN);
+    race_case(URT_SHUTDOWN_DRAIN, 3, false);
 }
 
 Test(shutdown, foreign_submissions_racing_cancel, .timeout = 120)
 {
-    race_case(URT_SHUTDOWN_CANCEL);
+    race_case(URT_SHUTDOWN_CANCEL, 3, false);
 }
+
+Test(shutdown, foreign_lane_submissions_racing_drain, .timeout = 120)
+{
+    race_case(URT_SHUTDOWN_DRAIN, 3, true);
+}
+
+Test(shutdown, foreign_lane_submissions_racing_cancel, .timeout = 120)
+{
+    race_case(URT_SHUTDOWN_CANCEL, 3, true);
+}
+
 
 /* ---- argument checks ----------------------------------------------------------------------- */
 
