@@ -76,4 +76,11 @@ static inline int64_t deque_size(struct deque *d)
     return b > t ? b - t : 0;
 }
 
+/* Any thread: the index of the oldest slot; it moves on every steal and on
+ * the owner's take of the last task (a hint: relaxed). */
+static inline int64_t deque_top(struct deque *d)
+{
+    return atomic_load_explicit(&d->top, memory_order_relaxed);
+}
+
 #endif

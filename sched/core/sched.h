@@ -193,6 +193,9 @@ struct worker {
     _Atomic uint32_t io_sweep_queued; /* io_sweep is queued on the sticky queue (whoever sets it
                                          from 0 owns the task until it runs) */
     struct urt_task io_sweep; /* cancels the operations sched_clients.io_sweep asks for */
+    int64_t oldest_seen;      /* owner: the deque's top at its last look there (oldest_local; cold, at
+                                 the end so the task loop's fields keep their lines) */
+    uint32_t oldest_countdown; /* owner: interval picks until the next such look */
 };
 
 struct sched {

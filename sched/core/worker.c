@@ -4,8 +4,9 @@
  * A worker is a thread pinned by its placement that owns one backend context
  * (backend/backend.h; created in its own thread: single issuer). Its loop:
  *
- *   reap completions -> pick (sticky vs main by ratio; inbox first every
- *   inbox_check_interval tasks) -> run -> account
+ *   reap completions -> pick (sticky vs main by ratio; every
+ *   inbox_check_interval picks the inbox first, else the deque's oldest
+ *   task: oldest_local) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
  *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
  *   after spin_limit() empty polls (worker_try_count while fed a stream;
@@ -273,6 +274,54 @@ static inline bool sticky_maybe_nonempty(struct worker *w)
            atomic_load_explicit(&w->sticky.stub.priv.next, memory_order_relaxed) != NULL;
 }
 
+/* Owner, at every OLDEST_EVERY-th interval pick that found the inbox empty:
+ * the deque's oldest task, taken from its top as a thief takes it (the owner
+ * may: the CAS on top decides against thieves), when the top has not moved
+ * since the last such look. Without it a task that keeps spawning its
+ * successor (pushed at the bottom, taken next: LIFO) starves every task
+ * queued under it for as long as the chain lasts, unless a peer is idle
+ * enough to steal them: with both workers busy, clients of urt-load's commit
+ * workloads waited up to 470 ms for their turn (ASan build). With it the
+ * chain yields its worker at least once every two looks while nobody else
+ * takes the oldest tasks, so a task k places from the top waits at most
+ * about 2k looks (2k x 8 x inbox_check_interval picks: 64 queued clients,
+ * about 60,000 picks, a few ms). While thieves move the top the owner leaves
+ * it to them, and it looks only every 8th interval: taking the oldest task
+ * every interval cost spawn_many_local 8-10% (a cold task, a CAS beside the
+ * thieves'). */
+static inline struct urt_task *oldest_local(struct worker *w)
+{
+    int64_t top = deque_top(&w->deque), seen = w->oldest_seen;
+    w->oldest_seen = top;
+    if (top != seen || deque_size(&w->deque) < 2)
+        return NULL;
+    struct urt_task *t = deque_steal(&w->deque);
+    if (t == DEQUE_ABORT || !t)
+        return NULL;
+    w->oldest_seen = top + 1;
+    return t;
+}
+
+/* Every inbox_check_interval-th pick (fairness): the inbox's oldest task,
+ * else, at every OLDEST_EVERY-th of these picks, the deque's (oldest_local);
+ * NULL: the usual order. Out of line: the task loop's hot path keeps only
+ * the countdown. */
+#define OLDEST_EVERY 8
+static __attribute__((noinline)) struct urt_task *interval_pick(struct worker *w)
+{
+    w->inbox_countdown = w->s->cfg->inbox_check_interval;
+    struct urt_task *t = inbox_pop(&w->inbox);
+    if (t) {
+        STAT_INC(w, inbox_drains);
+        w->fed++;
+        return t;
+    }
+    if (--w->oldest_countdown)
+        return NULL;
+    w->oldest_countdown = OLDEST_EVERY;
+    return oldest_local(w);
+}
+
 #define STEAL_BACKOFF_AFTER 32
 
 static struct urt_task *find_task(struct worker *w)
@@ -282,14 +331,8 @@ static struct urt_task *find_task(struct worker *w)
     struct urt_task *t;
 
     w->tick++;
-    if (__builtin_expect(--w->inbox_countdown == 0, 0)) {
-        w->inbox_countdown = cfg->inbox_check_interval;
-        if ((t = inbox_pop(&w->inbox))) {
-            STAT_INC(w, inbox_drains);
-            w->fed++;
-            return t;
-        }
-    }
+    if (__builtin_expect(--w->inbox_countdown == 0, 0) && (t = interval_pick(w)))
+        return t;
     if (sticky_maybe_nonempty(w)) {
         bool main_first = false;
         w->ratio_acc += cfg->dev_thousandths_ratio_check_local_first;

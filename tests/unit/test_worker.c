@@ -252,6 +252,44 @@ Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+static _Atomic uint32_t queued_hits;
+
+/* Queues 50 tasks on its worker's deque, then starts a flood on top of them. */
+static enum urt_task_result queue_then_flood_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(urt_spawn(g_rt, count_fn, (void *)&queued_hits, 0), 0);
+    urt_spawn(g_rt, flood_fn, arg, 0);
+    return URT_TASK_DONE;
+}
+
+/* A task that keeps spawning its successor takes its worker's deque bottom
+ * on every pick (LIFO): the 50 tasks queued under it ran only when it
+ * stopped (never, here). Every inbox_check_interval-th pick takes the
+ * deque's oldest task instead, so they all run while the flood goes on,
+ * within about 50 intervals of it. */
+Test(worker, local_work_is_not_starved_by_a_chain_above_it, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    c.inbox_check_interval = 61;
+    g_rt = rt_create_or_skip(&c);
+    atomic_store(&flood_stop, false);
+    atomic_store(&flood_runs, 0);
+    atomic_store(&queued_hits, 0);
+    cr_assert_eq(urt_spawn(g_rt, queue_then_flood_fn, NULL, 0), 0);
+    bool all = WAIT_UNTIL(atomic_load(&queued_hits) == 50, 5000);
+    uint64_t runs = atomic_load(&flood_runs);
+    bool flooding = !atomic_load(&flood_stop);
+    atomic_store(&flood_stop, true);
+    cr_assert(all, "%u of the 50 queued tasks ran in 5 s beside %llu runs of the chain above them",
+              atomic_load(&queued_hits), (unsigned long long)runs);
+    cr_assert(flooding);
+    cr_assert_gt(runs, 0, "the chain never ran");
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
 
 /* ---- adaptive spin (sched/core/worker.c spin_adapt) --------------------------------------- */
 

@@ -352,6 +352,12 @@ static void report(const struct commit_run *r, const uint64_t *all, size_t total
         printf("%s %s commits_per_sync %.2f commits\n", MEASURE_PEER, name,
                syncs ? (double)total / (double)syncs : 0.0);
     fflush(stdout);
+    unsigned idle = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        idle += r->clients[i].n_lat == 0;
+    if (idle) /* their waits are in no percentile: say so */
+        measure_note(name, "%u of %u clients had no commit answered in the window (starved, or one commit "
+                     "longer than it)", idle, r->n);
     measure_note(name,
                  "%u client tasks on the workers; window: %zu commits, %llu log fdatasyncs, %llu epoch-file "
                  "writes (each fdatasync'd), %llu log writes, %.1f KiB/sync, cpu_pct %.1f; log_dir %s",
