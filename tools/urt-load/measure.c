@@ -17,6 +17,7 @@
 #include <urt/urt.h>
 
 #include <linux/futex.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,22 @@ static unsigned measure_workers = WORKERS_DEFAULT;
 void measure_init(unsigned workers)
 {
     measure_workers = workers;
+}
+
+uint64_t measure_env_u64(const char *workload, const char *name, uint64_t def, uint64_t lo, uint64_t hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "urt-load %s: %s=%s: must be a whole number from %llu to %llu\n", workload, name, v,
+                (unsigned long long)lo, (unsigned long long)hi);
+        exit(2);
+    }
+    return x;
 }
 
 uint64_t measure_cpu_ns(void)

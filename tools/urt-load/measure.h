@@ -74,6 +74,12 @@
 /* Process CPU time (user + sys, all threads) in ns. Any thread. */
 uint64_t measure_cpu_ns(void);
 
+/* A whole number from the environment variable name, lo..hi; def when unset
+ * or empty. Anything else (a sign, a unit, a fraction, out of range) exits 2,
+ * urt-load's bad-setting status, with a message naming the variable and the
+ * range: a typo must not run the workload with its default. */
+uint64_t measure_env_u64(const char *workload, const char *name, uint64_t def, uint64_t lo, uint64_t hi);
+
 /* Sleeps us microseconds (relative nanosleep, default timer slack),
  * restarting after signals. Any thread. */
 void measure_sleep_us(uint64_t us);

@@ -508,20 +508,10 @@ static int iteration(struct bl *bl, int it, struct it_result *res, bool last)
 
 /* ---- the workload -------------------------------------------------------------------------- */
 
-static uint64_t env_u64(const char *name, uint64_t def)
-{
-    const char *v = getenv(name);
-    char *end;
-    if (!v || !*v)
-        return def;
-    unsigned long long x = strtoull(v, &end, 10);
-    return *end || x == 0 ? def : x;
-}
-
 static int setup(struct bl *bl)
 {
-    bl->files = (uint32_t)env_u64("BL_FILES", BL_FILES);
-    bl->records = env_u64("BL_RECORDS", (uint64_t)BL_FILES * BL_RECORDS / bl->files);
+    bl->files = (uint32_t)measure_env_u64(WL, "BL_FILES", BL_FILES, 1, 100000);
+    bl->records = measure_env_u64(WL, "BL_RECORDS", (uint64_t)BL_FILES * BL_RECORDS / bl->files, 1, 1ull << 40);
     const char *parent = getenv("DB_DIR");
     if (!parent || !*parent)
         parent = "/tmp";

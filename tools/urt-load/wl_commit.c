@@ -386,7 +386,7 @@ static int run(urt_runtime *rt, const char *name)
     r->name = name;
     r->response = strncmp(name, "commit_stored", 13) == 0 ? URT_COMMIT_STORED : URT_COMMIT_AVAILABLE;
     r->n = client_count(name);
-    uint64_t duration_ms = env_u64("DURATION_MS", 2000);
+    uint64_t duration_ms = measure_env_u64(name, "DURATION_MS", 2000, 1, 3600000);
     if (clients_create(r))
         return 1;
     r->t0 = urt_now_ns() + COMMIT_WARMUP_MS * 1000000ull;
