@@ -37,7 +37,11 @@ echo "== lintian"
 changes=$(ls "$OUT"/urt_*.changes)
 lintian --fail-on error --tag-display-limit 0 "$changes" | tee "$OUT/lintian.txt"
 echo "== liburt1 depends on libpq5 (dispatch on PostgreSQL is compiled in)"
-dpkg-deb -f "$OUT"/liburt1_*.deb Depends | tee /dev/stderr | grep -q 'libpq5' ||
+# (printed, then matched: `tee /dev/stderr` reopened the caller's log file
+# with O_TRUNC when stdout and stderr went to one file, erasing what came before)
+depends=$(dpkg-deb -f "$OUT"/liburt1_*.deb Depends)
+echo "$depends"
+grep -q 'libpq5' <<<"$depends" ||
   { echo "ci-package: liburt1 does not depend on libpq5" >&2; exit 1; }
 echo "== apt-get install the packages"
 (cd "$OUT" && $SUDO apt-get install -y -qq --reinstall ./liburt1_*.deb ./liburt-dev_*.deb ./urt-tools_*.deb)
