@@ -112,11 +112,11 @@ struct urt_config {
     uint32_t deque_capacity;        /* initial local deque slots, power of two (default 4096;
                                        the deque grows when full) */
     uint32_t inbox_check_interval;  /* a worker looks at its inbox before its own deque
-                                       every n tasks, for fairness (default 61); at every
-                                       8th such look with the inbox empty it runs its
-                                       deque's oldest task if no thief took it since the
-                                       last one, so a task that keeps spawning its
-                                       successor cannot starve the tasks under it */
+                                       every n tasks, for fairness (default 61); when the
+                                       inbox is empty it runs its deque's oldest task
+                                       instead if no thief took one since the last look,
+                                       so a task that keeps spawning its successor cannot
+                                       starve the tasks under it */
 
     /* --- lanes and hybrid scheduling --------------------------------- */
     uint32_t lightweight_job_level; /* jobs with work_level <= this run serially on one

@@ -195,7 +195,6 @@ struct worker {
     struct urt_task io_sweep; /* cancels the operations sched_clients.io_sweep asks for */
     int64_t oldest_seen;      /* owner: the deque's top at its last look there (oldest_local; cold, at
                                  the end so the task loop's fields keep their lines) */
-    uint32_t oldest_countdown; /* owner: interval picks until the next such look */
 };
 
 struct sched {

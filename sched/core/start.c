@@ -101,7 +101,6 @@ static void worker_init_fields(struct sched *s, struct worker *w, uint32_t i, co
     w->last_victim = i;
     w->inbox_countdown = s->cfg->inbox_check_interval;
     w->oldest_seen = -1; /* no look yet (oldest_local) */
-    w->oldest_countdown = 1;
     atomic_init(&w->stats.spin_polls, s->cfg->worker_try_count);
     w->peer = be_peer_none();
     sleeper_init(&w->sl);
