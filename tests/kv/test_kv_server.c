@@ -98,7 +98,8 @@ Test(kv_server, connection_and_server_commands, .init = start_default, .fini = s
     cr_assert_str_eq(kvc_cmd(c, "GET a b"), "-ERR wrong number of arguments for 'get' command");
     const char *info = kvc_cmd(c, "INFO");
     cr_assert(strstr(info, "# Server") && strstr(info, "redis_version:") && strstr(info, "# urt") &&
-                  strstr(info, "workers:2") && strstr(info, "tasks_run:") && strstr(info, "io_uring:"),
+                  strstr(info, "workers:2") && strstr(info, "tasks_run:") && strstr(info, "\r\nurt_features:backend=") &&
+                  !strstr(info, "\r\nio_uring:"),
               "INFO: %s", info);
     info = kvc_cmd(c, "INFO stats");
     cr_assert(strstr(info, "total_commands_processed:") && !strstr(info, "# Server"), "INFO stats: %s", info);

@@ -43,7 +43,7 @@ static void info_server(struct kv_server *s, struct kv_buf *b)
     uint64_t up = (urt_now_ns() - s->start_ns) / 1000000000u;
     addf(b, "# Server\r\nredis_version:7.0.0\r\nurt_kv_version:%s\r\nredis_mode:standalone\r\n", KV_VERSION);
     addf(b, "process_id:%ld\r\ntcp_port:%d\r\nuptime_in_seconds:%" PRIu64 "\r\n", (long)getpid(), s->opt.port, up);
-    addf(b, "io_uring:%s\r\n\r\n", s->features);
+    addf(b, "urt_features:%s\r\n\r\n", s->features); /* begins with backend=io_uring or backend=portable */
 }
 
 static void info_clients(struct kv_server *s, struct kv_buf *b)

@@ -80,7 +80,7 @@ struct kv_server {
     struct kv_table table;
     uint64_t start_ns;
     char log_dir[4096];         /* dir/log: urt's log directory */
-    char features[256];         /* what the io_uring probe found (the start line) */
+    char features[256];         /* urt_features_describe: the backend and what it found (start line, INFO) */
     _Atomic uint64_t connections, total_connections, rejected_connections;
     _Atomic uint64_t commands, protocol_errors, output_disconnects, commits;
     _Atomic uint64_t expired_keys;
