@@ -232,13 +232,21 @@ static enum urt_task_result flood_fn(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
+/* A one-worker runtime that looks at its inbox (and its deque's oldest
+ * task) every 61 picks, with the flood's counters reset. */
+static void flood_rt(void)
 {
     struct urt_config c;
     test_config(&c, 1);
     c.inbox_check_interval = 61;
     g_rt = rt_create_or_skip(&c);
     atomic_store(&flood_stop, false);
+    atomic_store(&flood_runs, 0);
+}
+
+Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
+{
+    flood_rt();
     cr_assert_eq(urt_spawn(g_rt, flood_fn, NULL, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&flood_runs) > 10000, 10000));
     for (int i = 0; i < 50; i++) {
@@ -271,12 +279,7 @@ static enum urt_task_result queue_then_flood_fn(struct urt_task *t, void *arg)
  * within about 50 intervals of it. */
 Test(worker, local_work_is_not_starved_by_a_chain_above_it, .timeout = 60)
 {
-    struct urt_config c;
-    test_config(&c, 1);
-    c.inbox_check_interval = 61;
-    g_rt = rt_create_or_skip(&c);
-    atomic_store(&flood_stop, false);
-    atomic_store(&flood_runs, 0);
+    flood_rt();
     atomic_store(&queued_hits, 0);
     cr_assert_eq(urt_spawn(g_rt, queue_then_flood_fn, NULL, 0), 0);
     bool all = WAIT_UNTIL(atomic_load(&queued_hits) == 50, 5000);
@@ -289,7 +292,6 @@ Test(worker, local_work_is_not_starved_by_a_chain_above_it, .timeout = 60)
     cr_assert_gt(runs, 0, "the chain never ran");
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
-
 
 /* ---- adaptive spin (sched/core/worker.c spin_adapt) --------------------------------------- */
 
