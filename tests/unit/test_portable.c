@@ -211,18 +211,41 @@ PTest(send_and_recv_on_both_directions_of_one_socket)
     close(sv[0]), close(sv[1]);
 }
 
+/* A connected pair (sv) and an empty buffer ring of n slots for group bgid. */
+static struct pb_bufring *ring_pair(int sv[2], uint16_t bgid, uint32_t n)
+{
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct pb_bufring *ring;
+    cr_assert_eq(pb_bufring_create(&ctx, bgid, n, &ring), 0);
+    return ring;
+}
+
+/* A receive on fd that selects its buffer from group bgid, into r. */
+static void recv_select(struct rec *r, int fd, uint16_t bgid, bool multishot)
+{
+    rec_init(r);
+    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_BUF_SELECT | (multishot ? BE_F_MULTISHOT : 0), .buf = bgid,
+                          .fd = fd},
+           r);
+}
+
+/* Unregisters and frees the ring of group bgid; closes fd. */
+static void ring_done(struct pb_bufring *ring, uint16_t bgid, int fd)
+{
+    pb_bufring_unregister(&ctx, ring, bgid);
+    pb_bufring_free(ring);
+    close(fd);
+}
+
 PTest(multishot_recv_picks_buffers_in_ring_order_and_ends_at_eof)
 {
     int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    struct pb_bufring *ring;
-    cr_assert_eq(pb_bufring_create(&ctx, 3, 4, &ring), 0);
+    struct pb_bufring *ring = ring_pair(sv, 3, 4);
     static char bufs[4][16];
     for (uint16_t i = 0; i < 4; i++)
         pb_bufring_add(ring, bufs[i], sizeof bufs[i], (uint16_t)(10 + i));
     struct rec r;
-    rec_init(&r);
-    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_MULTISHOT | BE_F_BUF_SELECT, .buf = 3, .fd = sv[0]}, &r);
+    recv_select(&r, sv[0], 3, true);
     pb_flush(&ctx);
     for (int m = 0; m < 3; m++) {
         char msg[8];
@@ -240,27 +263,21 @@ PTest(multishot_recv_picks_buffers_in_ring_order_and_ends_at_eof)
     RUN_UNTIL(r.n == 4);
     cr_assert_eq(r.res[3], 0, "end of stream");
     cr_assert_eq(r.flags[3] & BE_CF_MORE, 0, "its last completion");
-    pb_bufring_unregister(&ctx, ring, 3);
-    pb_bufring_free(ring);
-    close(sv[0]);
+    ring_done(ring, 3, sv[0]);
 }
 
 PTest(a_receive_with_its_ring_empty_completes_enobufs)
 {
     int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    struct pb_bufring *ring;
-    cr_assert_eq(pb_bufring_create(&ctx, 1, 2, &ring), 0);
+    struct pb_bufring *ring = ring_pair(sv, 1, 2);
     cr_assert_eq(write(sv[1], "x", 1), 1);
     struct rec r;
-    rec_init(&r);
-    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_MULTISHOT | BE_F_BUF_SELECT, .buf = 1, .fd = sv[0]}, &r);
+    recv_select(&r, sv[0], 1, true);
     RUN_UNTIL(r.n == 1);
     cr_assert_eq(r.res[0], -ENOBUFS);
     cr_assert_eq(r.flags[0] & BE_CF_MORE, 0, "a multishot receive ends");
-    pb_bufring_unregister(&ctx, ring, 1);
-    pb_bufring_free(ring);
-    close(sv[0]), close(sv[1]);
+    ring_done(ring, 1, sv[0]);
+    close(sv[1]);
 }
 
 /* Its ring empty and nothing to receive, a multishot receive waits (as on
@@ -269,14 +286,11 @@ PTest(a_receive_with_its_ring_empty_completes_enobufs)
 PTest(an_empty_ring_without_data_waits_instead_of_ending)
 {
     int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    struct pb_bufring *ring;
-    cr_assert_eq(pb_bufring_create(&ctx, 2, 1, &ring), 0);
+    struct pb_bufring *ring = ring_pair(sv, 2, 1);
     static char b0[16];
     pb_bufring_add(ring, b0, sizeof b0, 7);
     struct rec r;
-    rec_init(&r);
-    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_MULTISHOT | BE_F_BUF_SELECT, .buf = 2, .fd = sv[0]}, &r);
+    recv_select(&r, sv[0], 2, true);
     cr_assert_eq(write(sv[1], "one", 3), 3);
     RUN_UNTIL(r.n == 1);
     cr_assert_eq(r.res[0], 3);
@@ -295,9 +309,7 @@ PTest(an_empty_ring_without_data_waits_instead_of_ending)
     RUN_UNTIL(r.n == 3);
     cr_assert_eq(r.res[2], 0, "the end of the stream, without a buffer");
     cr_assert_eq(r.flags[2] & BE_CF_MORE, 0);
-    pb_bufring_unregister(&ctx, ring, 2);
-    pb_bufring_free(ring);
-    close(sv[0]);
+    ring_done(ring, 2, sv[0]);
 }
 
 /* The end of the stream takes no buffer: the receive completes 0 without
@@ -309,17 +321,14 @@ PTest(an_empty_ring_without_data_waits_instead_of_ending)
 PTest(the_end_of_the_stream_leaves_the_buffer_in_the_ring)
 {
     int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    struct pb_bufring *ring;
-    cr_assert_eq(pb_bufring_create(&ctx, 3, 2, &ring), 0);
+    struct pb_bufring *ring = ring_pair(sv, 3, 2);
     static char b0[16], b1[16];
     pb_bufring_add(ring, b0, sizeof b0, 4);
     pb_bufring_add(ring, b1, sizeof b1, 5);
     cr_assert_eq(write(sv[1], "last", 4), 4);
     close(sv[1]);
     struct rec r;
-    rec_init(&r);
-    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_MULTISHOT | BE_F_BUF_SELECT, .buf = 3, .fd = sv[0]}, &r);
+    recv_select(&r, sv[0], 3, true);
     RUN_UNTIL(r.n == 2);
     cr_assert_eq(r.res[0], 4);
     cr_assert_eq(r.flags[0], BE_CF_MORE | BE_CF_BUFFER | (4u << BE_CF_BUFFER_SHIFT), "flags %#x", r.flags[0]);
@@ -329,15 +338,12 @@ PTest(the_end_of_the_stream_leaves_the_buffer_in_the_ring)
                  ring->tail);
     /* a single-shot receive at the end of the stream: the same */
     struct rec one;
-    rec_init(&one);
-    submit((struct be_op){.kind = BE_RECV, .flags = BE_F_BUF_SELECT, .buf = 3, .fd = sv[0]}, &one);
+    recv_select(&one, sv[0], 3, false);
     RUN_UNTIL(one.n == 1);
     cr_assert_eq(one.res[0], 0);
     cr_assert_eq(one.flags[0], 0, "flags %#x", one.flags[0]);
     cr_assert_eq(ring->tail - ring->head, 1);
-    pb_bufring_unregister(&ctx, ring, 3);
-    pb_bufring_free(ring);
-    close(sv[0]);
+    ring_done(ring, 3, sv[0]);
 }
 
 static int listen_loopback(struct sockaddr_in *a)
