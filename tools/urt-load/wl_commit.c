@@ -168,16 +168,6 @@ static enum urt_task_result client_start(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-static uint64_t env_u64(const char *name, uint64_t def)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return def;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    return *end ? def : x;
-}
-
 static void sleep_until(uint64_t ns)
 {
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
@@ -281,16 +271,19 @@ static int configure(struct urt_config *cfg)
     return 0;
 }
 
-/* How many clients: the name's _c<N>, else CLIENTS (bare name), else 16. */
+/* How many clients: the name's _c<N>, else CLIENTS (bare name: a whole
+ * number from 1 to COMMIT_MAX_CLIENTS, else exit 2), else 16. With a name
+ * that says N, CLIENTS is the harness's list ("1 16 64", passed to every
+ * process) or a single number that disagrees, noted and ignored. */
 static unsigned client_count(const char *name)
 {
     const char *c = strstr(name, "_c");
-    uint64_t env_clients = env_u64("CLIENTS", 0);
     if (!c)
-        return env_clients && env_clients <= COMMIT_MAX_CLIENTS ? (unsigned)env_clients : 16;
+        return (unsigned)measure_env_u64(name, "CLIENTS", 16, 1, COMMIT_MAX_CLIENTS);
     unsigned n = (unsigned)strtoul(c + 2, NULL, 10);
-    if (env_clients && env_clients != n && !strchr(getenv("CLIENTS"), ' '))
-        measure_note(name, "CLIENTS=%llu ignored: the workload name says %u", (unsigned long long)env_clients, n);
+    const char *env = getenv("CLIENTS");
+    if (env && *env && !strchr(env, ' ') && strtoull(env, NULL, 10) != n)
+        measure_note(name, "CLIENTS=%s ignored: the workload name says %u", env, n);
     return n;
 }
 

@@ -101,16 +101,6 @@ static enum urt_task_result dl_start(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    return *end ? dflt : (uint64_t)x;
-}
-
 static int dl_run(urt_runtime *rt, const char *name, enum dl_kind kind)
 {
     struct dl *d = calloc(1, sizeof(*d));
@@ -123,8 +113,8 @@ static int dl_run(urt_runtime *rt, const char *name, enum dl_kind kind)
     d->kind = kind;
     d->rt = rt;
     d->fd = sv[0];
-    d->work_ns = env_u64("DEADLINE_WORK_US", 200) * 1000;
-    uint64_t gap_us = env_u64("DEADLINE_GAP_US", 2000);
+    d->work_ns = measure_env_u64(name, "DEADLINE_WORK_US", 200, 0, 1000000) * 1000;
+    uint64_t gap_us = measure_env_u64(name, "DEADLINE_GAP_US", 2000, 0, 10000000);
     struct urt_features f;
     urt_runtime_features(rt, &f);
     uint64_t *lat = calloc(DL_SAMPLES, sizeof(*lat));

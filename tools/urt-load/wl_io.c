@@ -327,16 +327,6 @@ static void *send_reader(void *arg)
     return NULL;
 }
 
-static uint64_t env_or(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    return (*end || x < lo || x > hi) ? dflt : (uint64_t)x;
-}
-
 /* n connected loopback pairs (c[i].fd: the sender's, c[i].rfd: the reader's). */
 static int send_connect(struct send_conn *c, unsigned n)
 {
@@ -362,8 +352,8 @@ static int send_connect(struct send_conn *c, unsigned n)
 
 static int sendbench(urt_runtime *rt, const char *name, unsigned flags)
 {
-    g_send.size = (size_t)env_or("SEND_SIZE", 65536, 1, 64u << 20);
-    unsigned n = (unsigned)env_or("SEND_QD", 1, 1, SEND_MAX_QD);
+    g_send.size = (size_t)measure_env_u64(name, "SEND_SIZE", 65536, 1, 64u << 20);
+    unsigned n = (unsigned)measure_env_u64(name, "SEND_QD", 1, 1, SEND_MAX_QD);
     g_send.flags = flags;
     struct send_conn *c = calloc(n, sizeof(*c));
     for (unsigned i = 0; c && i < n; i++)

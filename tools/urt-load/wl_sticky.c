@@ -247,8 +247,7 @@ static int run_sticky(urt_runtime *rt, const char *name)
     s->use_mutex = strstr(name, "_mutex") != NULL;
     bool remote = strstr(name, "_remote") != NULL;
     s->remote = remote;
-    const char *env = getenv("TX_STEPS");
-    s->steps = env && atoi(env) > 0 ? atoi(env) : TX_STEPS_DEFAULT;
+    s->steps = (int)measure_env_u64(name, "TX_STEPS", TX_STEPS_DEFAULT, 1, 1000000);
     atomic_store_explicit(&s->done.failed, false, memory_order_relaxed);
 
     int rc = 1;
