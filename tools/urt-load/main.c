@@ -226,6 +226,8 @@ static int run_in_process(const char *name)
         fprintf(stderr, PROGRAM ": unknown workload '%s' (%s --list shows them)\n", name, PROGRAM);
         return EXIT_USAGE;
     }
+    for (const struct wl_setting *const *s = wl->settings; s && *s; s++)
+        (void)measure_setting(name, *s); /* rule 5: a bad value exits 2 before the runtime exists */
     struct urt_config cfg;
     config_build(wl, &cfg);
     urt_runtime *rt = runtime_create_or_die(&cfg);
@@ -271,6 +273,7 @@ struct result {
 
 struct child_run {
     const struct workload *wl;
+    char *name;        /* as selected: commit_stored_c4 shares commit_stored_c<N>'s entry */
     int status;        /* wait status */
     bool timed_out;
     double seconds;
@@ -352,7 +355,7 @@ static void parse_results(struct child_run *c)
         char peer[16], wl[128], metric[128], value[64], unit[64], extra[2];
         int n = sscanf(line, "%15s %127s %127s %63s %63s %1s", peer, wl, metric, value, unit, extra);
         char *end = NULL;
-        if (n == 5 && strcmp(peer, MEASURE_PEER) == 0 && strcmp(wl, c->wl->name) == 0 &&
+        if (n == 5 && strcmp(peer, MEASURE_PEER) == 0 && strcmp(wl, c->name) == 0 &&
             (strtod(value, &end), *end == '\0')) {
             c->results = xrealloc(c->results, (c->n_results + 1) * sizeof(*c->results));
             c->results[c->n_results++] = (struct result){xstrdup(metric), xstrdup(value), xstrdup(unit)};
@@ -375,9 +378,9 @@ static void child_run(const char *self, struct child_run *c, bool tty, size_t i,
 {
     int out_fd, err_fd;
     uint64_t t0 = urt_now_ns();
-    pid_t pid = child_start(self, c->wl->name, &out_fd, &err_fd);
+    pid_t pid = child_start(self, c->name, &out_fd, &err_fd);
     if (!tty)
-        fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, n, c->wl->name);
+        fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, n, c->name);
     while (out_fd >= 0 || err_fd >= 0) {
         struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
         int r = poll(p, 2, tty ? PROGRESS_TICK_MS : 1000); /* the timeout check needs a tick too */
@@ -394,7 +397,7 @@ static void child_run(const char *self, struct child_run *c, bool tty, size_t i,
             kill(pid, SIGKILL); /* our own child, by pid */
             c->timed_out = true;
         }
-        progress(tty, i, n, c->wl->name, elapsed, seconds_since(run_t0));
+        progress(tty, i, n, c->name, elapsed, seconds_since(run_t0));
     }
     while (waitpid(pid, &c->status, 0) < 0 && errno == EINTR) {
     }
@@ -422,6 +425,7 @@ static void child_run_free(struct child_run *c)
     free(c->bad_lines);
     free(c->out.data);
     free(c->err.data);
+    free(c->name);
 }
 
 static void describe_status(const struct child_run *c, char *buf, size_t len)
@@ -444,7 +448,7 @@ static void report_child_done(const struct child_run *c, bool tty, bool verbose,
     describe_status(c, status, sizeof(status));
     if (tty)
         fputs("\r\033[K", stderr);
-    fprintf(stderr, "[%zu/%zu] %-24s %5.1f s  %s\n", i + 1, n, c->wl->name, c->seconds, status);
+    fprintf(stderr, "[%zu/%zu] %-24s %5.1f s  %s\n", i + 1, n, c->name, c->seconds, status);
     if ((verbose || !c->ok) && c->err.len)
         fprintf(stderr, "%s%s", c->err.data, c->err.data[c->err.len - 1] == '\n' ? "" : "\n");
     for (size_t b = 0; b < c->n_bad_lines; b++)
@@ -497,7 +501,7 @@ static void print_table(const struct probe *p, struct child_run *runs, size_t n,
         describe_status(c, status, sizeof(status));
         for (size_t m = 0; c->wl->metrics[m]; m++) {
             const struct result *r = find_result(c, c->wl->metrics[m]);
-            printf("%-24s %-18s %14s  %s\n", m == 0 ? c->wl->name : "", c->wl->metrics[m],
+            printf("%-24s %-18s %14s  %s\n", m == 0 ? c->name : "", c->wl->metrics[m],
                    r ? r->value : "-", r ? r->unit : status);
         }
         /* results the entry does not list (a new metric): shown too */
@@ -566,7 +570,7 @@ static void print_json(const struct probe *p, struct child_run *runs, size_t n, 
     for (size_t i = 0; i < n; i++) {
         const struct child_run *c = &runs[i];
         for (size_t k = 0; k < c->n_results; k++)
-            json_array_append_new(results, json_pack("{s:s, s:s, s:o, s:s}", "workload", c->wl->name, "metric",
+            json_array_append_new(results, json_pack("{s:s, s:s, s:o, s:s}", "workload", c->name, "metric",
                                                      c->results[k].metric, "value",
                                                      json_from_text(c->results[k].value), "unit",
                                                      c->results[k].unit));
@@ -578,7 +582,7 @@ static void print_json(const struct probe *p, struct child_run *runs, size_t n, 
         char status[96];
         describe_status(c, status, sizeof(status));
         json_array_append_new(workloads,
-                              json_pack("{s:s, s:b, s:s, s:f, s:o}", "name", c->wl->name, "ok", c->ok, "status",
+                              json_pack("{s:s, s:b, s:s, s:f, s:o}", "name", c->name, "ok", c->ok, "status",
                                         status, "seconds", c->seconds, "details", details));
     }
     json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:f}", "tool", PROGRAM,
@@ -595,16 +599,18 @@ static void print_json(const struct probe *p, struct child_run *runs, size_t n, 
 
 /* ---- mode 2 driver ------------------------------------------------------------ */
 
-/* The workloads to run: all, or the comma-separated --only list. */
-static size_t select_workloads(const char *only, const struct workload ***out)
+/* The workloads to run: all, or the comma-separated --only list, each with
+ * the name it is run under (a child is started with that name: for
+ * commit_stored_c4 the entry's own name is commit_stored_c<N>). */
+static size_t select_workloads(const char *only, struct child_run **out)
 {
-    const struct workload **sel = NULL;
+    struct child_run *sel = NULL;
     size_t n = 0;
     if (!only) {
         for (size_t f = 0; FAMILIES[f]; f++)
             for (const struct workload *w = FAMILIES[f]; w->name; w++) {
                 sel = xrealloc(sel, (n + 1) * sizeof(*sel));
-                sel[n++] = w;
+                sel[n++] = (struct child_run){.wl = w, .name = xstrdup(w->name)};
             }
     } else {
         char *list = xstrdup(only), *save = NULL;
@@ -613,7 +619,7 @@ static size_t select_workloads(const char *only, const struct workload ***out)
             if (!w)
                 die_usage("--only: unknown workload '%s' (%s --list shows them)", name, PROGRAM);
             sel = xrealloc(sel, (n + 1) * sizeof(*sel));
-            sel[n++] = w;
+            sel[n++] = (struct child_run){.wl = w, .name = xstrdup(name)};
         }
         free(list);
         if (n == 0)
@@ -625,18 +631,15 @@ static size_t select_workloads(const char *only, const struct workload ***out)
 
 static int run_summary(const char *self, const struct options *opt)
 {
-    const struct workload **sel;
-    size_t n = select_workloads(opt->only, &sel);
+    struct child_run *runs;
+    size_t n = select_workloads(opt->only, &runs);
     struct probe probe = {0};
     probe_runtime(&probe);
 
     bool tty = isatty(STDERR_FILENO);
-    struct child_run *runs = xrealloc(NULL, n * sizeof(*runs));
-    memset(runs, 0, n * sizeof(*runs));
     uint64_t t0 = urt_now_ns();
     int rc = EXIT_OK;
     for (size_t i = 0; i < n; i++) {
-        runs[i].wl = sel[i];
         child_run(self, &runs[i], tty, i, n, t0);
         report_child_done(&runs[i], tty, opt->verbose, i, n);
         if (!runs[i].ok)
@@ -651,7 +654,6 @@ static int run_summary(const char *self, const struct options *opt)
     for (size_t i = 0; i < n; i++)
         child_run_free(&runs[i]);
     free(runs);
-    free(sel);
     free(probe.config_text);
     return rc;
 }

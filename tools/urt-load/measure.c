@@ -48,6 +48,11 @@ uint64_t measure_env_u64(const char *workload, const char *name, uint64_t def, u
     return x;
 }
 
+uint64_t measure_setting(const char *workload, const struct wl_setting *s)
+{
+    return measure_env_u64(workload, s->name, s->def, s->lo, s->hi);
+}
+
 uint64_t measure_cpu_ns(void)
 {
     struct rusage ru;

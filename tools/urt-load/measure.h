@@ -80,6 +80,16 @@ uint64_t measure_cpu_ns(void);
  * range: a typo must not run the workload with its default. */
 uint64_t measure_env_u64(const char *workload, const char *name, uint64_t def, uint64_t lo, uint64_t hi);
 
+/* A numeric setting of a workload: its variable, default and range
+ * (workloads.h rule 5 lists them so that main.c checks them first). */
+struct wl_setting {
+    const char *name;
+    uint64_t def, lo, hi;
+};
+
+/* measure_env_u64 with s's variable, default and range. */
+uint64_t measure_setting(const char *workload, const struct wl_setting *s);
+
 /* Sleeps us microseconds (relative nanosleep, default timer slack),
  * restarting after signals. Any thread. */
 void measure_sleep_us(uint64_t us);

@@ -59,6 +59,10 @@
 #define BL_CHECK_EVERY 2048
 #define BL_REC 72 /* logged record: BE u64 key + 64 value characters */
 
+static const struct wl_setting BL_FILES_S = {"BL_FILES", BL_FILES, 1, 100000};
+static const struct wl_setting BL_RECORDS_S = {"BL_RECORDS", BL_RECORDS, 1, 1ull << 40};
+static const struct wl_setting *const BL_SETTINGS[] = {&BL_FILES_S, &BL_RECORDS_S, NULL};
+
 static const char *const WL = "batch_load";
 
 /* A block's write set: (key, value in the block's buffer, alive until
@@ -510,8 +514,10 @@ static int iteration(struct bl *bl, int it, struct it_result *res, bool last)
 
 static int setup(struct bl *bl)
 {
-    bl->files = (uint32_t)measure_env_u64(WL, "BL_FILES", BL_FILES, 1, 100000);
-    bl->records = measure_env_u64(WL, "BL_RECORDS", (uint64_t)BL_FILES * BL_RECORDS / bl->files, 1, 1ull << 40);
+    bl->files = (uint32_t)measure_setting(WL, &BL_FILES_S);
+    /* lines per file: the records spread over the files unless set */
+    bl->records = measure_env_u64(WL, BL_RECORDS_S.name, (uint64_t)BL_FILES * BL_RECORDS / bl->files, BL_RECORDS_S.lo,
+                                  BL_RECORDS_S.hi);
     const char *parent = getenv("DB_DIR");
     if (!parent || !*parent)
         parent = "/tmp";
@@ -569,6 +575,6 @@ static int run(urt_runtime *rt, const char *name)
 
 const struct workload WL_BATCH[] = {
     {.name = "batch_load", .summary = "bulk CSV load: batch executor, one durable transaction per 1 MiB block",
-     .metrics = {"records_per_s", "peak_rss_mib", NULL}, .run = run},
+     .metrics = {"records_per_s", "peak_rss_mib", NULL}, .run = run, .settings = BL_SETTINGS},
     {0},
 };

@@ -58,6 +58,11 @@
 #define COMMIT_MAX_CLIENTS 4096 /* commit_stored_c<N>: 1 <= N <= this */
 #define SPREAD_WORKERS 16       /* answers counted per worker (workers beyond: in the last) */
 
+static const struct wl_setting DURATION_S = {"DURATION_MS", 2000, 1, 3600000};
+static const struct wl_setting CLIENTS_S = {"CLIENTS", 16, 1, COMMIT_MAX_CLIENTS};
+static const struct wl_setting *const COMMIT_SETTINGS[] = {&DURATION_S, NULL};
+static const struct wl_setting *const COMMIT_BARE_SETTINGS[] = {&DURATION_S, &CLIENTS_S, NULL}; /* N from CLIENTS */
+
 #define COMMIT_WARMUP_MS 300
 #define REC_SIZE 256
 
@@ -279,7 +284,7 @@ static unsigned client_count(const char *name)
 {
     const char *c = strstr(name, "_c");
     if (!c)
-        return (unsigned)measure_env_u64(name, "CLIENTS", 16, 1, COMMIT_MAX_CLIENTS);
+        return (unsigned)measure_setting(name, &CLIENTS_S);
     unsigned n = (unsigned)strtoul(c + 2, NULL, 10);
     const char *env = getenv("CLIENTS");
     if (env && *env && !strchr(env, ' ') && strtoull(env, NULL, 10) != n)
@@ -379,7 +384,7 @@ static int run(urt_runtime *rt, const char *name)
     r->name = name;
     r->response = strncmp(name, "commit_stored", 13) == 0 ? URT_COMMIT_STORED : URT_COMMIT_AVAILABLE;
     r->n = client_count(name);
-    uint64_t duration_ms = measure_env_u64(name, "DURATION_MS", 2000, 1, 3600000);
+    uint64_t duration_ms = measure_setting(name, &DURATION_S);
     if (clients_create(r))
         return 1;
     r->t0 = urt_now_ns() + COMMIT_WARMUP_MS * 1000000ull;
@@ -422,9 +427,18 @@ const struct workload *commit_workload_for(const char *name)
 {
     static const struct workload any[] = {
         {.name = "commit_stored", .summary = "N = CLIENTS (default 16) client tasks, stored commits",
-         .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run},
+         .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run,
+         .settings = COMMIT_BARE_SETTINGS},
         {.name = "commit_available", .summary = "N = CLIENTS (default 16) client tasks, available commits",
-         .metrics = COMMIT_METRICS_AVAIL, .configure = configure, .run = run},
+         .metrics = COMMIT_METRICS_AVAIL, .configure = configure, .run = run,
+         .settings = COMMIT_BARE_SETTINGS},
+    };
+    /* with N in the name: CLIENTS is not read (client_count) */
+    static const struct workload any_n[] = {
+        {.name = "commit_stored_c<N>", .summary = "N client tasks, stored commits",
+         .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run, .settings = COMMIT_SETTINGS},
+        {.name = "commit_available_c<N>", .summary = "N client tasks, available commits",
+         .metrics = COMMIT_METRICS_AVAIL, .configure = configure, .run = run, .settings = COMMIT_SETTINGS},
     };
     for (int k = 0; k < 2; k++) {
         size_t len = strlen(any[k].name);
@@ -439,19 +453,23 @@ const struct workload *commit_workload_for(const char *name)
             if (*d < '0' || *d > '9')
                 return NULL;
         unsigned long n = strtoul(p + 2, NULL, 10);
-        return n >= 1 && n <= COMMIT_MAX_CLIENTS && p[2] != '0' ? &any[k] : NULL;
+        return n >= 1 && n <= COMMIT_MAX_CLIENTS && p[2] != '0' ? &any_n[k] : NULL;
     }
     return NULL;
 }
 
 const struct workload WL_COMMIT[] = {
     {.name = "commit_stored_c1", .summary = "1 client task, durable (stored) commits of 256-byte records",
-     .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run},
+     .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run,
+     .settings = COMMIT_SETTINGS},
     {.name = "commit_stored_c16", .summary = "16 client tasks, stored commits (group commit)",
-     .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run},
+     .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run,
+     .settings = COMMIT_SETTINGS},
     {.name = "commit_stored_c64", .summary = "64 client tasks, stored commits (group commit)",
-     .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run},
+     .metrics = COMMIT_METRICS_STORED, .configure = configure, .run = run,
+     .settings = COMMIT_SETTINGS},
     {.name = "commit_available_c64", .summary = "64 client tasks, available commits (acknowledged before the write)",
-     .metrics = COMMIT_METRICS_AVAIL, .configure = configure, .run = run},
+     .metrics = COMMIT_METRICS_AVAIL, .configure = configure, .run = run,
+     .settings = COMMIT_SETTINGS},
     {0},
 };

@@ -101,6 +101,10 @@ static enum urt_task_result dl_start(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
+static const struct wl_setting WORK_S = {"DEADLINE_WORK_US", 200, 0, 1000000};
+static const struct wl_setting GAP_S = {"DEADLINE_GAP_US", 2000, 0, 10000000};
+static const struct wl_setting *const DEADLINE_SETTINGS[] = {&WORK_S, &GAP_S, NULL};
+
 static int dl_run(urt_runtime *rt, const char *name, enum dl_kind kind)
 {
     struct dl *d = calloc(1, sizeof(*d));
@@ -113,8 +117,8 @@ static int dl_run(urt_runtime *rt, const char *name, enum dl_kind kind)
     d->kind = kind;
     d->rt = rt;
     d->fd = sv[0];
-    d->work_ns = measure_env_u64(name, "DEADLINE_WORK_US", 200, 0, 1000000) * 1000;
-    uint64_t gap_us = measure_env_u64(name, "DEADLINE_GAP_US", 2000, 0, 10000000);
+    d->work_ns = measure_setting(name, &WORK_S) * 1000;
+    uint64_t gap_us = measure_setting(name, &GAP_S);
     struct urt_features f;
     urt_runtime_features(rt, &f);
     uint64_t *lat = calloc(DL_SAMPLES, sizeof(*lat));
@@ -186,15 +190,18 @@ const struct workload WL_DEADLINE[] = {
     {.name = "io_deadline",
      .summary = "lateness of a 1 ms deadline (urt_io_set_timeout) on a receive, linked timeout (3.16, urt only)",
      .metrics = DL_METRICS,
-     .run = run_linked},
+     .run = run_linked,
+     .settings = DEADLINE_SETTINGS},
     {.name = "io_deadline_timer",
      .summary = "the same on the timer facility (ring_disable URT_RING_LINK_TIMEOUT) (3.16, urt only)",
      .metrics = DL_METRICS,
      .configure = configure_timer,
-     .run = run_timer},
+     .run = run_timer,
+     .settings = DEADLINE_SETTINGS},
     {.name = "spawn_at_lateness",
      .summary = "lateness of urt_spawn_at(now + 1 ms) from a task (3.16, urt only)",
      .metrics = DL_METRICS,
-     .run = run_spawn_at},
+     .run = run_spawn_at,
+     .settings = DEADLINE_SETTINGS},
     {0},
 };

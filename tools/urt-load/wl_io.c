@@ -350,10 +350,14 @@ static int send_connect(struct send_conn *c, unsigned n)
     return rc;
 }
 
+static const struct wl_setting SEND_SIZE_S = {"SEND_SIZE", 65536, 1, 64u << 20};
+static const struct wl_setting SEND_QD_S = {"SEND_QD", 1, 1, SEND_MAX_QD};
+static const struct wl_setting *const SEND_SETTINGS[] = {&SEND_SIZE_S, &SEND_QD_S, NULL};
+
 static int sendbench(urt_runtime *rt, const char *name, unsigned flags)
 {
-    g_send.size = (size_t)measure_env_u64(name, "SEND_SIZE", 65536, 1, 64u << 20);
-    unsigned n = (unsigned)measure_env_u64(name, "SEND_QD", 1, 1, SEND_MAX_QD);
+    g_send.size = (size_t)measure_setting(name, &SEND_SIZE_S);
+    unsigned n = (unsigned)measure_setting(name, &SEND_QD_S);
     g_send.flags = flags;
     struct send_conn *c = calloc(n, sizeof(*c));
     for (unsigned i = 0; c && i < n; i++)
@@ -431,10 +435,12 @@ const struct workload WL_IO[] = {
     {.name = "io_send",
      .summary = "loopback TCP sends of SEND_SIZE bytes, SEND_QD connections, from a worker (3.17, urt only)",
      .metrics = {"mib_per_s", NULL},
-     .run = run_send},
+     .run = run_send,
+     .settings = SEND_SETTINGS},
     {.name = "io_send_zc",
      .summary = "the same with URT_IO_ZEROCOPY (3.17, urt only)",
      .metrics = {"mib_per_s", NULL},
-     .run = run_send_zc},
+     .run = run_send_zc,
+     .settings = SEND_SETTINGS},
     {0},
 };

@@ -74,6 +74,9 @@ struct sticky {
 
 static struct sticky ST;
 
+static const struct wl_setting TX_STEPS_S = {"TX_STEPS", TX_STEPS_DEFAULT, 1, 1000000};
+static const struct wl_setting *const STICKY_SETTINGS[] = {&TX_STEPS_S, NULL};
+
 static inline uint64_t xorshift_steps(uint64_t x, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -247,7 +250,7 @@ static int run_sticky(urt_runtime *rt, const char *name)
     s->use_mutex = strstr(name, "_mutex") != NULL;
     bool remote = strstr(name, "_remote") != NULL;
     s->remote = remote;
-    s->steps = (int)measure_env_u64(name, "TX_STEPS", TX_STEPS_DEFAULT, 1, 1000000);
+    s->steps = (int)measure_setting(name, &TX_STEPS_S);
     atomic_store_explicit(&s->done.failed, false, memory_order_relaxed);
 
     int rc = 1;
@@ -306,18 +309,22 @@ const struct workload WL_STICKY[] = {
     {.name = "sticky_tx",
      .summary = "64 transactions x 1,000 tasks on urt lanes, fan-out from 64 roots (3.8)",
      .metrics = {"tasks_per_s", "body_ns", NULL},
-     .run = run_sticky},
+     .run = run_sticky,
+     .settings = STICKY_SETTINGS},
     {.name = "sticky_tx_mutex",
      .summary = "as sticky_tx, ordinary tasks under a per-transaction mutex (3.8)",
      .metrics = {"tasks_per_s", "body_ns", NULL},
-     .run = run_sticky},
+     .run = run_sticky,
+     .settings = STICKY_SETTINGS},
     {.name = "sticky_tx_remote",
      .summary = "64 x 1,000 lane tasks, all submitted by the external thread (3.8)",
      .metrics = {"tasks_per_s", "body_ns", NULL},
-     .run = run_sticky},
+     .run = run_sticky,
+     .settings = STICKY_SETTINGS},
     {.name = "sticky_tx_remote_mutex",
      .summary = "as sticky_tx_remote, ordinary tasks under a per-transaction mutex (3.8)",
      .metrics = {"tasks_per_s", "body_ns", NULL},
-     .run = run_sticky},
+     .run = run_sticky,
+     .settings = STICKY_SETTINGS},
     {0},
 };

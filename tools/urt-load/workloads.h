@@ -34,6 +34,11 @@
  *     mode; memory the tasks use must outlive that).
  *  4. metrics lists the metric names run prints, in order (NULL-terminated);
  *     the summary table shows a missing one as such.
+ *  5. settings (optional, NULL-terminated) lists the numeric environment
+ *     variables run reads (measure.h struct wl_setting; run reads each with
+ *     measure_setting). main.c checks every one of them before the runtime
+ *     exists, so a bad value exits 2 with nothing to tear down (from inside
+ *     run, the exit left the runtime's memory to the leak checker).
  */
 #ifndef URT_LOAD_WORKLOADS_H
 #define URT_LOAD_WORKLOADS_H
@@ -42,12 +47,15 @@
 
 #define WORKLOAD_MAX_METRICS 8
 
+struct wl_setting; /* measure.h */
+
 struct workload {
     const char *name;                                  /* NULL ends a table */
     const char *summary;                               /* one line for --help */
     const char *metrics[WORKLOAD_MAX_METRICS + 1];     /* metric names, NULL-terminated (rule 4) */
     int (*configure)(struct urt_config *cfg);          /* optional, see rule 1 */
     int (*run)(urt_runtime *rt, const char *name);     /* rule 2 and 3 */
+    const struct wl_setting *const *settings;          /* optional, NULL-terminated: rule 5 */
 };
 
 /* ---- the families, in the order of the default run ------------------------ */
