@@ -138,11 +138,10 @@ static void choose_auto(int dirfd, unsigned long magic, struct wal_sync_choice *
 
 void wal_sync_portable(struct wal_sync_choice *c)
 {
-    if (c->mode != URT_LOG_SYNC_STRICT) { /* already strict: its own reason stands */
-        char was[64];
-        snprintf(was, sizeof(was), "%s", wal_sync_name(c->mode));
-        snprintf(c->why, sizeof(c->why), "the portable backend (no io_uring): strict, not %s", was);
-    }
+    c->portable = true;
+    if (c->mode != URT_LOG_SYNC_SINGLE_FLUSH)
+        return; /* strict, or single_write: their own reasons stand */
+    snprintf(c->why, sizeof(c->why), "the portable backend (no io_uring): strict, not single_flush");
     c->mode = URT_LOG_SYNC_STRICT;
     c->need_nocow = false;
 }
@@ -189,10 +188,11 @@ void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err)
 {
     if (c->mode != URT_LOG_SYNC_SINGLE_WRITE)
         return;
-    c->mode = URT_LOG_SYNC_SINGLE_FLUSH;
+    c->mode = c->portable ? URT_LOG_SYNC_STRICT : URT_LOG_SYNC_SINGLE_FLUSH; /* wal_sync_portable */
     char was[sizeof(c->why)];
     snprintf(was, sizeof(was), "%s", c->why);
-    snprintf(c->why, sizeof(c->why), "%.70s; %s refused (%s): single_flush", was, what, strerror(err));
+    snprintf(c->why, sizeof(c->why), "%.70s; %s refused (%s): %s", was, what, strerror(err),
+             c->portable ? "strict (the portable backend)" : "single_flush");
 }
 
 void wal_sync_nocow_epochs(const struct wal_sync_choice *c, int fd)

@@ -15,6 +15,7 @@ struct wal_sync_choice {
     unsigned long fs_magic;   /* statfs f_type of the log directory */
     char fs[16];              /* its name ("ext4", "btrfs", "fuse", ... "unknown") */
     char why[128];            /* one line: why this mode */
+    bool portable;            /* the runtime runs on the portable backend: never single_flush */
 };
 
 /* Decides for the directory open at dirfd. Returns 0 or -errno (fstatfs). */
@@ -31,10 +32,14 @@ void wal_sync_nocow_epochs(const struct wal_sync_choice *c, int fd);
 /* single_write without O_DIRECT or RWF_DSYNC (what was refused, errno):
  * the choice falls back to single_flush. */
 void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err);
-/* The runtime runs on the portable backend (no io_uring): strict, whatever
- * was chosen — a write's own fdatasync completes before its marker, both on
- * the file pool, so the promise holds without relying on what io_uring
- * orders (why says so). */
+/* The runtime runs on the portable backend (no io_uring): single_flush
+ * becomes strict (why says so), here and when single_write falls back
+ * (wal_sync_no_direct). single_flush's promise rests on a chain of four
+ * operations across two files ending in one device flush; single_write's is
+ * one O_DIRECT write made durable by the file's own fdatasync (RWF_DSYNC in
+ * the same pwritev2, or the write then fdatasync of that file, a two-link
+ * chain the pool runs in order and cuts after a failed or short write), which
+ * the pool keeps as the ring does. strict stays strict. */
 void wal_sync_portable(struct wal_sync_choice *c);
 /* "strict", "single_flush", "single_write". */
 const char *wal_sync_name(enum urt_log_sync mode);
