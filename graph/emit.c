@@ -6,19 +6,9 @@
  * Units (struct gunit) come from the exchange's pool: a free list (a
  * Treiber stack of indexes with a 32-bit tag against ABA), else a new node
  * (bump, a CAS that never passes the capacity; nodes are made 256 at a time
- * on first use, a cache line each when that is enough: the producer and the
- * consumer move a unit between workers). A node is in flight from its pop
- * (or creation) until it is back on the free list, so the free list and
- * bump are the capacity count: no other counter; a node a task took but has
- * not used yet counts as in flight. Both ends move nodes in batches, so the
- * free list's line is not written once per unit by each of two workers: a
- * stream gives its finished units' nodes back with one CAS per run
- * (exec.c), and a task's fast-path emit takes up to G_EMIT_TAKE free nodes
- * with one CAS (gpool_take) into its context (fw_cache), which it gives
- * back (gemit_forget) before it parks or ends, and when it resolves another
- * output: only a running task holds any, so a parked one keeps no room
- * from the exchange's other producers. A processor takes one at a time (it
- * may go idle without its task ending). A forward unit goes back when its last consumer
+ * on first use). A node is in flight from its pop (or creation) until it is
+ * back on the free list, so the free list and bump are the capacity count:
+ * no other counter. A forward unit goes back when its last consumer
  * finished it (its release callback, then its node: room); with two or
  * more consumer steps it is counted in `refs` and the last one gives it
  * back. Shuffle and broadcast: a push onto the partition's stack (through
@@ -43,12 +33,9 @@
  * or the releaser sees the parker.
  *
  * Memory ordering, besides the above:
- *  - free list: pop and take acquire (the nodes' next_free, written before
- *    the pushes: every push is a release RMW, so the acquire sees all the
- *    earlier ones), push seq_cst (the pairing above), of one node or of a
- *    private list (gpool_put_list); next_free is a relaxed atomic, read by
- *    a pop or a take's walk that may lose its CAS (the tag fails it if a
- *    node moved meanwhile). A node's fields are written after its pop
+ *  - free list: pop acquire (the node's next_free, written before the push),
+ *    push seq_cst (the pairing above); next_free is a relaxed atomic, read by
+ *    a pop that may lose its CAS. A node's fields are written after its pop
  *    and published by the stream push (release).
  *  - shuffle stacks: CAS release on push, acquire read; they are read after
  *    the controller ordered the consumer's start after the producers'
@@ -80,10 +67,7 @@
 int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links)
 {
     p->capacity = capacity;
-    /* whole cache lines for a small node (one line per unit: the producer and
-     * the consumer move it between workers), else a multiple of 8 */
-    size_t size = sizeof(struct gunit) + n_links * sizeof(struct gunit *);
-    p->node_size = (uint32_t)(size <= 64 ? 64 : size);
+    p->node_size = (uint32_t)(sizeof(struct gunit) + n_links * sizeof(struct gunit *));
     p->n_chunks = (capacity + G_CHUNK - 1) / G_CHUNK;
     p->chunks = calloc(p->n_chunks, sizeof(*p->chunks));
     return p->chunks ? 0 : -ENOMEM;
@@ -117,7 +101,7 @@ static struct gunit *gpool_bump(struct gpool *p, bool *full)
                                                     memory_order_relaxed));
     void *_Atomic *slot = &p->chunks[idx >> G_CHUNK_SHIFT];
     if (!atomic_load_explicit(slot, memory_order_acquire)) {
-        void *fresh = gcalloc_lines((size_t)G_CHUNK * p->node_size), *none = NULL;
+        void *fresh = calloc(G_CHUNK, p->node_size), *none = NULL;
         if (!fresh) {
             *full = false;
             return NULL;
@@ -142,42 +126,6 @@ static inline struct gunit *gpool_pop(struct gpool *p)
             return u;
     }
     return NULL;
-}
-
-/* Up to max nodes from the free list into l (empty before) with one CAS;
- * their count. The walk reads next_free of nodes another thread may take
- * meanwhile (relaxed): the tag, bumped by every push and pop, fails the CAS
- * then. */
-static uint32_t gpool_take(struct gpool *p, struct gfree *l, uint32_t max)
-{
-    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_acquire);
-    while ((uint32_t)top) {
-        struct gunit *last = gpool_node(p, (uint32_t)top - 1);
-        uint32_t n = 1, after = atomic_load_explicit(&last->next_free, memory_order_relaxed);
-        for (; n < max && after; n++) {
-            last = gpool_node(p, after - 1);
-            after = atomic_load_explicit(&last->next_free, memory_order_relaxed);
-        }
-        if (atomic_compare_exchange_weak_explicit(&p->free_top, &top, ((top >> 32) + 1) << 32 | after,
-                                                  memory_order_acquire, memory_order_acquire)) {
-            atomic_store_explicit(&last->next_free, 0, memory_order_relaxed);
-            *l = (struct gfree){.top = (uint32_t)top, .n = n, .last = last};
-            return n;
-        }
-    }
-    return 0;
-}
-
-/* The first node of a private list, or NULL. */
-static inline struct gunit *gfree_pop(struct gpool *p, struct gfree *l)
-{
-    if (!l->top)
-        return NULL;
-    struct gunit *u = gpool_node(p, l->top - 1);
-    l->top = atomic_load_explicit(&u->next_free, memory_order_relaxed);
-    if (!--l->n)
-        l->last = NULL;
-    return u;
 }
 
 /* A node from the free list, else a new one; NULL as gpool_bump. */
@@ -334,12 +282,9 @@ static inline int emit_fast(struct urt_graph_ctx *c, void *data, uint32_t rows)
     if (atomic_load_explicit(&c->g->abort, memory_order_acquire) || urt_job_cancelled(c->g->job) ||
         atomic_load_explicit(&to->s->stop, memory_order_acquire))
         return 1;
-    struct gunit *u = gfree_pop(&x->pool, &c->fw_cache);
-    if (!u) {
-        if (!gpool_take(&x->pool, &c->fw_cache, c->kind == CTX_PROC ? 1 : G_EMIT_TAKE))
-            return 1;
-        u = gfree_pop(&x->pool, &c->fw_cache);
-    }
+    struct gunit *u = gpool_pop(&x->pool);
+    if (!u)
+        return 1;
     u->data = data;
     u->rows = u->emitted = rows;
     stream_push(to, 0, u);
@@ -352,9 +297,8 @@ static inline int emit_fast(struct urt_graph_ctx *c, void *data, uint32_t rows)
  * consumer step and no limit. */
 static void emit_resolve(struct urt_graph_ctx *ctx, uint32_t port, struct gx *x)
 {
-    if (x->n_cons != 1 || x->d.limit_rows || ctx->fw_x == x)
+    if (x->n_cons != 1 || x->d.limit_rows)
         return;
-    gemit_forget(ctx, false); /* another output's cache goes back first */
     ctx->fw_x = x;
     ctx->fw_port = port;
     ctx->fw_to = ctx->g->steps[x->cons[0]]->ctx[forward_partition(x, ctx)];
@@ -362,21 +306,6 @@ static void emit_resolve(struct urt_graph_ctx *ctx, uint32_t port, struct gx *x)
 
 static __attribute__((noinline)) int emit_checked(struct urt_graph_ctx *ctx, uint32_t port, uint32_t partition,
                                                    void *data, uint32_t rows);
-
-/* The nodes the task took for its emits go back to the pool (room), before
- * it parks or ends (a cached node is not free for the exchange's other
- * producers): only a running task holds any. keep: the fast path stays
- * resolved. */
-void gemit_forget(struct urt_graph_ctx *c, bool keep)
-{
-    struct gx *x = c->fw_x;
-    if (x && c->fw_cache.n) {
-        gpool_put_list(&x->pool, &c->fw_cache);
-        gexec_room(c->g, x);
-    }
-    if (!keep)
-        c->fw_x = NULL;
-}
 
 URT_API int urt_graph_emit(struct urt_graph_ctx *ctx, uint32_t port, uint32_t partition, void *data, uint32_t rows)
 {

@@ -39,12 +39,10 @@
  * while a producer runs), the pusher runs the stream in place, releasing
  * its units unprocessed, without a count. The controller opens a shut
  * stream (gexec_open_streams) by taking the word (NULL: it owns it), then
- * starts a task for what waited or gives it up. A finished unit's release
- * callback runs at once; its node goes on the stream's `back` list, given
- * back to the pool (room) with one CAS when the run of units ends (before
- * the task yields, parks or gives the stream up), not one CAS per unit.
- * With two or more consumer steps a unit is counted in `refs` and the last
- * consumer gives it back at once.
+ * starts a task for what waited or gives it up. A finished unit goes back
+ * at once (its release callback, then its node: room); with two or more
+ * consumer steps a unit is counted in `refs` and the last consumer gives it
+ * back.
  *
  * Back-pressure: a producer whose emit found the pool full returns
  * URT_STEP_YIELD; its task is parked (gexec_park: the Dekker pairing with a
@@ -138,7 +136,7 @@ void gexec_cleanup(struct urt_graph_ctx *c)
 {
     if (!c->state)
         return;
-    gemit_forget(c, false); /* emit refuses in the cleanup: no fast path */
+    c->fw_x = NULL; /* emit refuses in the cleanup: no fast path */
     if (c->s->d.cleanup) {
         c->cleaning = true;
         c->s->d.cleanup(c, c->s->d.arg);
@@ -204,10 +202,8 @@ void gexec_park(struct urt_graph_ctx *c)
 static enum urt_task_result yielded(struct urt_graph_ctx *c)
 {
     c->n_yield++;
-    gexec_give_back(c); /* a stream's finished units: room for its producers */
     if (!c->blocked)
         return URT_TASK_YIELD;
-    gemit_forget(c, true);
     gexec_flush_stats(c);
     gexec_park(c); /* from here on another task may run c */
     return URT_TASK_DONE;
@@ -267,11 +263,10 @@ static enum urt_task_result run_source(struct urt_graph_ctx *c)
             break;
         gexec_cleanup(c); /* the partition's last call returned */
         c->partition = next; /* this task admits the next partition */
-        gemit_forget(c, false); /* its forward target may be another partition */
+        c->fw_x = NULL;      /* its forward target may be another partition */
         c->started = false;
         return URT_TASK_YIELD;
     }
-    gemit_forget(c, true);
     gexec_flush_stats(c);
     glive_put(g, s, 1); /* last touch */
     return URT_TASK_DONE;
@@ -291,7 +286,6 @@ static enum urt_task_result run_part(struct urt_graph_ctx *c)
         if (call_step(c, c->kind == CTX_PREPARE ? s->d.prepare : s->d.fn) == URT_STEP_YIELD)
             return yielded(c);
     }
-    gemit_forget(c, true);
     gexec_flush_stats(c);
     if (c->kind == CTX_PREPARE && atomic_fetch_sub_explicit(&s->prep_live, 1, memory_order_acq_rel) == 1)
         gctl_step_news(s, g, N_PREPARED);
@@ -347,24 +341,15 @@ static bool stream_unit(struct urt_graph_ctx *c, struct urt_graph *g, struct gst
     return call_step(c, s->d.fn) != URT_STEP_YIELD;
 }
 
-/* The unit is finished: this consumer's reference goes. With one consumer
- * step it was the only one: the release callback now, the node on the
- * stream's list to give back at the end of the run (gexec_give_back: one
- * CAS for the run's units, not one each). */
+/* The unit is finished: this consumer's reference (the only one with one
+ * consumer step) goes. */
 static void stream_unit_done(struct urt_graph_ctx *c)
 {
     struct gunit *u = c->unit;
     struct gx *x = c->in;
     c->unit = c->avail = NULL;
-    if (x->n_cons == 1) {
-        if (x->d.release)
-            x->d.release(u->data, u->emitted, x->d.release_arg);
-        atomic_store_explicit(&u->next_free, c->back.top, memory_order_relaxed);
-        c->back.top = u->index + 1;
-        c->back.last = c->back.n++ ? c->back.last : u;
-    } else if (atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) == 1) {
+    if (x->n_cons == 1 || atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) == 1)
         gunit_done(c->g, x, u);
-    }
 }
 
 static bool stream_more(struct urt_graph_ctx *c)
@@ -408,13 +393,9 @@ static enum urt_task_result run_stream(struct urt_graph_ctx *c)
             stream_unit_done(c);
             done++;
         }
-        gexec_give_back(c);
         gexec_flush_stats(c);
         if (!stopping && done >= G_STREAM_BATCH && stream_more(c))
             return URT_TASK_YIELD; /* more units: let the worker's other tasks run */
-        if (!c->unlive) /* an unlive run calls no step: it took no nodes, and the
-                           controller may be cleaning the context up (fw_*) */
-            gemit_forget(c, true);
         if (stream_leave(c))
             return URT_TASK_DONE;
     }

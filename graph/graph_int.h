@@ -51,7 +51,6 @@
 #define G_CHUNK_SHIFT 8 /* unit nodes are allocated 256 at a time */
 #define G_STREAM_BATCH 64 /* units one stream task processes before it yields */
 #define G_PROC_BATCH 64   /* event() rounds of one processor task before it yields */
-#define G_EMIT_TAKE 16    /* free nodes a task's fast-path emit takes from a pool at once */
 
 /* ---- news: what the controller is told (control.c) --------------------------- */
 
@@ -90,14 +89,6 @@ struct gpool {
     _Atomic uint32_t bump;       /* nodes ever created (<= capacity) */
     void *_Atomic *chunks;       /* G_CHUNK nodes each, created on first use */
     alignas(64) _Atomic uint64_t free_top; /* tag << 32 | (index + 1): a line of its own */
-};
-
-/* A private list of one pool's free nodes, linked through next_free (a
- * producer's cache of nodes taken for its emits, a consumer's nodes to give
- * back): index + 1 of its first node (0: empty), its last, its length. */
-struct gfree {
-    uint32_t top, n;
-    struct gunit *last;
 };
 
 /* A forward consumer's stream (its inbox word): units queued on top of one of
@@ -175,8 +166,6 @@ struct urt_graph_ctx {
     struct gx *fw_x;
     uint32_t fw_port;
     struct urt_graph_ctx *fw_to; /* the consumer's stream for this task's partition */
-    struct gfree fw_cache;       /* free nodes of fw_x's pool taken for its emits (emit.c) */
-    struct gfree back;           /* CTX_STREAM: finished units' nodes, given back per run */
     /* CTX_PROC */
     _Atomic uint32_t psched;     /* P_* */
     int async_res;               /* published by the psched CAS of urt_graph_async_done */
@@ -305,18 +294,6 @@ static inline void gpool_put(struct gpool *p, struct gunit *u)
                                                     memory_order_relaxed));
 }
 
-/* A private list back on the free list with one CAS (as gpool_put); empty after. */
-static inline void gpool_put_list(struct gpool *p, struct gfree *l)
-{
-    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_relaxed), next;
-    do {
-        atomic_store_explicit(&l->last->next_free, (uint32_t)top, memory_order_relaxed);
-        next = ((top >> 32) + 1) << 32 | l->top;
-    } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_seq_cst,
-                                                    memory_order_relaxed));
-    *l = (struct gfree){0};
-}
-
 /* Room was made in x: wake its parked producers, if any (after gpool_put). */
 static inline void gexec_room(struct urt_graph *g, struct gx *x)
 {
@@ -333,15 +310,6 @@ static inline void gunit_done(struct urt_graph *g, struct gx *x, struct gunit *u
     gpool_put(&x->pool, u);
     gexec_room(g, x);
 }
-/* The stream's finished units' nodes go back to its input's pool (room). */
-static inline void gexec_give_back(struct urt_graph_ctx *c)
-{
-    if (c->back.n) {
-        gpool_put_list(&c->in->pool, &c->back);
-        gexec_room(c->g, c->in);
-    }
-}
-void gemit_forget(struct urt_graph_ctx *c, bool keep); /* the emit cache back; fw_x kept or not */
 void gexec_flush_stats(struct urt_graph_ctx *c);
 void gexec_cleanup(struct urt_graph_ctx *c); /* the step's cleanup, if c's state is set */
 

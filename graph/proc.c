@@ -121,7 +121,6 @@ static enum urt_task_result proc_finish(struct urt_graph_ctx *c)
 {
     proc_close_ports(c);
     atomic_fetch_or_explicit(&c->psched, P_DONE, memory_order_acq_rel);
-    gemit_forget(c, true);
     gexec_flush_stats(c);
     glive_put(c->g, c->s, 1); /* last touch */
     return URT_TASK_DONE;
