@@ -183,7 +183,14 @@ struct urt_config {
     enum urt_backend backend;       /* auto (default) | io_uring | portable: see enum urt_backend
                                        and urt_runtime_backend() */
 
-    uint32_t reserved[7];           /* must be zero */
+    /* --- added in reserved space (the struct keeps its size and offsets) --- */
+    bool lifo_slot;                 /* a task that a task submits (urt_task_submit, urt_spawn)
+                                       waits in its worker's LIFO slot and runs next, without the
+                                       deque's fence; no peer can steal it until the submitting
+                                       task returns (default true; false: the deque, stealable
+                                       at once) */
+
+    uint32_t reserved[6];           /* must be zero */
 };
 
 /* Sets every field to its default. Any thread. */

@@ -168,6 +168,9 @@ struct worker {
     struct taskcache cache;
     struct urt_task *yield_head, *yield_tail;
     uint64_t tick;
+    struct urt_task *lifo;  /* the LIFO slot: the task the running task submitted last, run next
+                               (sched_local_spawn; never stolen) */
+    bool lifo_on;           /* cfg->lifo_slot */
     uint32_t inbox_countdown; /* tasks until the inbox is looked at first again */
     uint32_t idle_polls;    /* consecutive polls that found nothing */
     uint32_t long_sleeps;   /* long suspensions since the last short one (spin_adapt) */
@@ -283,6 +286,9 @@ int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t);
 
 /* Owner only: pushes t to w's own deque; wakes a suspended peer for surplus. */
 void sched_local_push(struct worker *w, struct urt_task *t);
+/* Owner: a task submitted by the running task (sched_submit): the LIFO slot,
+ * whose previous task goes to the deque (lifo_slot; else sched_local_push). */
+void sched_local_spawn(struct worker *w, struct urt_task *t);
 /* Owner only: pushes t to w's own deque, where a peer may steal it, and
  * wakes one suspended peer to do so even when t is the deque's only task
  * (split work: the owner runs its part meanwhile; issue 12 point 3). */

@@ -101,6 +101,8 @@ static void worker_init_fields(struct sched *s, struct worker *w, uint32_t i, co
     w->last_victim = i;
     w->inbox_countdown = s->cfg->inbox_check_interval;
     w->oldest_seen = -1; /* no look yet (oldest_local) */
+    w->lifo = NULL;
+    w->lifo_on = s->cfg->lifo_slot;
     atomic_init(&w->stats.spin_polls, s->cfg->worker_try_count);
     w->peer = be_peer_none();
     sleeper_init(&w->sl);
@@ -265,6 +267,11 @@ static int cancel_leftovers(struct sched *s, struct worker *w)
 {
     int n = 0;
     struct urt_task *t;
+    if ((t = w->lifo) != NULL) {
+        w->lifo = NULL;
+        sched_cancel_task(s, NULL, t);
+        n++;
+    }
     while ((t = deque_take(&w->deque)) != NULL) {
         sched_cancel_task(s, NULL, t);
         n++;

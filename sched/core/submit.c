@@ -2,7 +2,9 @@
  * sched/core/submit.c — placement (SPEC C5) and the public submission entry points.
  *
  * Placement:
- *  - from a worker of the runtime: that worker's own deque (no atomic RMW);
+ *  - from a worker of the runtime: that worker's own LIFO slot, the slot's
+ *    previous task going to its deque (no atomic RMW; worker.c
+ *    sched_local_spawn; lifo_slot = false: the deque);
  *  - from any other thread: its preferred worker's inbox (the preferred
  *    worker is assigned round robin on the thread's first submission), or a
  *    round-robin worker per submission when
@@ -146,7 +148,7 @@ int sched_submit(struct sched *s, struct urt_task *t, unsigned flags)
             return 0;
         }
     }
-    sched_local_push(self, t);
+    sched_local_spawn(self, t);
     return 0;
 }
 

@@ -4,9 +4,9 @@
  * A worker is a thread pinned by its placement that owns one backend context
  * (backend/backend.h; created in its own thread: single issuer). Its loop:
  *
- *   reap completions -> pick (sticky vs main by ratio; every
- *   inbox_check_interval picks the inbox first, else the deque's oldest
- *   task: oldest_local) -> run -> account
+ *   reap completions -> pick (sticky vs main by ratio; main = the LIFO slot,
+ *   then the deque; every inbox_check_interval picks the inbox first, else
+ *   the deque's oldest task: oldest_local) -> run -> account
  *   nothing? drain inbox -> steal (round robin after the last victim) ->
  *   pace (task_polling_wait; and a sched_yield every 64 empty polls) ->
  *   after spin_limit() empty polls (worker_try_count while fed a stream;
@@ -178,6 +178,26 @@ void sched_local_push(struct worker *w, struct urt_task *t)
         maybe_wake_peer(w->s, w);
 }
 
+/* The LIFO slot (after Tokio's): the task the running task submitted last
+ * waits here, not in the deque, and is the next local pick; a second
+ * submission moves the first into the deque. The owner's pick order is the
+ * deque's own (newest first), but a chain of tasks that each submit the next
+ * (message passing, continuations) never touches the deque: no push, and no
+ * pop with its fence against thieves. The price: a peer cannot steal the
+ * slot's task, so it waits for its submitter to return even while a peer
+ * idles (lifo_slot = false keeps every submission stealable at once). */
+void sched_local_spawn(struct worker *w, struct urt_task *t)
+{
+    if (__builtin_expect(!w->lifo_on, 0)) {
+        sched_local_push(w, t);
+        return;
+    }
+    struct urt_task *prev = w->lifo;
+    w->lifo = t;
+    if (prev)
+        sched_local_push(w, prev);
+}
+
 void sched_push_split(struct worker *w, struct urt_task *t)
 {
     if (__builtin_expect(deque_push(&w->deque, t) != 0, 0)) {
@@ -197,12 +217,17 @@ static inline void yield_push(struct worker *w, struct urt_task *t)
     w->yield_tail = t;
 }
 
-/* Owner: the deque's newest task; when the deque is dry, the yielded tasks
- * move into it first (oldest pushed first), so they run after other work and
- * idle peers can steal them. */
+/* Owner: the LIFO slot's task, else the deque's newest; when the deque is
+ * dry, the yielded tasks move into it first (oldest pushed first), so they
+ * run after other work and idle peers can steal them. */
 static inline struct urt_task *local_pop(struct worker *w)
 {
-    struct urt_task *t = deque_take(&w->deque);
+    struct urt_task *t = w->lifo;
+    if (t) {
+        w->lifo = NULL;
+        return t;
+    }
+    t = deque_take(&w->deque);
     if (t || !w->yield_head)
         return t;
     struct urt_task *y = w->yield_head;
@@ -294,7 +319,7 @@ static inline struct urt_task *oldest_local(struct worker *w)
 {
     int64_t top = deque_top(&w->deque), seen = w->oldest_seen;
     w->oldest_seen = top;
-    if (top != seen || deque_size(&w->deque) < 2)
+    if (top != seen || deque_size(&w->deque) < (w->lifo ? 1u : 2u)) /* the slot's task is above them all */
         return NULL;
     struct urt_task *t = deque_steal(&w->deque);
     if (t == DEQUE_ABORT || !t)
@@ -370,7 +395,7 @@ static struct urt_task *find_task(struct worker *w)
 /* Anything this worker could run, or steal? (S3) */
 static bool has_work(struct worker *w)
 {
-    if (deque_size(&w->deque) || w->yield_head || inbox_maybe_nonempty(&w->inbox) || inbox_maybe_nonempty(&w->sticky))
+    if (w->lifo || deque_size(&w->deque) || w->yield_head || inbox_maybe_nonempty(&w->inbox) || inbox_maybe_nonempty(&w->sticky))
         return true;
     /* Work in a peer's deque keeps us awake: we steal it once stealing_wait
      * empty polls have passed, rather than leave it behind a busy owner. */

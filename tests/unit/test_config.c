@@ -33,6 +33,7 @@ static const char *const ALL_FIELDS[] = {
     "deque_capacity",
     "inbox_check_interval",
     "lightweight_job_level",
+    "lifo_slot",
     "lane_balance",
     "ring_entries",
     "ring_cq_entries",
@@ -107,6 +108,7 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.inbox_check_interval, 61);
     cr_assert_eq(c.lightweight_job_level, 0);
     cr_assert_eq(c.lane_balance, true);
+    cr_assert_eq(c.lifo_slot, true);
     cr_assert_eq(c.ring_entries, 256);
     cr_assert_eq(c.ring_cq_entries, 0);
     cr_assert_eq(c.ring_disable, 0);
@@ -281,7 +283,7 @@ static const struct bad BAD[] = {
     {"task_runtime_limit_us", K_U64, 3600000001ull, NULL, 0},
     {"reserved", K_RESERVED, 0, NULL, 0},
     {"reserved", K_RESERVED, 3, NULL, 0},
-    {"reserved", K_RESERVED, 6, NULL, 0},
+    {"reserved", K_RESERVED, 5, NULL, 0},
     {"backend", K_BACKEND, 3, NULL, 0},
     {"backend", K_BACKEND, 99, NULL, 0},
     {"sqpoll", K_BACKEND, URT_BACKEND_PORTABLE | 0x100, NULL, 0}, /* portable with sqpoll */
@@ -399,7 +401,7 @@ Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
                                         "stats_timing", "watchdog_abort", "o_direct", "lane_balance",
-                                        "direct_commit_callback", "worker_spin_adaptive"};
+                                        "direct_commit_callback", "worker_spin_adaptive", "lifo_slot"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tests/helpers.h"
@@ -291,6 +292,90 @@ Test(worker, local_work_is_not_starved_by_a_chain_above_it, .timeout = 60)
     cr_assert(flooding);
     cr_assert_gt(runs, 0, "the chain never ran");
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- the LIFO slot (lifo_slot, sched/core/worker.c sched_local_spawn) --------------------- */
+
+static struct {
+    _Atomic int child_worker;   /* where the child ran (-1: not yet) */
+    _Atomic bool parent_running;
+    _Atomic bool child_during;  /* the child ran while its parent still ran */
+    _Atomic int sibling_worker; /* where the earlier submission ran (-1: not yet) */
+    _Atomic bool sibling_during;
+    _Atomic int n_order;        /* tasks that ran */
+    uint32_t hold_ms;           /* how long the parent works after its submissions */
+} lifo;
+
+static enum urt_task_result lifo_child(struct urt_task *t, void *arg)
+{
+    (void)t;
+    bool during = atomic_load(&lifo.parent_running);
+    if ((intptr_t)arg == 2) {
+        atomic_store(&lifo.child_during, during);
+        atomic_store(&lifo.child_worker, urt_current_worker(g_rt));
+    } else {
+        atomic_store(&lifo.sibling_during, during);
+        atomic_store(&lifo.sibling_worker, urt_current_worker(g_rt));
+    }
+    atomic_fetch_add(&lifo.n_order, 1);
+    return URT_TASK_DONE;
+}
+
+/* Submits a sibling (3), then the child (2), then works hold_ms, or until
+ * the child ran elsewhere. */
+static enum urt_task_result lifo_parent(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    atomic_store(&lifo.parent_running, true);
+    atomic_fetch_add(&lifo.n_order, 1);
+    cr_assert_eq(urt_spawn(g_rt, lifo_child, (void *)(intptr_t)3, 0), 0);
+    cr_assert_eq(urt_spawn(g_rt, lifo_child, (void *)(intptr_t)2, 0), 0);
+    uint64_t end = now_ns() + (uint64_t)lifo.hold_ms * 1000000u;
+    while (now_ns() < end && atomic_load(&lifo.child_worker) < 0)
+        ;
+    atomic_store(&lifo.parent_running, false);
+    return URT_TASK_DONE;
+}
+
+/* Runs the parent on worker 0 beside a spinning worker 1; returns the child's worker. */
+static int lifo_run(bool slot, uint32_t hold_ms)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    c.busy_worker = true; /* worker 1 spins: it steals what it can see at once */
+    c.lifo_slot = slot;
+    g_rt = rt_create_or_skip(&c);
+    memset(&lifo, 0, sizeof(lifo));
+    atomic_store(&lifo.child_worker, -1);
+    atomic_store(&lifo.sibling_worker, -1);
+    lifo.hold_ms = hold_ms;
+    cr_assert_eq(urt_spawn_to(g_rt, 0, lifo_parent, NULL, NULL, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&lifo.n_order) == 3, 10000), "%d of 3 tasks ran", atomic_load(&lifo.n_order));
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    return atomic_load(&lifo.child_worker);
+}
+
+/* lifo_slot (default): the task a task submitted last waits in its worker's
+ * slot and runs there after its submitter returns, and no spinning peer
+ * takes it meanwhile; the earlier submission, moved to the deque by the
+ * later one, is the peer's to steal at once. */
+Test(worker, lifo_slot_runs_the_last_submission_next_on_its_worker, .timeout = 60)
+{
+    int w = lifo_run(true, 200);
+    cr_assert_eq(w, 0, "the child ran on worker %d", w);
+    cr_assert(!atomic_load(&lifo.child_during), "the child ran while its parent still ran");
+    cr_assert_eq(atomic_load(&lifo.sibling_worker), 1, "the earlier submission ran on worker %d, not stolen",
+                 atomic_load(&lifo.sibling_worker));
+    cr_assert(atomic_load(&lifo.sibling_during), "the earlier submission waited for the parent");
+}
+
+/* lifo_slot = false: every submission is in the deque at once, and a
+ * spinning peer steals it while the submitter still runs. */
+Test(worker, without_the_lifo_slot_a_peer_steals_the_last_submission, .timeout = 60)
+{
+    int w = lifo_run(false, 5000);
+    cr_assert_eq(w, 1, "the child ran on worker %d", w);
+    cr_assert(atomic_load(&lifo.child_during), "the child waited for its parent");
 }
 
 /* ---- adaptive spin (sched/core/worker.c spin_adapt) --------------------------------------- */
