@@ -67,7 +67,7 @@ static const struct field FIELDS[] = {
     U32(inbox_check_interval, 1, 1000000, "61", "look at the inbox first every n tasks (fairness)"),
     U32(lightweight_job_level, 0, 60, "0", "jobs with work_level <= this run serially on one worker (own lane)"),
     BOOL(lifo_slot, "true",
-         "a task submitted by a task waits in its worker's LIFO slot and runs next (no peer can steal it until the submitter returns; false: the deque)"),
+         "a task submitted by a task (not a job's) waits in its worker's LIFO slot and runs next (no peer can steal it until the submitter returns; false: the deque)"),
     BOOL(lane_balance, "true",
          "a lane activated by a worker goes to the less loaded of the placement choice and a round-robin candidate"),
     U32(ring_entries, 2, 32768, "256", "SQ entries per worker ring (power of two)"),

@@ -184,11 +184,11 @@ struct urt_config {
                                        and urt_runtime_backend() */
 
     /* --- added in reserved space (the struct keeps its size and offsets) --- */
-    bool lifo_slot;                 /* a task that a task submits (urt_task_submit, urt_spawn)
-                                       waits in its worker's LIFO slot and runs next, without the
-                                       deque's fence; no peer can steal it until the submitting
-                                       task returns (default true; false: the deque, stealable
-                                       at once) */
+    bool lifo_slot;                 /* a task that a task submits (urt_task_submit, urt_spawn;
+                                       not a job's task) waits in its worker's LIFO slot and runs
+                                       next, without the deque's fence; no peer can steal it
+                                       until the submitting task returns (default true; false:
+                                       the deque, stealable at once) */
 
     uint32_t reserved[6];           /* must be zero */
 };

@@ -304,7 +304,18 @@ static struct {
     _Atomic bool sibling_during;
     _Atomic int n_order;        /* tasks that ran */
     uint32_t hold_ms;           /* how long the parent works after its submissions */
+    urt_job *job;               /* non-NULL: the parent submits to this job */
 } lifo;
+
+static enum urt_task_result lifo_child(struct urt_task *t, void *arg);
+
+static void lifo_submit(intptr_t who)
+{
+    if (lifo.job)
+        cr_assert_eq(urt_job_spawn(lifo.job, lifo_child, NULL, (void *)who, 0), 0);
+    else
+        cr_assert_eq(urt_spawn(g_rt, lifo_child, (void *)who, 0), 0);
+}
 
 static enum urt_task_result lifo_child(struct urt_task *t, void *arg)
 {
@@ -328,8 +339,8 @@ static enum urt_task_result lifo_parent(struct urt_task *t, void *arg)
     (void)t, (void)arg;
     atomic_store(&lifo.parent_running, true);
     atomic_fetch_add(&lifo.n_order, 1);
-    cr_assert_eq(urt_spawn(g_rt, lifo_child, (void *)(intptr_t)3, 0), 0);
-    cr_assert_eq(urt_spawn(g_rt, lifo_child, (void *)(intptr_t)2, 0), 0);
+    lifo_submit(3);
+    lifo_submit(2);
     uint64_t end = now_ns() + (uint64_t)lifo.hold_ms * 1000000u;
     while (now_ns() < end && atomic_load(&lifo.child_worker) < 0)
         ;
@@ -337,8 +348,9 @@ static enum urt_task_result lifo_parent(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-/* Runs the parent on worker 0 beside a spinning worker 1; returns the child's worker. */
-static int lifo_run(bool slot, uint32_t hold_ms)
+/* Runs the parent on worker 0 beside a spinning worker 1 (its submissions
+ * to a job when `job`); returns the child's worker. */
+static int lifo_run(bool slot, uint32_t hold_ms, bool job)
 {
     struct urt_config c;
     test_config(&c, 2);
@@ -349,8 +361,15 @@ static int lifo_run(bool slot, uint32_t hold_ms)
     atomic_store(&lifo.child_worker, -1);
     atomic_store(&lifo.sibling_worker, -1);
     lifo.hold_ms = hold_ms;
+    if (job)
+        cr_assert_eq(urt_job_create(g_rt, NULL, &lifo.job), 0);
     cr_assert_eq(urt_spawn_to(g_rt, 0, lifo_parent, NULL, NULL, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&lifo.n_order) == 3, 10000), "%d of 3 tasks ran", atomic_load(&lifo.n_order));
+    if (job) {
+        cr_assert_eq(urt_job_close(lifo.job), 0);
+        cr_assert_eq(urt_job_wait(lifo.job, 10ull * 1000 * 1000 * 1000), 0);
+        urt_job_release(lifo.job);
+    }
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
     return atomic_load(&lifo.child_worker);
 }
@@ -361,7 +380,7 @@ static int lifo_run(bool slot, uint32_t hold_ms)
  * later one, is the peer's to steal at once. */
 Test(worker, lifo_slot_runs_the_last_submission_next_on_its_worker, .timeout = 60)
 {
-    int w = lifo_run(true, 200);
+    int w = lifo_run(true, 200, false);
     cr_assert_eq(w, 0, "the child ran on worker %d", w);
     cr_assert(!atomic_load(&lifo.child_during), "the child ran while its parent still ran");
     cr_assert_eq(atomic_load(&lifo.sibling_worker), 1, "the earlier submission ran on worker %d, not stolen",
@@ -369,11 +388,20 @@ Test(worker, lifo_slot_runs_the_last_submission_next_on_its_worker, .timeout = 6
     cr_assert(atomic_load(&lifo.sibling_during), "the earlier submission waited for the parent");
 }
 
+/* A job's tasks skip the slot: a job is there to spread its tasks, and a
+ * spinning peer steals the last one while the submitter still runs. */
+Test(worker, a_jobs_last_submission_is_stolen_at_once, .timeout = 60)
+{
+    int w = lifo_run(true, 5000, true);
+    cr_assert_eq(w, 1, "the job's child ran on worker %d", w);
+    cr_assert(atomic_load(&lifo.child_during), "the job's child waited for its parent");
+}
+
 /* lifo_slot = false: every submission is in the deque at once, and a
  * spinning peer steals it while the submitter still runs. */
 Test(worker, without_the_lifo_slot_a_peer_steals_the_last_submission, .timeout = 60)
 {
-    int w = lifo_run(false, 5000);
+    int w = lifo_run(false, 5000, false);
     cr_assert_eq(w, 1, "the child ran on worker %d", w);
     cr_assert(atomic_load(&lifo.child_during), "the child waited for its parent");
 }
