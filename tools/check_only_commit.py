@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-env = dict(os.environ, WORKERS="2", DURATION_MS="200")
+env = dict(os.environ, WORKERS="2", DURATION_MS="1000")  # a 200 ms window saw no commit under a parallel durable load
 env.pop("CLIENTS", None)
 r = subprocess.run([sys.argv[1], "--json", "--only", "commit_stored_c4"], capture_output=True, text=True,
                    env=env, timeout=120)
