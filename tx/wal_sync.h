@@ -30,7 +30,8 @@ void wal_sync_nocow(struct wal_sync_choice *c, int fd);
  * correct, only not rewritable without free space. */
 void wal_sync_nocow_epochs(const struct wal_sync_choice *c, int fd);
 /* single_write without O_DIRECT or RWF_DSYNC (what was refused, errno):
- * the choice falls back to single_flush. */
+ * the choice falls back to single_flush (strict on the portable backend,
+ * wal_sync_portable); why says which. */
 void wal_sync_no_direct(struct wal_sync_choice *c, const char *what, int err);
 /* The runtime runs on the portable backend (no io_uring): single_flush
  * becomes strict (why says so), here and when single_write falls back

@@ -102,17 +102,8 @@ static const struct workload *workload_find(const char *name)
 /* Parses a worker count: decimal digits only, 1..WORKERS_MAX. */
 static bool parse_workers(const char *text, unsigned *out)
 {
-    if (!text || !*text)
-        return false;
-    unsigned long v = 0;
-    for (const char *p = text; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        v = v * 10 + (unsigned long)(*p - '0');
-        if (v > WORKERS_MAX)
-            return false;
-    }
-    if (v < 1)
+    uint64_t v;
+    if (!measure_parse_u64(text, 1, WORKERS_MAX, &v))
         return false;
     *out = (unsigned)v;
     return true;

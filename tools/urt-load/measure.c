@@ -32,15 +32,26 @@ void measure_init(unsigned workers)
     measure_workers = workers;
 }
 
+bool measure_parse_u64(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!text || *text < '0' || *text > '9')
+        return false; /* strtoull would take a sign or blanks */
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(text, &end, 10);
+    if (*end || errno || x < lo || x > hi)
+        return false;
+    *out = x;
+    return true;
+}
+
 uint64_t measure_env_u64(const char *workload, const char *name, uint64_t def, uint64_t lo, uint64_t hi)
 {
     const char *v = getenv(name);
     if (!v || !*v)
         return def;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*v < '0' || *v > '9' || *end || errno || x < lo || x > hi) {
+    uint64_t x;
+    if (!measure_parse_u64(v, lo, hi, &x)) {
         fprintf(stderr, "urt-load %s: %s=%s: must be a whole number from %llu to %llu\n", workload, name, v,
                 (unsigned long long)lo, (unsigned long long)hi);
         exit(2);

@@ -74,6 +74,9 @@
 /* Process CPU time (user + sys, all threads) in ns. Any thread. */
 uint64_t measure_cpu_ns(void);
 
+/* text is a whole number (decimal digits only) in lo..hi: *out, true. */
+bool measure_parse_u64(const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
+
 /* A whole number from the environment variable name, lo..hi; def when unset
  * or empty. Anything else (a sign, a unit, a fraction, out of range) exits 2,
  * urt-load's bad-setting status, with a message naming the variable and the
