@@ -159,7 +159,8 @@ void delivery_list(struct delivery *d, struct worker *w, struct urt_commit *list
     urt_task_init(t, list_run, list);
     t->cancel = list_cancel;
     if (w && deque_size(&w->deque) == 0 && !w->yield_head) {
-        /* W runs it next: as soon as urgent placement would, without a wake. */
+        /* W runs it next (after its LIFO slot's task, with lifo_slot): as
+         * soon as urgent placement would, without a wake. */
         sched_local_push(w, t);
         return;
     }
