@@ -187,7 +187,7 @@ struct urt_config {
     bool lifo_slot;                 /* a task that a task submits (urt_task_submit, urt_spawn;
                                        not a job's task) waits in its worker's LIFO slot and runs
                                        next, without the deque's fence; no peer can steal it
-                                       until the submitting task returns (default false, opt-in:
+                                       until the submitting task returns (default true; false:
                                        the deque, stealable at once) */
 
     uint32_t reserved[6];           /* must be zero */

@@ -2,9 +2,9 @@
  * sched/core/submit.c — placement (SPEC C5) and the public submission entry points.
  *
  * Placement:
- *  - from a worker of the runtime: that worker's deque (no atomic RMW), or
- *    with lifo_slot (opt-in) its LIFO slot, the slot's previous task going
- *    to the deque (worker.c sched_local_spawn); a job's task goes to
+ *  - from a worker of the runtime: that worker's own LIFO slot, the slot's
+ *    previous task going to its deque (no atomic RMW; worker.c
+ *    sched_local_spawn; lifo_slot = false: the deque); a job's task goes to
  *    the deque at once: a job is there to spread its tasks over the workers,
  *    and in the slot a task its submitter keeps running after (a graph
  *    step's producer) waited for it while peers idled (graph_pipeline ran

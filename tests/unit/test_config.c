@@ -108,7 +108,7 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.inbox_check_interval, 61);
     cr_assert_eq(c.lightweight_job_level, 0);
     cr_assert_eq(c.lane_balance, true);
-    cr_assert_eq(c.lifo_slot, false);
+    cr_assert_eq(c.lifo_slot, true);
     cr_assert_eq(c.ring_entries, 256);
     cr_assert_eq(c.ring_cq_entries, 0);
     cr_assert_eq(c.ring_disable, 0);
