@@ -235,11 +235,18 @@ static enum urt_task_result flood_fn(struct urt_task *t, void *arg)
 
 /* A one-worker runtime that looks at its inbox (and its deque's oldest
  * task) every 61 picks, with the flood's counters reset. */
+static void flood_rt_slot(bool lifo_slot);
 static void flood_rt(void)
+{
+    flood_rt_slot(true);
+}
+
+static void flood_rt_slot(bool lifo_slot)
 {
     struct urt_config c;
     test_config(&c, 1);
     c.inbox_check_interval = 61;
+    c.lifo_slot = lifo_slot;
     g_rt = rt_create_or_skip(&c);
     atomic_store(&flood_stop, false);
     atomic_store(&flood_runs, 0);
@@ -292,6 +299,55 @@ Test(worker, local_work_is_not_starved_by_a_chain_above_it, .timeout = 60)
     cr_assert(flooding);
     cr_assert_gt(runs, 0, "the chain never ran");
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* The same with ONE task under the chain. With the LIFO slot the chain's
+ * next run waits in the slot, so the deque holds the queued task alone, and
+ * the oldest-task look must take it even so (a deque of one is not "the
+ * task the owner is about to pop" while the slot's task comes first);
+ * without the slot the chain's next run sits above it in the deque. Either
+ * way it runs within a few intervals of 61 picks: the chain must not have
+ * run more than 4 intervals' worth when it does. */
+static _Atomic uint64_t lone_ran_at; /* flood_runs when the queued task ran (0: not yet) */
+
+static enum urt_task_result lone_fn(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    atomic_store(&lone_ran_at, atomic_load(&flood_runs) + 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result queue_one_then_flood_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    cr_assert_eq(urt_spawn(g_rt, lone_fn, NULL, 0), 0);
+    urt_spawn(g_rt, flood_fn, arg, 0); /* displaces lone_fn from the slot into the deque */
+    return URT_TASK_DONE;
+}
+
+static void lone_task_under_a_chain(bool lifo_slot)
+{
+    flood_rt_slot(lifo_slot);
+    atomic_store(&lone_ran_at, 0);
+    cr_assert_eq(urt_spawn(g_rt, queue_one_then_flood_fn, NULL, 0), 0);
+    bool ran = WAIT_UNTIL(atomic_load(&lone_ran_at) != 0, 5000);
+    uint64_t at = atomic_load(&lone_ran_at), runs = atomic_load(&flood_runs);
+    atomic_store(&flood_stop, true);
+    cr_assert(ran, "lifo_slot %d: the one queued task did not run in 5 s beside %llu runs of the chain above it",
+              lifo_slot, (unsigned long long)runs);
+    cr_assert_leq(at, 4 * 61, "lifo_slot %d: the queued task waited for %llu runs of the chain",
+                  lifo_slot, (unsigned long long)at);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+Test(worker, one_task_under_a_chain_runs_with_the_lifo_slot, .timeout = 60)
+{
+    lone_task_under_a_chain(true);
+}
+
+Test(worker, one_task_under_a_chain_runs_without_the_lifo_slot, .timeout = 60)
+{
+    lone_task_under_a_chain(false);
 }
 
 /* ---- the LIFO slot (lifo_slot, sched/core/worker.c sched_local_spawn) --------------------- */
