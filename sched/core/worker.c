@@ -218,8 +218,11 @@ static inline void yield_push(struct worker *w, struct urt_task *t)
 }
 
 /* Owner: the LIFO slot's task, else the deque's newest; when the deque is
- * dry, the yielded tasks move into it first (oldest pushed first), so they
- * run after other work and idle peers can steal them. */
+ * dry, the yielded tasks move into it (oldest pushed first), so they run
+ * after other work and idle peers can steal them — all but the newest,
+ * which the deque's take would return at once: it runs now, without the
+ * push and the take's fence (a lone yielder costs no deque operation). A
+ * suspended peer is woken whenever two or more moved, as if all had. */
 static inline struct urt_task *local_pop(struct worker *w)
 {
     struct urt_task *t = w->lifo;
@@ -232,12 +235,16 @@ static inline struct urt_task *local_pop(struct worker *w)
         return t;
     struct urt_task *y = w->yield_head;
     w->yield_head = w->yield_tail = NULL;
-    while (y) {
+    for (bool moved = false;; moved = true) {
         struct urt_task *next = atomic_load_explicit(&y->priv.next, memory_order_relaxed);
+        if (!next) {
+            if (moved && deque_size(&w->deque) == 1)
+                maybe_wake_peer(w->s, w); /* as when both were in the deque: a peer may take one */
+            return y;
+        }
         sched_local_push(w, y);
         y = next;
     }
-    return deque_take(&w->deque);
 }
 
 #define INBOX_BATCH 128

@@ -217,6 +217,52 @@ Test(worker, yielded_task_runs_after_queued_work, .timeout = 30)
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* Yielded tasks stay stealable. When the deque is dry the yielded tasks
+ * move into it, all but the newest, which runs at once; whenever two or more
+ * moved, a suspended peer is woken (as it would be with both in the deque)
+ * and steals one, so two yielders started on one worker spread over two.
+ * Here the peer is suspended (its timeout is 60 s) when the root submits the
+ * two yielders on worker 0: without that wake they would both stay there. */
+static struct {
+    _Atomic bool stop;
+    _Atomic uint32_t ran_on[2]; /* yielder calls per worker */
+} spread_y;
+
+static enum urt_task_result spread_yielder_fn(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    int w = urt_current_worker(g_rt);
+    if (w == 0 || w == 1)
+        atomic_fetch_add(&spread_y.ran_on[w], 1);
+    return atomic_load(&spread_y.stop) ? URT_TASK_DONE : URT_TASK_YIELD;
+}
+
+static enum urt_task_result spread_root_fn(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    cr_assert_eq(urt_spawn(g_rt, spread_yielder_fn, NULL, 0), 0);
+    cr_assert_eq(urt_spawn(g_rt, spread_yielder_fn, NULL, 0), 0);
+    return URT_TASK_DONE;
+}
+
+Test(worker, two_yielders_on_one_worker_spread_to_a_suspended_peer, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    g_rt = rt_create_or_skip(&c);
+    memset(&spread_y, 0, sizeof(spread_y));
+    cr_assert(rt_wait_all_sleeping(g_rt, 2, 10000), "the workers never suspended");
+    struct urt_task root;
+    urt_task_init(&root, spread_root_fn, NULL);
+    cr_assert_eq(urt_task_submit_to(g_rt, 0, &root, 0), 0);
+    bool spread = WAIT_UNTIL(atomic_load(&spread_y.ran_on[1]) > 0, 5000);
+    atomic_store(&spread_y.stop, true);
+    uint32_t on0 = atomic_load(&spread_y.ran_on[0]), on1 = atomic_load(&spread_y.ran_on[1]);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert(spread, "the yielders ran %u times on worker 0 and never on the suspended worker 1", on0);
+    cr_assert_gt(on0 + on1, 0);
+}
+
 /* ---- inbox fairness ------------------------------------------------------------------------- */
 
 static _Atomic bool flood_stop;
