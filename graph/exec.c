@@ -73,7 +73,7 @@
 #include "base/error.h"
 #include "graph/graph_int.h"
 
-_Thread_local struct gexec *gexec_cur;
+_Thread_local struct gexec *gexec_cur URT_TLS_IE;
 
 void gexec_enter(struct gexec *e, struct urt_graph *g)
 {

@@ -42,6 +42,8 @@
 
 #include <urt/graph.h>
 
+#include "base/tls.h"
+
 #define G_MAX_STEPS 4096
 #define G_MAX_GRAPH_PARTITIONS 65536u
 #define G_MAX_STEP_PARTITIONS (1u << 20)
@@ -261,7 +263,7 @@ struct gexec {
     bool drain; /* this thread owes the controller a drain */
     struct gexec *prev;
 };
-extern _Thread_local struct gexec *gexec_cur;
+extern _Thread_local struct gexec *gexec_cur URT_TLS_IE;
 void gexec_enter(struct gexec *e, struct urt_graph *g);
 void gexec_leave(struct gexec *e); /* drains if owed: the caller's last touch */
 void glive_put(struct urt_graph *g, struct gstep *s, int64_t n); /* last touch */

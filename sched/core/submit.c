@@ -31,6 +31,7 @@
 
 #include "base/args.h"
 #include "base/error.h"
+#include "base/tls.h"
 
 /* Per-thread placement and task cache for threads that are not workers, one
  * slot per runtime the thread submits to. A thread may feed several runtimes
@@ -50,13 +51,17 @@ struct foreign_tls {
     struct taskcache cache;
 };
 static _Thread_local struct foreign_tls tls_foreign[FOREIGN_SLOTS];
-static _Thread_local uint32_t tls_foreign_last, tls_foreign_next;
+static _Thread_local uint32_t tls_foreign_next;
+/* The slot used last: initial-exec (base/tls.h), read on every foreign
+ * submission and task allocation (the slots stay general-dynamic: hundreds
+ * of bytes are more static TLS than a library should take). */
+static _Thread_local struct foreign_tls *tls_foreign_cur URT_TLS_IE;
 
 static __attribute__((cold)) struct foreign_tls *foreign_state_slow(struct sched *s)
 {
     for (uint32_t i = 0; i < FOREIGN_SLOTS; i++) {
         if (tls_foreign[i].sched_id == s->id) {
-            tls_foreign_last = i;
+            tls_foreign_cur = &tls_foreign[i];
             return &tls_foreign[i];
         }
     }
@@ -73,14 +78,14 @@ static __attribute__((cold)) struct foreign_tls *foreign_state_slow(struct sched
                        : 0;
     f->cache.head = NULL;
     f->cache.count = 0;
-    tls_foreign_last = i;
+    tls_foreign_cur = f;
     return f;
 }
 
 static inline struct foreign_tls *foreign_state(struct sched *s)
 {
-    struct foreign_tls *f = &tls_foreign[tls_foreign_last];
-    if (__builtin_expect(f->sched_id == s->id, 1))
+    struct foreign_tls *f = tls_foreign_cur;
+    if (__builtin_expect(f && f->sched_id == s->id, 1))
         return f;
     return foreign_state_slow(s);
 }

@@ -34,6 +34,7 @@
 #include "sched/core/sched.h"
 #include "sched/core/run.h"
 #include "base/clock.h"
+#include "base/tls.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -43,10 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* initial-exec: a %fs-relative load, not a call of __tls_get_addr, on every
- * submission and lane batch (sched_current); 8 bytes of the static TLS
- * block, which a library loaded by dlopen may still take. */
-#define URT_TLS_IE __attribute__((tls_model("initial-exec")))
+/* initial-exec (base/tls.h): read on every submission and lane batch
+ * (sched_current). */
 static _Thread_local struct worker *tls_worker URT_TLS_IE;
 
 struct worker *sched_self(void)
