@@ -71,9 +71,10 @@ struct urt_task {
 /* Initialises task to run fn(task, arg). cancel is cleared. Any thread. */
 URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg);
 
-/* Submits an initialised task. Placement: from a worker, its own deque
- * (other workers may steal it); from another thread, the inbox of that
- * thread's preferred worker (assigned round robin on its first submission;
+/* Submits an initialised task. Placement: from a worker, its own LIFO slot,
+ * to run next, the slot's previous task going to its deque, where other
+ * workers may steal it (lifo_slot false: the deque at once; urt/config.h);
+ * from another thread, the inbox of that thread's preferred worker (assigned round robin on its first submission;
  * round robin per submission with use_preferred_worker_for_current_thread
  * false); URT_SUBMIT_URGENT: a suspended worker, woken. Returns 0, -EINVAL
  * (NULL rt, task or task->fn, unknown flags), -ESHUTDOWN (runtime is being
