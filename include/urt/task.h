@@ -74,12 +74,12 @@ URT_API void urt_task_init(struct urt_task *task, urt_task_fn *fn, void *arg);
 /* Submits an initialised task. Placement: from a worker, its own LIFO slot,
  * to run next, the slot's previous task going to its deque, where other
  * workers may steal it (lifo_slot false: the deque at once; urt/config.h);
- * from another thread, the inbox of that thread's preferred worker (assigned round robin on its first submission;
- * round robin per submission with use_preferred_worker_for_current_thread
- * false); URT_SUBMIT_URGENT: a suspended worker, woken. Returns 0, -EINVAL
- * (NULL rt, task or task->fn, unknown flags), -ESHUTDOWN (runtime is being
- * destroyed), or -EAGAIN (pending-task limit reached, urt/admission.h). Any
- * thread. */
+ * from another thread, the inbox of that thread's preferred worker
+ * (assigned round robin on its first submission; round robin per
+ * submission with use_preferred_worker_for_current_thread false);
+ * URT_SUBMIT_URGENT: a suspended worker, woken. Returns 0, -EINVAL (NULL rt,
+ * task or task->fn, unknown flags), -ESHUTDOWN (runtime is being destroyed),
+ * or -EAGAIN (pending-task limit reached, urt/admission.h). Any thread. */
 URT_API int urt_task_submit(urt_runtime *rt, struct urt_task *task, unsigned flags);
 
 /* Runs fn(task, arg) on a worker, with a task from the runtime's cache;
@@ -98,8 +98,8 @@ URT_API int urt_current_worker(const urt_runtime *rt);
  *
  * urt_task_submit_to / urt_spawn_to run the task on worker `worker` (the
  * argument after rt, where the _at forms take the time)
- * (0..workers-1) and nowhere else: it goes to that worker's sticky queue,
- * which is never stolen, so tasks sent to one worker never run concurrently
+ * (0..workers-1) and nowhere else, also after it yields: it goes to that
+ * worker's sticky queue, which is never stolen, so tasks sent to one worker never run concurrently
  * with each other and may share that worker's data without atomics. Same
  * returns as urt_task_submit / urt_spawn_ex (admission included), plus
  * -EINVAL for a worker out of range or with URT_SUBMIT_URGENT or

@@ -49,6 +49,9 @@
 #define TASK_LANE_RUNNER 0x8u /* the runner task of a lane (sched/lane.c) */
 #define TASK_IO_CONT 0x10u    /* an I/O continuation (io/uio.c): the lane's owner counted it when
                                  the I/O was submitted (lane_ops io_begin), so enter lets it run */
+#define TASK_PINNED 0x20u     /* sent to a worker (sched_submit_to: urt_task_submit_to,
+                                 urt_spawn_to, URT_SUBMIT_LOCAL): it runs there only, so when it
+                                 yields it never goes into the stealable deque */
 
 
 enum sched_phase {

@@ -122,6 +122,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t)
 {
     struct worker *self = sched_current(s);
+    t->priv.flags |= TASK_PINNED; /* before the push publishes the task */
     if (self) {
         probe_task_submit(t, (int)self->index);
         if (target == self)
@@ -250,7 +251,7 @@ static int submit_task(const char *fn, struct sched *s, struct urt_task *task, u
 {
     int err;
     task->priv.submit_flags = flags;
-    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED);
+    task->priv.flags &= ~(TASK_POOLED | TASK_ADMITTED | TASK_PINNED);
     if (__builtin_expect(s->adm == NULL && target == NULL, 1))
         return sched_submit(s, task, flags); /* a tail call: the hot path of every submission */
     if (s->adm != NULL)

@@ -221,7 +221,9 @@ static inline void yield_push(struct worker *w, struct urt_task *t)
  * after other work and idle peers can steal them — all but the newest,
  * which the deque's take would return at once: it runs now, without the
  * push and the take's fence (a lone yielder costs no deque operation). A
- * suspended peer is woken whenever two or more moved, as if all had. */
+ * suspended peer is woken whenever two or more moved, as if all had. A
+ * task sent to this worker (TASK_PINNED) never goes into the deque: it
+ * stays in the yield queue, behind what moved, and runs here. */
 static inline struct urt_task *local_pop(struct worker *w)
 {
     struct urt_task *t = w->lifo;
@@ -234,15 +236,19 @@ static inline struct urt_task *local_pop(struct worker *w)
         return t;
     struct urt_task *y = w->yield_head;
     w->yield_head = w->yield_tail = NULL;
-    for (bool moved = false;; moved = true) {
-        struct urt_task *next = atomic_load_explicit(&y->priv.next, memory_order_relaxed);
-        if (!next) {
+    for (bool moved = false;; y = t) {
+        t = atomic_load_explicit(&y->priv.next, memory_order_relaxed);
+        if (!t) {
             if (moved && deque_size(&w->deque) == 1)
                 maybe_wake_peer(w->s, w); /* as when both were in the deque: a peer may take one */
             return y;
         }
-        sched_local_push(w, y);
-        y = next;
+        if (y->priv.flags & TASK_PINNED) {
+            yield_push(w, y); /* sent here: not stealable */
+        } else {
+            sched_local_push(w, y);
+            moved = true;
+        }
     }
 }
 

@@ -101,6 +101,54 @@ Test(affinity, tasks_run_only_on_their_worker, .timeout = 120)
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
 }
 
+/* A task sent to a worker stays there when it yields: a yielded task goes
+ * to its worker's yield queue, and from there (when a peer wants work) into
+ * the stealable deque, except a task sent to a worker (urt_task_submit_to,
+ * URT_SUBMIT_LOCAL), which goes back to its worker's sticky queue. Two sent
+ * yielders on worker 0, worker 1 idle and spinning (busy_worker: it never
+ * suspends, it only steals): every call must run on worker 0. */
+static _Atomic uint32_t sent_yield_calls, sent_yield_elsewhere;
+
+static enum urt_task_result sent_yielder(struct urt_task *t, void *arg)
+{
+    (void)t;
+    if (urt_current_worker(rt) != (int)(uintptr_t)arg)
+        atomic_fetch_add(&sent_yield_elsewhere, 1);
+    return atomic_fetch_add(&sent_yield_calls, 1) < 200000 ? URT_TASK_YIELD : URT_TASK_DONE;
+}
+
+static enum urt_task_result local_yielders(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    cr_assert_eq(urt_spawn_ex(rt, sent_yielder, NULL, (void *)(uintptr_t)urt_current_worker(rt), URT_SUBMIT_LOCAL), 0);
+    cr_assert_eq(urt_spawn_ex(rt, sent_yielder, NULL, (void *)(uintptr_t)urt_current_worker(rt), URT_SUBMIT_LOCAL), 0);
+    return URT_TASK_DONE;
+}
+
+Test(affinity, sent_tasks_that_yield_stay_on_their_worker, .timeout = 60)
+{
+    struct urt_config cfg;
+    test_config(&cfg, W);
+    cfg.busy_worker = true;
+    for (int local = 0; local < 2; local++) {
+        rt = rt_create_or_skip(&cfg);
+        atomic_store(&sent_yield_calls, 0);
+        atomic_store(&sent_yield_elsewhere, 0);
+        if (local) {
+            cr_assert_eq(urt_spawn_to(rt, 0, local_yielders, NULL, NULL, 0), 0);
+        } else {
+            cr_assert_eq(urt_spawn_to(rt, 0, sent_yielder, NULL, (void *)0, 0), 0);
+            cr_assert_eq(urt_spawn_to(rt, 0, sent_yielder, NULL, (void *)0, 0), 0);
+        }
+        cr_assert(WAIT_UNTIL(atomic_load(&sent_yield_calls) >= 200002, 30000), "%u calls",
+                  atomic_load(&sent_yield_calls));
+        rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+        cr_assert_eq(atomic_load(&sent_yield_elsewhere), 0, "%s: %u of %u calls of yielding tasks sent to worker 0 ran on another worker",
+                     local ? "URT_SUBMIT_LOCAL" : "urt_spawn_to", atomic_load(&sent_yield_elsewhere),
+                     atomic_load(&sent_yield_calls));
+    }
+}
+
 static _Atomic int lane_wrong;
 static _Atomic uint64_t lane_ran;
 
