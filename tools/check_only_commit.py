@@ -6,7 +6,10 @@ the summary mode once started its child under that entry's name, so
 `--only commit_stored_c4` ran the bare `commit_stored` (N from CLIENTS, 16 by
 default) and reported it as that. Checks that the child ran the name asked
 for: the results carry it, and no group commit gathered more than its 4
-clients (commits_per_sync <= 4).
+clients (commits_per_sync <= 4, with a margin: the ratio is taken from
+counters read at the window's two ends, so a sync that began before the
+window can bring its commits into it; CI once read 4.01. The bare
+commit_stored's 16 clients give about 15.9).
 """
 import json
 import os
@@ -24,6 +27,6 @@ names = {x["workload"] for x in results}
 if names != {"commit_stored_c4"}:
     sys.exit("results name %s, not commit_stored_c4" % sorted(names))
 per_sync = [x["value"] for x in results if x["metric"] == "commits_per_sync"]
-if len(per_sync) != 1 or not 0 < per_sync[0] <= 4.0:
+if len(per_sync) != 1 or not 0 < per_sync[0] <= 4.5:
     sys.exit("commits_per_sync %s: not a run of 4 clients" % per_sync)
 print("commit_stored_c4: %s commits per sync" % per_sync[0])
