@@ -32,6 +32,7 @@
 #include <urt/stats.h>
 #include <urt/task.h>
 
+#include "base/tls.h"
 #include "base/waitcount.h"
 #include "bpf/probes.h"
 #include "sched/core/deque.h"
@@ -250,9 +251,18 @@ static inline struct sched *sched_of(const urt_runtime *rt)
     return (struct sched *)(uintptr_t)rt;
 }
 
-/* The calling thread's worker if it is one of s's workers, else NULL. */
+/* The calling thread's worker (any runtime's), or NULL: set by the worker
+ * thread itself at its start and end, read only by that thread (no
+ * ordering). initial-exec (base/tls.h): read on every submission and lane
+ * batch, so it is inline here rather than behind a call. */
+extern _Thread_local struct worker *sched_tls_worker URT_TLS_IE;
 
-struct worker *sched_current(const struct sched *s);
+/* The calling thread's worker if it is one of s's workers, else NULL. */
+static inline struct worker *sched_current(const struct sched *s)
+{
+    struct worker *w = sched_tls_worker;
+    return (w && w->s == s) ? w : NULL;
+}
 /* A thread of s that is not a worker but runs the runtime's own work (the
  * watcher): it marks itself (s) at its start and unmarks (NULL) at its end.
  * sched_service_thread(s) is true on it: such a thread, like a worker, must

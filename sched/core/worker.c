@@ -44,13 +44,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* initial-exec (base/tls.h): read on every submission and lane batch
- * (sched_current). */
-static _Thread_local struct worker *tls_worker URT_TLS_IE;
+_Thread_local struct worker *sched_tls_worker URT_TLS_IE; /* sched.h */
 
 struct worker *sched_self(void)
 {
-    return tls_worker;
+    return sched_tls_worker;
 }
 
 static _Thread_local const struct sched *tls_service;
@@ -65,13 +63,7 @@ bool sched_service_thread(const struct sched *s)
     return tls_service != NULL && tls_service == s;
 }
 
-struct worker *sched_current(const struct sched *s)
-{
-    struct worker *w = tls_worker;
-    return (w && w->s == s) ? w : NULL;
-}
-
-#define ASSERT_OWNER(w) assert(tls_worker == (w))
+#define ASSERT_OWNER(w) assert(sched_tls_worker == (w))
 
 /* ---- wake ------------------------------------------------------------------ */
 
@@ -694,7 +686,7 @@ void *sched_worker_main(void *arg)
     pthread_setname_np(pthread_self(), name);
     if (w->place.bind)
         pthread_setaffinity_np(pthread_self(), sizeof(w->place.cpus), &w->place.cpus);
-    tls_worker = w;
+    sched_tls_worker = w;
 
     int err = be_init(&w->be, &s->caps, &s->be_shared, s->cfg->ring_entries,
                       s->cfg->ring_cq_entries ? s->cfg->ring_cq_entries : 4 * s->cfg->ring_entries);
@@ -732,7 +724,7 @@ void *sched_worker_main(void *arg)
     sleeper_exit(&w->sl);
     timerq_destroy(&w->timers); /* what is still queued never fires (sched/job.c cancels its deadlines) */
     be_exit(&w->be);
-    tls_worker = NULL;
+    sched_tls_worker = NULL;
     return NULL;
 }
 
