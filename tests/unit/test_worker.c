@@ -263,6 +263,43 @@ Test(worker, two_yielders_on_one_worker_spread_to_a_suspended_peer, .timeout = 6
     cr_assert_gt(on0 + on1, 0);
 }
 
+/* Yielded tasks are stealable by a peer that spins idle, not only woken
+ * from suspension: worker 1 is busy with a 100 ms task (and never suspends:
+ * busy_worker) while worker 0 starts two yielders, so it cannot steal them
+ * as they are spawned; after that task it must get yielder calls, taken
+ * from the deque the yielded tasks move into. (A rule that kept yielded
+ * tasks private while no peer is suspended fails here: it never is.) */
+static enum urt_task_result busy_100ms_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    atomic_store((_Atomic bool *)arg, true);
+    uint64_t t0 = now_ns();
+    while (now_ns() - t0 < 100ull * 1000 * 1000)
+        ;
+    return URT_TASK_DONE;
+}
+
+Test(worker, yielders_spread_to_a_peer_that_goes_idle_spinning, .timeout = 60)
+{
+    struct urt_config c;
+    test_config(&c, 2);
+    c.busy_worker = true;
+    g_rt = rt_create_or_skip(&c);
+    memset(&spread_y, 0, sizeof(spread_y));
+    _Atomic bool busy = false;
+    struct urt_task hold, root;
+    urt_task_init(&hold, busy_100ms_fn, &busy);
+    cr_assert_eq(urt_task_submit_to(g_rt, 1, &hold, 0), 0);
+    cr_assert(WAIT_UNTIL(atomic_load(&busy), 5000));
+    urt_task_init(&root, spread_root_fn, NULL);
+    cr_assert_eq(urt_task_submit_to(g_rt, 0, &root, 0), 0);
+    bool spread = WAIT_UNTIL(atomic_load(&spread_y.ran_on[1]) > 0, 5000);
+    atomic_store(&spread_y.stop, true);
+    uint32_t on0 = atomic_load(&spread_y.ran_on[0]);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert(spread, "the yielders ran %u times on worker 0 and never on worker 1, idle after its task", on0);
+}
+
 /* ---- inbox fairness ------------------------------------------------------------------------- */
 
 static _Atomic bool flood_stop;
