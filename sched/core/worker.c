@@ -215,7 +215,8 @@ static inline void yield_push(struct worker *w, struct urt_task *t)
  * push and the take's fence (a lone yielder costs no deque operation). A
  * suspended peer is woken whenever two or more moved, as if all had. A
  * task sent to this worker (TASK_PINNED) never goes into the deque: it
- * stays in the yield queue, behind what moved, and runs here. */
+ * stays in the yield queue, behind what moved, and runs here; one at the
+ * head runs at once. */
 static inline struct urt_task *local_pop(struct worker *w)
 {
     struct urt_task *t = w->lifo;
@@ -227,6 +228,15 @@ static inline struct urt_task *local_pop(struct worker *w)
     if (t || !w->yield_head)
         return t;
     struct urt_task *y = w->yield_head;
+    if (y->priv.flags & TASK_PINNED) {
+        /* Sent here: runs here, oldest first, in O(1) — a walk re-links
+         * the pinned tasks, so it happens only when an unpinned one is at
+         * the head, about once per round of the queue. */
+        w->yield_head = atomic_load_explicit(&y->priv.next, memory_order_relaxed);
+        if (!w->yield_head)
+            w->yield_tail = NULL;
+        return y;
+    }
     w->yield_head = w->yield_tail = NULL;
     for (bool moved = false;; y = t) {
         t = atomic_load_explicit(&y->priv.next, memory_order_relaxed);

@@ -149,6 +149,55 @@ Test(affinity, sent_tasks_that_yield_stay_on_their_worker, .timeout = 60)
     }
 }
 
+/* Many sent yielders mixed with plain ones on one worker: the sent ones
+ * run there only, the plain ones move into the deque and an idle peer may
+ * take them, and every task gets all its calls (a pinned task at the head
+ * of the yield queue runs at once; a walk that moves the plain ones keeps
+ * the pinned ones in order). */
+#define MIX_SENT 64
+#define MIX_PLAIN 4
+#define MIX_YIELDS 500
+static _Atomic uint32_t mix_calls[MIX_SENT + MIX_PLAIN], mix_sent_elsewhere, mix_done;
+
+static enum urt_task_result mix_yielder(struct urt_task *t, void *arg)
+{
+    (void)t;
+    uintptr_t i = (uintptr_t)arg;
+    if (i < MIX_SENT && urt_current_worker(rt) != 0)
+        atomic_fetch_add(&mix_sent_elsewhere, 1);
+    if (atomic_fetch_add(&mix_calls[i], 1) + 1 < MIX_YIELDS)
+        return URT_TASK_YIELD;
+    atomic_fetch_add(&mix_done, 1);
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result mix_root(struct urt_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    for (uintptr_t i = 0; i < MIX_SENT + MIX_PLAIN; i++)
+        cr_assert_eq(urt_spawn_ex(rt, mix_yielder, NULL, (void *)i, i < MIX_SENT ? URT_SUBMIT_LOCAL : 0), 0);
+    return URT_TASK_DONE;
+}
+
+Test(affinity, sent_and_plain_yielders_mixed_on_one_worker, .timeout = 60)
+{
+    struct urt_config cfg;
+    test_config(&cfg, W);
+    cfg.busy_worker = true;
+    rt = rt_create_or_skip(&cfg);
+    memset(mix_calls, 0, sizeof(mix_calls));
+    atomic_store(&mix_sent_elsewhere, 0);
+    atomic_store(&mix_done, 0);
+    cr_assert_eq(urt_spawn_to(rt, 0, mix_root, NULL, NULL, 0), 0);
+    bool all = WAIT_UNTIL(atomic_load(&mix_done) == MIX_SENT + MIX_PLAIN, 30000);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert(all, "%u of %d yielders finished", atomic_load(&mix_done), MIX_SENT + MIX_PLAIN);
+    for (int i = 0; i < MIX_SENT + MIX_PLAIN; i++)
+        cr_assert_eq(atomic_load(&mix_calls[i]), MIX_YIELDS, "yielder %d: %u calls", i, atomic_load(&mix_calls[i]));
+    cr_assert_eq(atomic_load(&mix_sent_elsewhere), 0, "%u calls of sent yielders ran on worker 1",
+                 atomic_load(&mix_sent_elsewhere));
+}
+
 static _Atomic int lane_wrong;
 static _Atomic uint64_t lane_ran;
 
