@@ -143,7 +143,8 @@ Test(affinity, sent_tasks_that_yield_stay_on_their_worker, .timeout = 60)
         cr_assert(WAIT_UNTIL(atomic_load(&sent_yield_calls) >= 200002, 30000), "%u calls",
                   atomic_load(&sent_yield_calls));
         rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
-        cr_assert_eq(atomic_load(&sent_yield_elsewhere), 0, "%s: %u of %u calls of yielding tasks sent to worker 0 ran on another worker",
+        cr_assert_eq(atomic_load(&sent_yield_elsewhere), 0,
+                     "%s: %u of %u calls of yielding tasks sent to worker 0 ran on another worker",
                      local ? "URT_SUBMIT_LOCAL" : "urt_spawn_to", atomic_load(&sent_yield_elsewhere),
                      atomic_load(&sent_yield_calls));
     }

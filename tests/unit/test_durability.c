@@ -422,7 +422,9 @@ Test(durability, a_large_release_spreads_over_the_workers, .timeout = 120)
     uint64_t open_at_end = atomic_load(&open_marker), assigned_at_end = atomic_load(&assigned);
     atomic_store(&stop_notifier, true);
     pthread_join(th, NULL);
-    cr_assert(done, "clients did not finish (%d left; open marker %" PRIu64 ", %" PRIu64 " assigned; first early stop: %d at marker %" PRIu64 " with %u rounds left)",
+    cr_assert(done,
+              "clients did not finish (%d left; open marker %" PRIu64 ", %" PRIu64 " assigned; "
+              "first early stop: %d at marker %" PRIu64 " with %u rounds left)",
               left_at_end, open_at_end, assigned_at_end, atomic_load(&spread_fail_rc),
               atomic_load(&spread_fail_marker), atomic_load(&spread_fail_left));
     uint32_t large = 0, both = 0;
