@@ -237,12 +237,35 @@ static enum urt_task_result spread_yielder_fn(struct urt_task *t, void *arg)
     return atomic_load(&spread_y.stop) ? URT_TASK_DONE : URT_TASK_YIELD;
 }
 
+static struct urt_task reused[2]; /* embedded yielders, resubmitted without urt_task_init */
+
+/* Submits the two yielders on its worker (pooled ones, or the reused
+ * embedded ones with urt_task_submit). */
 static enum urt_task_result spread_root_fn(struct urt_task *t, void *arg)
 {
-    (void)t, (void)arg;
-    cr_assert_eq(urt_spawn(g_rt, spread_yielder_fn, NULL, 0), 0);
-    cr_assert_eq(urt_spawn(g_rt, spread_yielder_fn, NULL, 0), 0);
+    (void)t;
+    for (int i = 0; i < 2; i++) {
+        if (arg)
+            cr_assert_eq(urt_task_submit(g_rt, &reused[i], 0), 0);
+        else
+            cr_assert_eq(urt_spawn(g_rt, spread_yielder_fn, NULL, 0), 0);
+    }
     return URT_TASK_DONE;
+}
+
+/* Starts the yielders from a root on worker 0 (reuse: the embedded ones),
+ * waits up to 5 s for a call on worker 1, stops them, destroys g_rt.
+ * Returns whether worker 1 ran one; *on0: the calls on worker 0. */
+static bool yielders_reach_worker_1(bool reuse, uint32_t *on0)
+{
+    static struct urt_task root;
+    urt_task_init(&root, spread_root_fn, reuse ? reused : NULL);
+    cr_assert_eq(urt_task_submit_to(g_rt, 0, &root, 0), 0);
+    bool spread = WAIT_UNTIL(atomic_load(&spread_y.ran_on[1]) > 0, 5000);
+    atomic_store(&spread_y.stop, true);
+    *on0 = atomic_load(&spread_y.ran_on[0]);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    return spread;
 }
 
 Test(worker, two_yielders_on_one_worker_spread_to_a_suspended_peer, .timeout = 60)
@@ -252,15 +275,9 @@ Test(worker, two_yielders_on_one_worker_spread_to_a_suspended_peer, .timeout = 6
     g_rt = rt_create_or_skip(&c);
     memset(&spread_y, 0, sizeof(spread_y));
     cr_assert(rt_wait_all_sleeping(g_rt, 2, 10000), "the workers never suspended");
-    struct urt_task root;
-    urt_task_init(&root, spread_root_fn, NULL);
-    cr_assert_eq(urt_task_submit_to(g_rt, 0, &root, 0), 0);
-    bool spread = WAIT_UNTIL(atomic_load(&spread_y.ran_on[1]) > 0, 5000);
-    atomic_store(&spread_y.stop, true);
-    uint32_t on0 = atomic_load(&spread_y.ran_on[0]), on1 = atomic_load(&spread_y.ran_on[1]);
-    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
-    cr_assert(spread, "the yielders ran %u times on worker 0 and never on the suspended worker 1", on0);
-    cr_assert_gt(on0 + on1, 0);
+    uint32_t on0;
+    cr_assert(yielders_reach_worker_1(false, &on0),
+              "the yielders ran %u times on worker 0 and never on the suspended worker 1", on0);
 }
 
 /* Yielded tasks are stealable by a peer that spins idle, not only woken
@@ -279,25 +296,47 @@ static enum urt_task_result busy_100ms_fn(struct urt_task *t, void *arg)
     return URT_TASK_DONE;
 }
 
-Test(worker, yielders_spread_to_a_peer_that_goes_idle_spinning, .timeout = 60)
+/* A two-worker runtime that never suspends, worker 1 busy for 100 ms. */
+static void busy_peer_rt(void)
 {
+    static struct urt_task hold;
+    static _Atomic bool busy;
     struct urt_config c;
     test_config(&c, 2);
     c.busy_worker = true;
     g_rt = rt_create_or_skip(&c);
-    memset(&spread_y, 0, sizeof(spread_y));
-    _Atomic bool busy = false;
-    struct urt_task hold, root;
-    urt_task_init(&hold, busy_100ms_fn, &busy);
+    atomic_store(&busy, false);
+    urt_task_init(&hold, busy_100ms_fn, (void *)&busy);
     cr_assert_eq(urt_task_submit_to(g_rt, 1, &hold, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&busy), 5000));
-    urt_task_init(&root, spread_root_fn, NULL);
-    cr_assert_eq(urt_task_submit_to(g_rt, 0, &root, 0), 0);
-    bool spread = WAIT_UNTIL(atomic_load(&spread_y.ran_on[1]) > 0, 5000);
-    atomic_store(&spread_y.stop, true);
-    uint32_t on0 = atomic_load(&spread_y.ran_on[0]);
-    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
-    cr_assert(spread, "the yielders ran %u times on worker 0 and never on worker 1, idle after its task", on0);
+}
+
+Test(worker, yielders_spread_to_a_peer_that_goes_idle_spinning, .timeout = 60)
+{
+    memset(&spread_y, 0, sizeof(spread_y));
+    busy_peer_rt();
+    uint32_t on0;
+    cr_assert(yielders_reach_worker_1(false, &on0),
+              "the yielders ran %u times on worker 0 and never on worker 1, idle after its task", on0);
+}
+
+/* A task once sent to a worker (urt_task_submit_to pins it: when it yields
+ * it stays there) and then submitted again without urt_task_init by
+ * urt_task_submit is an ordinary task again: its yields are stealable. */
+Test(worker, a_task_sent_once_then_resubmitted_is_stealable_again, .timeout = 60)
+{
+    memset(&spread_y, 0, sizeof(spread_y));
+    atomic_store(&spread_y.stop, true); /* the sent runs end at once */
+    busy_peer_rt();
+    for (int i = 0; i < 2; i++) {
+        urt_task_init(&reused[i], spread_yielder_fn, NULL);
+        cr_assert_eq(urt_task_submit_to(g_rt, 0, &reused[i], 0), 0);
+    }
+    cr_assert(WAIT_UNTIL(atomic_load(&spread_y.ran_on[0]) == 2, 5000));
+    memset(&spread_y, 0, sizeof(spread_y));
+    uint32_t on0;
+    cr_assert(yielders_reach_worker_1(true, &on0),
+              "the resubmitted yielders ran %u times on worker 0 and never on worker 1: still pinned", on0);
 }
 
 /* ---- inbox fairness ------------------------------------------------------------------------- */
@@ -317,14 +356,9 @@ static enum urt_task_result flood_fn(struct urt_task *t, void *arg)
 }
 
 /* A one-worker runtime that looks at its inbox (and its deque's oldest
- * task) every 61 picks, with the flood's counters reset. */
-static void flood_rt_slot(bool lifo_slot);
-static void flood_rt(void)
-{
-    flood_rt_slot(true);
-}
-
-static void flood_rt_slot(bool lifo_slot)
+ * task) every 61 picks, with the flood's counters reset and the LIFO slot
+ * as asked. */
+static void flood_rt(bool lifo_slot)
 {
     struct urt_config c;
     test_config(&c, 1);
@@ -337,7 +371,7 @@ static void flood_rt_slot(bool lifo_slot)
 
 Test(worker, inbox_is_not_starved_by_local_work, .timeout = 60)
 {
-    flood_rt();
+    flood_rt(true);
     cr_assert_eq(urt_spawn(g_rt, flood_fn, NULL, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&flood_runs) > 10000, 10000));
     for (int i = 0; i < 50; i++) {
@@ -370,7 +404,7 @@ static enum urt_task_result queue_then_flood_fn(struct urt_task *t, void *arg)
  * within about 50 intervals of it. */
 Test(worker, local_work_is_not_starved_by_a_chain_above_it, .timeout = 60)
 {
-    flood_rt();
+    flood_rt(true);
     atomic_store(&queued_hits, 0);
     cr_assert_eq(urt_spawn(g_rt, queue_then_flood_fn, NULL, 0), 0);
     bool all = WAIT_UNTIL(atomic_load(&queued_hits) == 50, 5000);
@@ -410,7 +444,7 @@ static enum urt_task_result queue_one_then_flood_fn(struct urt_task *t, void *ar
 
 static void lone_task_under_a_chain(bool lifo_slot)
 {
-    flood_rt_slot(lifo_slot);
+    flood_rt(lifo_slot);
     atomic_store(&lone_ran_at, 0);
     cr_assert_eq(urt_spawn(g_rt, queue_one_then_flood_fn, NULL, 0), 0);
     bool ran = WAIT_UNTIL(atomic_load(&lone_ran_at) != 0, 5000);
