@@ -122,7 +122,10 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t)
 {
     struct worker *self = sched_current(s);
-    t->priv.flags |= TASK_PINNED; /* before the push publishes the task */
+    /* Plain write: the sticky push below publishes it with the task
+     * (inbox.h I1, a release exchange), and only the owner that pops it
+     * (acquire) reads it, when the task yields. */
+    t->priv.flags |= TASK_PINNED;
     if (self) {
         probe_task_submit(t, (int)self->index);
         if (target == self)

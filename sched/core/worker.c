@@ -238,20 +238,18 @@ static inline struct urt_task *local_pop(struct worker *w)
         return y;
     }
     w->yield_head = w->yield_tail = NULL;
-    for (bool moved = false;; y = t) {
-        t = atomic_load_explicit(&y->priv.next, memory_order_relaxed);
-        if (!t) {
-            if (moved && deque_size(&w->deque) == 1)
-                maybe_wake_peer(w->s, w); /* as when both were in the deque: a peer may take one */
-            return y;
-        }
+    bool moved = false;
+    for (struct urt_task *next; (next = atomic_load_explicit(&y->priv.next, memory_order_relaxed)); y = next) {
         if (y->priv.flags & TASK_PINNED) {
-            yield_push(w, y); /* sent here: not stealable */
+            yield_push(w, y); /* sent here: not stealable (rewrites y's link: next was read first) */
         } else {
             sched_local_push(w, y);
             moved = true;
         }
     }
+    if (moved && deque_size(&w->deque) == 1)
+        maybe_wake_peer(w->s, w); /* as when both were in the deque: a peer may take one */
+    return y; /* the newest */
 }
 
 #define INBOX_BATCH 128
