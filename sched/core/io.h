@@ -79,7 +79,4 @@ int sched_timer_arm_at(struct worker *w, struct sched_io *io, uint64_t due_ns, s
  * worker (only the worker a timer is armed on may cancel it). */
 int sched_timer_cancel(struct worker *w, struct sched_io *io);
 
-/* The worker the calling thread runs on (any runtime), or NULL. */
-struct worker *sched_self(void);
-
 #endif

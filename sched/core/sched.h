@@ -257,6 +257,12 @@ static inline struct sched *sched_of(const urt_runtime *rt)
  * batch, so it is inline here rather than behind a call. */
 extern _Thread_local struct worker *sched_tls_worker URT_TLS_IE;
 
+/* The worker the calling thread runs on (any runtime), or NULL. */
+static inline struct worker *sched_self(void)
+{
+    return sched_tls_worker;
+}
+
 /* The calling thread's worker if it is one of s's workers, else NULL. */
 static inline struct worker *sched_current(const struct sched *s)
 {

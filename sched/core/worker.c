@@ -44,12 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-_Thread_local struct worker *sched_tls_worker URT_TLS_IE; /* sched.h */
-
-struct worker *sched_self(void)
-{
-    return sched_tls_worker;
-}
+_Thread_local struct worker *sched_tls_worker URT_TLS_IE; /* sched.h: sched_self, sched_current */
 
 static _Thread_local const struct sched *tls_service;
 
