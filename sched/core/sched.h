@@ -66,6 +66,7 @@ enum sched_phase {
 struct worker_counters {
     _Atomic uint64_t tasks_run, tasks_stolen, steal_attempts, suspends, wakes_sent, wakes_received,
         inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures, lanes_moved,
+        cpu_moves, /* times it left its waker's CPU (worker.c; internal: not in urt_stats) */
         spin_polls; /* a gauge: empty polls before suspending now (sched/core/worker.c spin_adapt) */
 };
 
@@ -153,6 +154,9 @@ struct worker {
     _Atomic uint64_t wake_sent_ns;        /* stamp of that message (0: none); written by its sender */
     struct be_peer peer;                  /* target of wake messages (backend/backend.h) */
     _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
+    _Atomic int32_t waker_cpu;            /* CPU of the worker whose wake asked it to help (a
+                                             surplus wake, a lane pushed to it), -1: none;
+                                             advisory (worker.c "Leaving the waker's CPU") */
     uint32_t index;
     struct sched *s;
     struct worker_placement place;

@@ -107,6 +107,7 @@ static void worker_init_fields(struct sched *s, struct worker *w, uint32_t i, co
     w->peer = be_peer_none();
     sleeper_init(&w->sl);
     atomic_init(&w->last_cpu, -1);
+    atomic_init(&w->waker_cpu, -1);
     atomic_init(&w->idle_sweeps, 0);
     inbox_init(&w->inbox);
     inbox_init(&w->sticky);

@@ -28,6 +28,22 @@
  * (surplus_waking), so the peer can steal. Best effort: the work is not lost
  * without it, its owner runs it.
  *
+ * Leaving the waker's CPU: a wake that asks a peer to help (a surplus wake;
+ * a push on a suspended peer's sticky queue by a worker: a lane activated
+ * or shed there, a task sent there) notes the waker's CPU in the peer
+ * (waker_cpu). The kernel often runs the woken thread on its waker's CPU,
+ * where it waits for the waker's time slice and then shares that CPU for
+ * milliseconds before the load balancer moves one of them
+ * (docs/benchmarks.md, "Where a woken worker runs": 1.8 ms, then up to 8
+ * ms, on a 2-vCPU VM). When the woken worker next takes work from its
+ * sticky queue and still runs on the noted CPU, it moves itself off that
+ * CPU (its affinity without it, then back: leave_waker_cpu). The sticky
+ * queue's work is never stolen, so a lane run beside its busy waker on one
+ * CPU only time-shares it. Stealable work is left where the kernel put it:
+ * moving for it as well halved spawn_many_local, whose tiny tasks gain
+ * nothing from a second CPU. The note is cleared when the worker suspends;
+ * relaxed, advisory: a stale value costs one needless migration.
+ *
  * Starting and stopping (the workers' memory and threads, the drain):
  * sched/core/start.c.
  */
@@ -84,13 +100,44 @@ static bool send_wake(struct sched *s, struct worker *target, struct worker *sel
     return true;
 }
 
-bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
+/* help: the wake asks w to help self (a surplus wake, a sticky push): a
+ * wake sent notes self's CPU in w ("Leaving the waker's CPU", above). */
+static bool notify(struct sched *s, struct worker *w, struct worker *self, bool help)
 {
     /* W3 + W4 (sched/core/sleeper.h), after the caller's seq_cst push (W1). */
     enum sleeper_claim c = sleeper_claim_wake(&w->sl);
     if (c != SLEEPER_SEND)
         return c == SLEEPER_IN_FLIGHT;
+    if (help && self && self != w)
+        atomic_store_explicit(&w->waker_cpu, sched_getcpu(), memory_order_relaxed);
     return send_wake(s, w, self == w ? NULL : self);
+}
+
+bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
+{
+    return notify(s, w, self, false);
+}
+
+/* The owner, having taken work from its sticky queue: if a wake to help
+ * noted its waker's CPU and it still runs there, it moves to another CPU it
+ * may use (restoring its affinity at once: the kernel does not move it
+ * back). The affinity is read, not remembered: whatever set it (placement,
+ * the user's taskset) stays. False: it stayed. */
+static __attribute__((cold, noinline)) bool leave_waker_cpu(struct worker *w)
+{
+    int from = atomic_exchange_explicit(&w->waker_cpu, -1, memory_order_relaxed);
+    if (from < 0 || from >= CPU_SETSIZE || sched_getcpu() != from)
+        return false;
+    cpu_set_t mine, others;
+    if (pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) != 0)
+        return false;
+    others = mine;
+    CPU_CLR(from, &others);
+    if (CPU_COUNT(&others) == 0 || pthread_setaffinity_np(pthread_self(), sizeof(others), &others) != 0)
+        return false; /* bound to that CPU alone: nowhere to go */
+    pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
+    STAT_INC(w, cpu_moves);
+    return true;
 }
 
 struct worker *sched_find_sleeping(struct sched *s)
@@ -124,7 +171,7 @@ static __attribute__((cold)) void wake_peer_for_surplus(struct sched *s, struct 
     /* The flag is cleared by the woken worker when it resumes, or here when
      * no wake is on its way (the target resumed meanwhile). */
     struct worker *w = sched_find_sleeping(s);
-    if (!w || w == self || !sched_notify(s, w, self))
+    if (!w || w == self || !notify(s, w, self, true))
         atomic_store_explicit(&s->surplus_waking, 0, memory_order_relaxed);
 }
 
@@ -150,7 +197,7 @@ void sched_push_sticky(struct sched *s, struct worker *w, struct urt_task *t)
     struct worker *self = sched_current(s);
     probe_task_submit(t, self ? (int)self->index : -1);
     inbox_push(&w->sticky, t); /* W1 */
-    sched_notify(s, w, self);
+    notify(s, w, self, true);
 }
 
 void sched_local_push(struct worker *w, struct urt_task *t)
@@ -371,6 +418,8 @@ static struct urt_task *find_task(struct worker *w)
         if (main_first && (t = local_pop(w)))
             return t;
         if ((t = inbox_pop(&w->sticky))) {
+            if (__builtin_expect(atomic_load_explicit(&w->waker_cpu, memory_order_relaxed) >= 0, 0))
+                leave_waker_cpu(w);
             STAT_INC(w, sticky_runs);
             return t;
         }
@@ -549,6 +598,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
         return;
     atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
+    atomic_store_explicit(&w->waker_cpu, -1, memory_order_relaxed); /* a note is good until it sleeps */
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     sleeper_announce(&w->sl); /* S1, S2 (sched/core/sleeper.h) */
     bool adapt = s->cfg->worker_spin_adaptive;

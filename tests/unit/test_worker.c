@@ -2,7 +2,9 @@
  * tests/unit/test_worker.c — the worker loop's knobs (SPEC C3, C4):
  * suspend timeout, idle workers that stay asleep, busy_worker,
  * worker_try_count, task_polling_wait pacing, yield ordering and inbox
- * fairness against a worker flooded with local work.
+ * fairness against a worker flooded with local work, and a worker woken to
+ * help that leaves its waker's CPU when it takes work from its sticky queue
+ * (read and set through sched/core/sched.h: the note is internal).
  *
  * Counters come from urt_stats_snapshot; CPU use from the process CPU clock
  * (the test's own threads sleep while measuring, so the process's CPU time
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sched/core/sched.h"
 #include "tests/helpers.h"
 
 static urt_runtime *g_rt;
@@ -736,4 +739,111 @@ Test(worker, spin_floor_is_try_count_when_smaller, .timeout = 60)
     tasks_to_sleeper(&hits, 20, false);
     cr_assert_eq(spin_polls_of(0), 5);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
+
+/* ---- leaving the waker's CPU (sched/core/worker.c leave_waker_cpu) ------------------------ */
+
+/* The marking task runs on worker 1: it notes worker 1's own CPU as its
+ * waker's (as a wake to help from a worker on that CPU would), then submits
+ * a task to a lane pinned to worker 1. Taking the lane's runner from its
+ * sticky queue, worker 1 finds itself on the noted CPU and must move; the
+ * lane task reports where it ran. */
+struct leave_cpu {
+    urt_lane *lane;
+    struct urt_task lane_task;
+    bool mark, submit_later; /* submit_later: the test thread submits, once worker 1 slept */
+    _Atomic int marked_cpu, ran_cpu;
+    _Atomic uint64_t moves_before, moves_after;
+};
+
+static uint64_t cpu_moves_of(urt_runtime *rt, uint32_t worker)
+{
+    return atomic_load_explicit(&sched_of(rt)->workers[worker]->stats.cpu_moves, memory_order_relaxed);
+}
+
+static enum urt_task_result leave_cpu_lane_task(struct urt_task *t, void *arg)
+{
+    struct leave_cpu *lc = arg;
+    (void)t;
+    atomic_store(&lc->moves_after, cpu_moves_of(g_rt, 1));
+    atomic_store(&lc->ran_cpu, sched_getcpu());
+    return URT_TASK_DONE;
+}
+
+static enum urt_task_result leave_cpu_mark(struct urt_task *t, void *arg)
+{
+    struct leave_cpu *lc = arg;
+    (void)t;
+    struct worker *w = sched_current(sched_of(g_rt));
+    int cpu = sched_getcpu();
+    atomic_store(&lc->moves_before, cpu_moves_of(g_rt, 1));
+    atomic_store(&lc->marked_cpu, w && w->index == 1 ? cpu : -2);
+    if (lc->mark)
+        atomic_store_explicit(&w->waker_cpu, cpu, memory_order_relaxed);
+    if (lc->submit_later)
+        return URT_TASK_DONE;
+    urt_task_init(&lc->lane_task, leave_cpu_lane_task, lc);
+    if (urt_lane_submit(lc->lane, &lc->lane_task, 0) != 0)
+        atomic_store(&lc->ran_cpu, -3);
+    return URT_TASK_DONE;
+}
+
+static void leave_cpu_run(struct leave_cpu *lc, bool mark, bool submit_later)
+{
+    cpu_set_t allowed;
+    cr_assert_eq(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    if (CPU_COUNT(&allowed) < 2)
+        cr_skip_test("the process may use one CPU only: there is no other CPU to move to");
+    struct urt_config c;
+    test_config(&c, 2); /* placement none: each worker may use every CPU */
+    g_rt = rt_create_or_skip(&c);
+    lc->mark = mark;
+    lc->submit_later = submit_later;
+    atomic_store(&lc->marked_cpu, -1);
+    atomic_store(&lc->ran_cpu, -1);
+    cr_assert_eq(urt_lane_create_on(g_rt, 1, &lc->lane), 0, "%s", urt_last_error());
+    cr_assert_eq(urt_spawn_to(g_rt, 1, leave_cpu_mark, NULL, lc, 0), 0, "%s", urt_last_error());
+    if (submit_later) {
+        while (atomic_load(&lc->marked_cpu) == -1)
+            usleep(1000);
+        cr_assert(rt_wait_all_sleeping(g_rt, 2, 10000), "both workers suspend");
+        urt_task_init(&lc->lane_task, leave_cpu_lane_task, lc);
+        cr_assert_eq(urt_lane_submit(lc->lane, &lc->lane_task, 0), 0, "%s", urt_last_error());
+    }
+    uint64_t t0 = now_ns();
+    while (atomic_load(&lc->ran_cpu) == -1 && now_ns() - t0 < 10ull * 1000 * 1000 * 1000)
+        usleep(1000);
+    urt_lane_destroy(lc->lane);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+    cr_assert_geq(atomic_load(&lc->marked_cpu), 0, "the marking task ran on worker 1 (%d)",
+                  atomic_load(&lc->marked_cpu));
+    cr_assert_geq(atomic_load(&lc->ran_cpu), 0, "the lane task ran within 10 s (%d)", atomic_load(&lc->ran_cpu));
+}
+
+Test(worker, a_worker_woken_to_help_leaves_its_wakers_cpu_for_a_lane, .timeout = 60)
+{
+    struct leave_cpu lc = {0};
+    leave_cpu_run(&lc, true, false);
+    cr_assert_neq(atomic_load(&lc.ran_cpu), atomic_load(&lc.marked_cpu),
+                  "worker 1 took the lane's runner on the noted CPU %d and stayed there",
+                  atomic_load(&lc.marked_cpu));
+    cr_assert_eq(atomic_load(&lc.moves_after), atomic_load(&lc.moves_before) + 1, "one move counted");
+}
+
+Test(worker, without_a_note_the_worker_stays_where_the_kernel_put_it, .timeout = 60)
+{
+    struct leave_cpu lc = {0};
+    leave_cpu_run(&lc, false, false);
+    cr_assert_eq(atomic_load(&lc.moves_after), atomic_load(&lc.moves_before), "no move without a note");
+}
+
+/* The note is good until the worker sleeps: a lane task submitted from a
+ * thread that is not a worker (no note of its own) after worker 1
+ * suspended finds no note left. */
+Test(worker, a_note_is_dropped_when_the_worker_suspends, .timeout = 60)
+{
+    struct leave_cpu lc = {0};
+    leave_cpu_run(&lc, true, true);
+    cr_assert_eq(atomic_load(&lc.moves_after), atomic_load(&lc.moves_before),
+                 "worker 1 moved for a note taken before it slept");
 }
