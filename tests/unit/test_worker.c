@@ -777,7 +777,12 @@ static enum urt_task_result leave_cpu_mark(struct urt_task *t, void *arg)
     struct worker *w = sched_current(sched_of(g_rt));
     int cpu = sched_getcpu();
     atomic_store(&lc->moves_before, cpu_moves_of(g_rt, 1));
-    atomic_store(&lc->marked_cpu, w && w->index == 1 ? cpu : -2);
+    if (!w || w->index != 1) { /* urt_spawn_to broke its promise: reported by the main thread */
+        atomic_store(&lc->ran_cpu, -2);
+        atomic_store(&lc->marked_cpu, -2);
+        return URT_TASK_DONE;
+    }
+    atomic_store(&lc->marked_cpu, cpu);
     if (lc->mark)
         atomic_store_explicit(&w->waker_cpu, cpu, memory_order_relaxed);
     if (lc->submit_later)
