@@ -155,7 +155,8 @@ struct worker {
     struct be_peer peer;                  /* target of wake messages (backend/backend.h) */
     _Atomic int32_t last_cpu;             /* CPU it last suspended on (urgent placement) */
     _Atomic int32_t waker_cpu;            /* CPU of the worker whose wake asked it to help (a
-                                             surplus wake, a lane pushed to it), -1: none;
+                                             surplus wake, a sticky push), -1: none; written by
+                                             that waker, used and cleared by the owner; relaxed,
                                              advisory (worker.c "Leaving the waker's CPU") */
     uint32_t index;
     struct sched *s;

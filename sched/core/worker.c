@@ -41,8 +41,15 @@
  * queue's work is never stolen, so a lane run beside its busy waker on one
  * CPU only time-shares it. Stealable work is left where the kernel put it:
  * moving for it as well halved spawn_many_local, whose tiny tasks gain
- * nothing from a second CPU. The note is cleared when the worker suspends;
- * relaxed, advisory: a stale value costs one needless migration.
+ * nothing from a second CPU.
+ * Ordering of the note (all relaxed; it is advisory: a lost note costs a
+ * move, a stale one a needless migration): the owner clears it before S1
+ * (sleeper_announce, seq_cst), and a waker writes it only after its W3
+ * load (seq_cst) read SLEEPING from that S1, so the clear happens before
+ * the note and never erases a note of the wake that ends this sleep. The
+ * owner's read after it resumes pairs with nothing: the wake message is
+ * sent after the note, so the owner sees it in practice, and if it did not
+ * it would only stay where it is.
  *
  * Starting and stopping (the workers' memory and threads, the drain):
  * sched/core/start.c.
@@ -122,22 +129,21 @@ bool sched_notify(struct sched *s, struct worker *w, struct worker *self)
  * noted its waker's CPU and it still runs there, it moves to another CPU it
  * may use (restoring its affinity at once: the kernel does not move it
  * back). The affinity is read, not remembered: whatever set it (placement,
- * the user's taskset) stays. False: it stayed. */
-static __attribute__((cold, noinline)) bool leave_waker_cpu(struct worker *w)
+ * the user's taskset) stays. */
+static __attribute__((cold, noinline)) void leave_waker_cpu(struct worker *w)
 {
-    int from = atomic_exchange_explicit(&w->waker_cpu, -1, memory_order_relaxed);
+    int from = atomic_exchange_explicit(&w->waker_cpu, -1, memory_order_relaxed); /* a note is used once */
     if (from < 0 || from >= CPU_SETSIZE || sched_getcpu() != from)
-        return false;
+        return;
     cpu_set_t mine, others;
     if (pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) != 0)
-        return false;
+        return;
     others = mine;
     CPU_CLR(from, &others);
     if (CPU_COUNT(&others) == 0 || pthread_setaffinity_np(pthread_self(), sizeof(others), &others) != 0)
-        return false; /* bound to that CPU alone: nowhere to go */
+        return; /* bound to that CPU alone: nowhere to go */
     pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
     STAT_INC(w, cpu_moves);
-    return true;
 }
 
 struct worker *sched_find_sleeping(struct sched *s)
@@ -598,7 +604,7 @@ static void worker_suspend(struct worker *w, uint64_t timeout_ns)
     if (s->hooks.before_suspend && s->hooks.before_suspend(s->hooks.ctx, w))
         return;
     atomic_store_explicit(&w->last_cpu, sched_getcpu(), memory_order_relaxed);
-    atomic_store_explicit(&w->waker_cpu, -1, memory_order_relaxed); /* a note is good until it sleeps */
+    atomic_store_explicit(&w->waker_cpu, -1, memory_order_relaxed); /* a note lasts until it sleeps: before S1 */
     atomic_fetch_add_explicit(&s->n_sleeping, 1, memory_order_relaxed);
     sleeper_announce(&w->sl); /* S1, S2 (sched/core/sleeper.h) */
     bool adapt = s->cfg->worker_spin_adaptive;
