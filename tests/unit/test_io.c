@@ -455,7 +455,8 @@ Test(io, cancel_from_the_same_and_another_worker)
     for (int other = 0; other <= 1; other++) {
         struct req r = {.op = OP_RECV, .fd = sv[0], .buf = buf, .len = sizeof(buf)};
         start_op(rt, &r);
-        cr_assert(WAIT_UNTIL(atomic_load(&r.sub_worker) >= 0, 5000));
+        /* submitted, not only started: sub_worker is written before the submission */
+        cr_assert(WAIT_UNTIL(atomic_load(&r.submitted), 5000));
         sleep_us(5000);
         int w = atomic_load(&r.sub_worker);
         int target = other ? 1 - w : w;
@@ -469,7 +470,8 @@ Test(io, cancel_from_the_same_and_another_worker)
     /* a sleep cancelled */
     struct req s = {.op = OP_SLEEP, .ns = 10ull * 1000 * 1000 * 1000};
     start_op(rt, &s);
-    cr_assert(WAIT_UNTIL(atomic_load(&s.sub_worker) >= 0, 5000));
+    cr_assert(WAIT_UNTIL(atomic_load(&s.submitted), 5000));
+    cr_assert_eq(atomic_load(&s.submit_err), 0);
     cr_assert_eq(cancel_from(rt, &s, 1 - atomic_load(&s.sub_worker)), 0);
     cr_assert_eq(wait_op(&s), -ECANCELED);
     /* a never-submitted io */
