@@ -11,8 +11,10 @@ INTERVAL_MS (default 10) and prints N divided by the time from the first
 sample that shows the run's first request to the first that shows its
 last, each end taken at the midpoint of the two samples around it (the
 error is at most one interval over the whole run). Its own INFO commands
-are subtracted (each is counted by Redis; urt-kv counts them too). Exits
-when N requests were counted, or after 900 s (prints 0).
+are subtracted (each is counted by Redis; urt-kv counts them too). It
+prints "ready" once it has its base count (start redis-benchmark after
+that line), then the rate: when N requests were counted, or, when the
+count stops short of N for 1 s, the rate of what was counted.
 """
 import socket
 import sys
@@ -43,7 +45,8 @@ def main():
     c0 = info_count(sock, buf)
     per_info = info_count(sock, buf) - c0  # what one of our INFOs adds (0 or 1)
     base, own = c0 + per_info, 0
-    prev_t, t_start = time.monotonic(), None
+    print("ready", flush=True)  # the caller starts redis-benchmark only now
+    prev_t, t_start, last, t_last = time.monotonic(), None, 0, None
     deadline = prev_t + 900
     while True:
         time.sleep(interval)
@@ -53,12 +56,13 @@ def main():
         done = c - base - own
         if t_start is None and done > 0:
             t_start = (prev_t + t) / 2
-        if done >= n:
-            t_end = (prev_t + t) / 2
-            print("%.0f" % (n / (t_end - t_start)) if t_end > t_start else "0")
-            return
-        if t > deadline:
-            print("0")
+        if done > last:
+            last, t_last = done, (prev_t + t) / 2
+        if done >= n or (t_last is not None and t - t_last > 1.0) or t > deadline:
+            # all N counted; or the run stopped short (a client failed):
+            # the rate of what was counted
+            end = min(done, n) if done >= n else last
+            print("%.0f" % (end / (t_last - t_start)) if t_start is not None and t_last > t_start else "0")
             return
         prev_t = t
 
