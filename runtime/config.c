@@ -110,6 +110,9 @@ static const struct field FIELDS[] = {
     U32(log_channels, 0, 1024, "0",
         "log channels: the first n workers own one each, the others' commits hop to one (0 = one per "
         "worker)"),
+    BOOL(log_irq_affinity, "true",
+         "with one log channel, its worker runs on the CPU that takes the log device's interrupts, when one CPU "
+         "takes at least 90 % of them (a device with one hardware queue)"),
     /* C22 blocking work */
     U32(blocking_threads_max, 1, 32768, "512", "blocking pool threads at most (created on demand)"),
     U32(blocking_threads_min, 0, 32768, "0",

@@ -293,6 +293,7 @@ static struct wal *wal_alloc(struct sched *s, const struct urt_config *cfg)
     wal->s = s;
     wal->cfg = cfg;
     wal->dirfd = wal->lockfd = wal->epochfd = -1;
+    wal->irq_cpu = -1;
     wal->o_direct = cfg->o_direct;
     wal->epoch_ns = cfg->epoch_duration_us * 1000ull;
     wal->poll_cap_ns = cfg->log_poll_us * 1000ull;
@@ -321,6 +322,7 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
         return -errno;
     if ((rc = wal_sync_choose(wal->dirfd, wal->cfg, &wal->sync)))
         return urt__error(rc, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
+    wal->irq_cpu = wal->cfg->log_irq_affinity ? wal_irq_cpu(wal->dirfd) : -1;
     if (be_impl_of(&wal->s->caps) == BE_IMPL_PORTABLE)
         wal_sync_portable(&wal->sync);
     if (wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE)

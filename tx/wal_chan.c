@@ -681,6 +681,8 @@ void wal_worker_start(struct wal *wal, struct worker *w)
     struct chan *ch = own_chan(wal, w);
     if (ch)
         ch->w = w;
+    if (ch && wal->n_chan == 1)
+        wal_irq_pin(wal->irq_cpu); /* log_irq_affinity (wal_irq.c): one channel, one CPU to be near */
 }
 
 bool wal_before_suspend(struct wal *wal, struct worker *w)

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 
@@ -184,6 +185,7 @@ struct wal {
     bool single_ok;            /* single-flush chains allowed (sync.mode) */
     bool dsync;                /* single_write: every flush is one O_DIRECT|RWF_DSYNC write */
     uint64_t poll_cap_ns;      /* log_poll_us */
+    int irq_cpu;               /* log_irq_affinity: the CPU of the device's interrupts, or -1 (wal_irq.c) */
 
     alignas(64) _Atomic uint64_t epoch;   /* E, the open epoch */
     alignas(64) _Atomic uint64_t target;  /* O2 */
@@ -265,6 +267,13 @@ static inline void wal_buf_reset_batch(struct wal_buf *b)
 /* A flush's I/O ended: its time feeds the polling budget and the form choice. */
 void wal_poll_done(struct chan *ch, enum flush_form form);
 /* The worker would suspend: poll instead (true) while ch's write is in flight. */
+/* wal_irq.c: the one CPU that takes the interrupts of the device under dirfd
+ * (or of dev, below the given sysfs root and /proc/interrupts file), or -1. */
+int wal_irq_cpu(int dirfd);
+int wal_irq_cpu_at(const char *sys, const char *proc_interrupts, dev_t dev);
+/* The calling thread (the channel's worker, at its start) runs on cpu only,
+ * when it may run there and on others too; else nothing changes. */
+void wal_irq_pin(int cpu);
 bool chan_poll_own_write(struct chan *ch, struct worker *w);
 /* single_write: the form of the next write (FLUSH_DSYNC or FLUSH_PLAIN). */
 enum flush_form chan_dsync_form(struct chan *ch);

@@ -189,6 +189,12 @@ struct urt_config {
                                        next, without the deque's fence; no peer can steal it
                                        until the submitting task returns (default true; false:
                                        the deque, stealable at once) */
+    bool log_irq_affinity;          /* with one log channel (log_channels = 1), its worker runs on
+                                       the CPU that takes the log device's interrupts, when one
+                                       CPU takes at least 90 % of them (a device with one
+                                       hardware queue) and the worker may run there: a log
+                                       write's completion then wakes nothing on another CPU
+                                       (default true; docs/durability.md) */
 
     uint32_t reserved[6];           /* must be zero */
 };

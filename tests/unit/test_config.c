@@ -55,6 +55,7 @@ static const char *const ALL_FIELDS[] = {
     "log_segment_kb",
     "log_poll_us",
     "log_channels",
+    "log_irq_affinity",
     "blocking_threads_max",
     "blocking_threads_min",
     "blocking_keepalive_ms",
@@ -109,6 +110,7 @@ Test(config, defaults_every_field, .timeout = 10)
     cr_assert_eq(c.lightweight_job_level, 0);
     cr_assert_eq(c.lane_balance, true);
     cr_assert_eq(c.lifo_slot, true);
+    cr_assert_eq(c.log_irq_affinity, true);
     cr_assert_eq(c.ring_entries, 256);
     cr_assert_eq(c.ring_cq_entries, 0);
     cr_assert_eq(c.ring_disable, 0);
@@ -401,7 +403,8 @@ Test(config, bad_value_table_covers_every_field, .timeout = 10)
 {
     static const char *const bools[] = {"busy_worker", "use_preferred_worker_for_current_thread", "sqpoll",
                                         "stats_timing", "watchdog_abort", "o_direct", "lane_balance",
-                                        "direct_commit_callback", "worker_spin_adaptive", "lifo_slot"};
+                                        "direct_commit_callback", "worker_spin_adaptive", "lifo_slot",
+                                        "log_irq_affinity"};
     struct urt_config c;
     urt_config_init(&c);
     char buf[8192];
