@@ -65,7 +65,7 @@ run_one() {
   local name=$1 p=$2 test=$3 n=$4
   local t0 t1 csv rate
   exec {rfd}< <(python3 bench/kv-rate.py "$PORT" "$n")
-  read -r _ <&"$rfd" # "ready": the sampler has its base count
+  read -r _ <&"$rfd" || true # "ready": the sampler has its base count (or it failed: rate 0)
   t0=$(cpu_ticks)
   csv=$(redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$n" -t "$test" --threads 2 --csv -P "$p" 2>/dev/null | tail -n +2 | tr -d '"')
   t1=$(cpu_ticks)

@@ -14,7 +14,8 @@ error is at most one interval over the whole run). Its own INFO commands
 are subtracted (each is counted by Redis; urt-kv counts them too). It
 prints "ready" once it has its base count (start redis-benchmark after
 that line), then the rate: when N requests were counted, or, when the
-count stops short of N for 1 s, the rate of what was counted.
+count stops short of N for 1 s, the rate of what was counted (0 when no
+request came within 30 s).
 """
 import socket
 import sys
@@ -47,7 +48,7 @@ def main():
     base, own = c0 + per_info, 0
     print("ready", flush=True)  # the caller starts redis-benchmark only now
     prev_t, t_start, last, t_last = time.monotonic(), None, 0, None
-    deadline = prev_t + 900
+    deadline, idle_until = prev_t + 900, prev_t + 30
     while True:
         time.sleep(interval)
         c = info_count(sock, buf)
@@ -58,6 +59,9 @@ def main():
             t_start = (prev_t + t) / 2
         if done > last:
             last, t_last = done, (prev_t + t) / 2
+        if t_start is None and t > idle_until:
+            print("0")  # no request came within 30 s: redis-benchmark did not run
+            return
         if done >= n or (t_last is not None and t - t_last > 1.0) or t > deadline:
             # all N counted; or the run stopped short (a client failed):
             # the rate of what was counted
