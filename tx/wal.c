@@ -322,7 +322,6 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
         return -errno;
     if ((rc = wal_sync_choose(wal->dirfd, wal->cfg, &wal->sync)))
         return urt__error(rc, "log_dir %s: cannot stat the file system: %s", dir, strerror(-rc));
-    wal->irq_cpu = wal->cfg->log_irq_affinity ? wal_irq_cpu(wal->dirfd) : -1;
     if (be_impl_of(&wal->s->caps) == BE_IMPL_PORTABLE)
         wal_sync_portable(&wal->sync);
     if (wal->sync.mode == URT_LOG_SYNC_SINGLE_WRITE)
@@ -347,6 +346,8 @@ static int open_channels(struct wal *wal, const char *dir, uint32_t n_workers, u
 {
     uint32_t n = wal->cfg->log_channels;
     wal->n_chan = n && n < n_workers ? n : n_workers;
+    if (wal->n_chan == 1 && wal->cfg->log_irq_affinity)
+        wal->irq_cpu = wal_irq_cpu(wal->dirfd); /* one channel, one CPU to be near (wal_irq.c) */
     wal->chans = calloc(wal->n_chan, sizeof(*wal->chans));
     if (!wal->chans)
         return -ENOMEM;

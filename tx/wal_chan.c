@@ -681,8 +681,8 @@ void wal_worker_start(struct wal *wal, struct worker *w)
     struct chan *ch = own_chan(wal, w);
     if (ch)
         ch->w = w;
-    if (ch && wal->n_chan == 1)
-        wal_irq_pin(wal->irq_cpu); /* log_irq_affinity (wal_irq.c): one channel, one CPU to be near */
+    if (ch && wal->irq_cpu >= 0)
+        sched_worker_bind_cpu(w, wal->irq_cpu); /* log_irq_affinity: set only with one channel (wal.c) */
 }
 
 bool wal_before_suspend(struct wal *wal, struct worker *w)

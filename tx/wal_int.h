@@ -185,7 +185,8 @@ struct wal {
     bool single_ok;            /* single-flush chains allowed (sync.mode) */
     bool dsync;                /* single_write: every flush is one O_DIRECT|RWF_DSYNC write */
     uint64_t poll_cap_ns;      /* log_poll_us */
-    int irq_cpu;               /* log_irq_affinity: the CPU of the device's interrupts, or -1 (wal_irq.c) */
+    int irq_cpu;               /* log_irq_affinity, one channel only: the CPU of the device's
+                                  interrupts, or -1 (wal_irq.c) */
 
     alignas(64) _Atomic uint64_t epoch;   /* E, the open epoch */
     alignas(64) _Atomic uint64_t target;  /* O2 */
@@ -271,9 +272,6 @@ void wal_poll_done(struct chan *ch, enum flush_form form);
  * (or of dev, below the given sysfs root and /proc/interrupts file), or -1. */
 int wal_irq_cpu(int dirfd);
 int wal_irq_cpu_at(const char *sys, const char *proc_interrupts, dev_t dev);
-/* The calling thread (the channel's worker, at its start) runs on cpu only,
- * when it may run there and on others too; else nothing changes. */
-void wal_irq_pin(int cpu);
 bool chan_poll_own_write(struct chan *ch, struct worker *w);
 /* single_write: the form of the next write (FLUSH_DSYNC or FLUSH_PLAIN). */
 enum flush_form chan_dsync_form(struct chan *ch);

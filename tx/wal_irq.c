@@ -21,16 +21,16 @@
  * has no history; each answers -1 (no CPU: the worker stays where the
  * placement put it).
  *
- * wal_irq_cpu runs once, at log open, on the opening thread; wal_irq_pin on
- * the channel's worker as it starts, for that thread alone (a worker bound
- * to one CPU that way no longer leaves its waker's CPU: sched/core/worker.c
- * finds nowhere to go). No shared state, no memory ordering of its own.
+ * wal_irq_cpu runs once, at log open, on the opening thread, and only with
+ * one channel; the channel's worker then binds itself to the CPU as it
+ * starts (sched_worker_bind_cpu, sched/core/worker.c: a worker bound to one
+ * CPU that way no longer leaves its waker's CPU, it has nowhere to go). No
+ * shared state, no memory ordering of its own.
  * Measured with the io_uring backend (docs/durability.md); the portable
  * backend's worker moves the same way.
  */
 #include <ctype.h>
 #include <dirent.h>
-#include <sched.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +103,7 @@ static int device_irqs(const char *disk, unsigned *irqs)
             return n;
         }
         snprintf(path, sizeof(path), "%s/irq", dir);
-        FILE *f = fopen(path, "r");
+        FILE *f = fopen(path, "re");
         if (f) {
             unsigned irq = 0;
             int ok = fscanf(f, "%u", &irq) == 1 && irq > 0;
@@ -131,7 +131,7 @@ static bool listed(const unsigned *irqs, int n, unsigned irq)
 static int count_per_cpu(const char *proc_interrupts, const unsigned *irqs, int n, uint64_t *per_cpu,
                          int *cpu_of_col)
 {
-    FILE *f = fopen(proc_interrupts, "r");
+    FILE *f = fopen(proc_interrupts, "re");
     if (!f)
         return -1;
     char *line = NULL;
@@ -198,15 +198,4 @@ int wal_irq_cpu(int dirfd)
     if (fstat(dirfd, &st))
         return -1;
     return wal_irq_cpu_at("/sys", "/proc/interrupts", st.st_dev);
-}
-
-void wal_irq_pin(int cpu)
-{
-    cpu_set_t set;
-    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(set), &set) || !CPU_ISSET(cpu, &set) ||
-        CPU_COUNT(&set) < 2)
-        return;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    (void)sched_setaffinity(0, sizeof(set), &set); /* refused (a cgroup's cpuset): the worker stays */
 }

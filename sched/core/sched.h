@@ -322,6 +322,10 @@ void sched_push_split(struct worker *w, struct urt_task *t);
 void sched_push_inbox(struct sched *s, struct worker *w, struct urt_task *t);
 /* Pushes t to w's sticky queue (any thread) and wakes w if it sleeps. */
 void sched_push_sticky(struct sched *s, struct worker *w, struct urt_task *t);
+/* The owner: runs on cpu alone from now on, when cpu is among its CPUs and
+ * it has others (a narrowing of its placement, never a widening); else
+ * nothing changes. The log's one channel uses it (log_irq_affinity). */
+void sched_worker_bind_cpu(struct worker *w, int cpu);
 
 /* The worker a submission from the calling thread goes to (C5), ignoring urgency. */
 struct worker *sched_pick_worker(struct sched *s);

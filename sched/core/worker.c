@@ -146,6 +146,18 @@ static __attribute__((cold, noinline)) void leave_waker_cpu(struct worker *w)
     STAT_INC(w, cpu_moves);
 }
 
+void sched_worker_bind_cpu(struct worker *w, int cpu)
+{
+    ASSERT_OWNER(w);
+    cpu_set_t mine, one;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) != 0 ||
+        !CPU_ISSET(cpu, &mine) || CPU_COUNT(&mine) < 2)
+        return; /* not among its CPUs, or already on it alone */
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one); /* refused (a cpuset): it stays */
+}
+
 struct worker *sched_find_sleeping(struct sched *s)
 {
     if (atomic_load_explicit(&s->n_sleeping, memory_order_relaxed) == 0)

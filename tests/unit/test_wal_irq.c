@@ -161,10 +161,10 @@ static enum urt_task_result read_affinity(struct urt_task *t, void *arg)
 }
 
 /* Worker 0's CPUs, with the log in dir under these settings. */
-static void worker0_cpus(const char *dir, uint32_t channels, bool on, cpu_set_t *out)
+static void worker0_cpus(const char *dir, uint32_t workers, uint32_t channels, bool on, cpu_set_t *out)
 {
     struct urt_config cfg;
-    test_config(&cfg, 2);
+    test_config(&cfg, workers);
     cfg.log_dir = dir;
     cfg.log_channels = channels;
     cfg.log_irq_affinity = on;
@@ -191,16 +191,18 @@ Test(wal_irq, one_channel_runs_where_the_log_devices_interrupts_are)
     cr_log_info("the log directory's device: interrupts on CPU %d (%s)", cpu,
                 movable ? "the worker moves there" : "nothing to move: the worker keeps its CPUs");
 
-    worker0_cpus(dir, 1, true, &got);
-    if (movable)
-        cr_expect(CPU_COUNT(&got) == 1 && CPU_ISSET(cpu, &got), "one channel: worker 0 on CPU %d only (%d CPUs)",
-                  cpu, CPU_COUNT(&got));
-    else
-        cr_expect(CPU_COUNT(&got) > 1 || CPU_COUNT(&mine) == 1, "no CPU found: worker 0 keeps its CPUs");
-
-    worker0_cpus(dir, 1, false, &got);
+    /* one channel: log_channels = 1 of 2 workers, or the one worker of a runtime */
+    for (uint32_t workers = 1; workers <= 2; workers++) {
+        worker0_cpus(dir, workers, workers == 2 ? 1 : 0, true, &got);
+        if (movable)
+            cr_expect(CPU_COUNT(&got) == 1 && CPU_ISSET(cpu, &got),
+                      "%u worker(s), one channel: worker 0 on CPU %d only (%d CPUs)", workers, cpu, CPU_COUNT(&got));
+        else
+            cr_expect(CPU_COUNT(&got) > 1 || CPU_COUNT(&mine) == 1, "no CPU found: worker 0 keeps its CPUs");
+    }
+    worker0_cpus(dir, 2, 1, false, &got);
     cr_expect(CPU_COUNT(&got) > 1 || CPU_COUNT(&mine) == 1, "log_irq_affinity false: worker 0 keeps its CPUs");
-    worker0_cpus(dir, 0, true, &got);
+    worker0_cpus(dir, 2, 0, true, &got);
     cr_expect(CPU_COUNT(&got) > 1 || CPU_COUNT(&mine) == 1, "a channel per worker: none is moved");
     test_remove_dir(dir);
     if (!movable)
