@@ -814,15 +814,12 @@ static void leave_cpu_run(struct leave_cpu *lc, bool mark, bool submit_later)
     cr_assert_eq(urt_lane_create_on(g_rt, 1, &lc->lane), 0, "%s", urt_last_error());
     cr_assert_eq(urt_spawn_to(g_rt, 1, leave_cpu_mark, NULL, lc, 0), 0, "%s", urt_last_error());
     if (submit_later) {
-        while (atomic_load(&lc->marked_cpu) == -1)
-            usleep(1000);
+        cr_assert(WAIT_UNTIL(atomic_load(&lc->marked_cpu) != -1, 10000), "the marking task ran");
         cr_assert(rt_wait_all_sleeping(g_rt, 2, 10000), "both workers suspend");
         urt_task_init(&lc->lane_task, leave_cpu_lane_task, lc);
         cr_assert_eq(urt_lane_submit(lc->lane, &lc->lane_task, 0), 0, "%s", urt_last_error());
     }
-    uint64_t t0 = now_ns();
-    while (atomic_load(&lc->ran_cpu) == -1 && now_ns() - t0 < 10ull * 1000 * 1000 * 1000)
-        usleep(1000);
+    WAIT_UNTIL(atomic_load(&lc->ran_cpu) != -1, 10000); /* asserted below, after the teardown */
     urt_lane_destroy(lc->lane);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
     cr_assert_geq(atomic_load(&lc->marked_cpu), 0, "the marking task ran on worker 1 (%d)",
@@ -926,9 +923,7 @@ Test(worker, a_lane_pushed_to_a_sleeping_peer_notes_and_leaves_its_wakers_cpu, .
         atomic_store(&hw.ran_cpu, -1);
         atomic_store(&hw.asleep_at_note, false);
         cr_assert_eq(urt_spawn_to(g_rt, 0, help_wake_waker, NULL, &hw, 0), 0, "%s", urt_last_error());
-        uint64_t t0 = now_ns();
-        while (atomic_load(&hw.ran_cpu) == -1 && now_ns() - t0 < 10ull * 1000 * 1000 * 1000)
-            usleep(200);
+        WAIT_UNTIL(atomic_load(&hw.ran_cpu) != -1, 10000); /* asserted just below */
         waker = atomic_load(&hw.waker_cpu);
         ran = atomic_load(&hw.ran_cpu);
         cr_assert_geq(ran, 0, "round %d: the lane task ran within 10 s (%d)", i, ran);
@@ -937,8 +932,8 @@ Test(worker, a_lane_pushed_to_a_sleeping_peer_notes_and_leaves_its_wakers_cpu, .
             unnoted += atomic_load(&hw.note) != waker;
         }
         same += ran == waker;
-        while (urt_lane_pending(hw.lane) != 0) /* its runner has let go before the next round */
-            usleep(200);
+        cr_assert(WAIT_UNTIL(urt_lane_pending(hw.lane) == 0, 10000), /* its runner let go before the next round */
+                  "round %d: the lane still holds %u tasks after 10 s", i, urt_lane_pending(hw.lane));
     }
     urt_lane_destroy(hw.lane);
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
