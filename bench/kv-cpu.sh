@@ -57,23 +57,14 @@ start_server() {
   esac
 }
 
-# CPU ticks (utime + stime) of the server so far.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; }
 HZ=$(getconf CLK_TCK)
 
 run_one() {
   local name=$1 p=$2 test=$3 n=$4
-  local t0 t1 csv rate
-  exec {rfd}< <(python3 bench/kv-rate.py "$PORT" "$n")
-  read -r _ <&"$rfd" || true # "ready": the sampler has its base count (or it failed: rate 0)
-  t0=$(cpu_ticks)
-  csv=$(redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$n" -t "$test" --threads 2 --csv -P "$p" 2>/dev/null | tail -n +2 | tr -d '"')
-  t1=$(cpu_ticks)
-  read -r rate <&"$rfd" || rate=0
-  exec {rfd}<&-
-  echo "# $name -P $p $test: redis-benchmark's own rps $(cut -d, -f2 <<<"$csv"), the server's counter $rate" >>"$OUT"
-  awk -F, -v s="$name" -v p="$p" -v n="$n" -v d=$((t1 - t0)) -v hz="$HZ" -v rate="$rate" \
-    '{ printf "%s,%s,%s,%s,%s,%s,%.3f\n", s, p, $1, rate, $5, $7, d * 1e6 / hz / n }' <<<"$csv"
+  timed_benchmark "$p" "$n" "$test" # bench/kv-lib.sh: BENCH_CSV, BENCH_RATE, BENCH_TICKS
+  echo "# $name -P $p $test: redis-benchmark's own rps $(cut -d, -f2 <<<"$BENCH_CSV"), the server's counter $BENCH_RATE" >>"$OUT"
+  awk -F, -v s="$name" -v p="$p" -v n="$n" -v d="$BENCH_TICKS" -v hz="$HZ" -v rate="$BENCH_RATE" \
+    '{ printf "%s,%s,%s,%s,%s,%s,%.3f\n", s, p, $1, rate, $5, $7, d * 1e6 / hz / n }' <<<"$BENCH_CSV"
 }
 
 mkdir -p bench/results

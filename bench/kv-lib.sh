@@ -1,7 +1,8 @@
 # bench/kv-lib.sh — what the urt-kv benchmarks share (sourced by
 # bench/kv-vs-redis.sh and bench/kv-cpu.sh): building urt-kv, starting one
 # server at a time on $PORT in a fresh data directory, waiting for its PONG,
-# and stopping it (also on exit). The caller sets PORT, KV_WORKERS (empty:
+# and stopping it (also on exit); one redis-benchmark run timed by the
+# server's counter (timed_benchmark). The caller sets PORT, CLIENTS, KV_WORKERS (empty:
 # urt-kv's own default, no --workers) and
 # KV_LOG_TAG (the prefix of its messages) and runs from the source root.
 
@@ -57,4 +58,25 @@ start_kv() {
   "$bin" --port "$PORT" ${KV_WORKERS:+--workers "$KV_WORKERS"} --durability "$mode" "${dir[@]}" --quiet 2>"$DATA.kv.log" &
   SERVER_PID=$!
   wait_ready
+}
+
+# CPU ticks (utime + stime) of the running server so far.
+server_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; }
+
+# timed_benchmark P N TEST: one redis-benchmark run (-c $CLIENTS --threads 2
+# --csv) against the server on $PORT, its rate timed by the server's own
+# counter (bench/kv-rate.py: redis-benchmark --threads notices a run's end
+# only at its 250 ms timer, so its own figure is quantized). Sets BENCH_CSV
+# (its CSV row, quotes dropped), BENCH_RATE (requests per second; 0 when the
+# sampler failed) and BENCH_TICKS (the server's CPU ticks during the run).
+timed_benchmark() {
+  local p=$1 n=$2 test=$3 rfd t0
+  exec {rfd}< <(python3 bench/kv-rate.py "$PORT" "$n")
+  read -r _ <&"$rfd" || true # "ready": the sampler has its base count (or it failed)
+  t0=$(server_ticks)
+  BENCH_CSV=$(redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$n" -t "$test" --threads 2 --csv -P "$p" 2>/dev/null |
+    tail -n +2 | tr -d '"')
+  BENCH_TICKS=$(($(server_ticks) - t0))
+  read -r BENCH_RATE <&"$rfd" || BENCH_RATE=0
+  exec {rfd}<&-
 }

@@ -64,17 +64,12 @@ start_server() {
 # (bench/kv-rate.py): redis-benchmark --threads notices a run's end only at
 # its 250 ms timer, so its own figure is quantized (kept in a comment).
 run_one() {
-  local name=$1 p=$2 n=$N test csv rate
+  local name=$1 p=$2 n=$N test
   [[ $p -gt 1 ]] && n=$N16
   for test in set get incr; do
-    exec {rfd}< <(python3 bench/kv-rate.py "$PORT" "$n")
-    read -r _ <&"$rfd" || true # "ready": the sampler has its base count (or it failed: rate 0)
-    csv=$(redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$n" -t "$test" --threads 2 --csv -P "$p" 2>/dev/null |
-      tail -n +2 | tr -d '"')
-    read -r rate <&"$rfd" || rate=0
-    exec {rfd}<&-
-    echo "# $name -P $p $test: redis-benchmark's own rps $(cut -d, -f2 <<<"$csv"), the server's counter $rate" >>"$OUT"
-    awk -F, -v s="$name" -v p="$p" -v rate="$rate" '{ printf "%s,%s,%s,%s,%s,%s\n", s, p, $1, rate, $5, $7 }' <<<"$csv"
+    timed_benchmark "$p" "$n" "$test" # bench/kv-lib.sh: BENCH_CSV, BENCH_RATE
+    echo "# $name -P $p $test: redis-benchmark's own rps $(cut -d, -f2 <<<"$BENCH_CSV"), the server's counter $BENCH_RATE" >>"$OUT"
+    awk -F, -v s="$name" -v p="$p" -v rate="$BENCH_RATE" '{ printf "%s,%s,%s,%s,%s,%s\n", s, p, $1, rate, $5, $7 }' <<<"$BENCH_CSV"
   done
 }
 
