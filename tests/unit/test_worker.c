@@ -706,14 +706,18 @@ Test(worker, spin_stays_full_while_fed_a_stream, .timeout = 120)
     atomic_store(&gate, 1);
     cr_assert(WAIT_UNTIL(atomic_load(&hits) == want, 5000));
     uint64_t s0 = suspends_of_worker0();
-    uint64_t b0 = spin_polls_of(0); /* adapted at the wake that took the gate: 32 or 64 */
+    /* adapted at the wake that took the gate (32 or 64), or doubled again by
+     * a short sleep of a loaded machine (128 seen under TSan beside other
+     * suites): any value far below the cap tells the budget from the
+     * stream's full spin */
+    uint64_t b0 = spin_polls_of(0);
     for (int i = 0; i < 10; i++) {
         sleep_us(200);
         one_task(&hits);
     }
     uint64_t extra = suspends_of_worker0() - s0;
     cr_assert_leq(extra, 2, "a worker fed a stream suspended %lu times in 10 gaps of 200 µs", (unsigned long)extra);
-    cr_assert_leq(b0, 64);
+    cr_assert_leq(b0, 1024, "the lone-wake budget %lu is not near the cap (2000000)", (unsigned long)b0);
     cr_assert_eq(spin_polls_of(0), b0, "the budget for lone wakes is untouched by the stream");
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
