@@ -18,7 +18,9 @@
  *    it, tests that destroy otherwise call it at their end;
  *  - test_tmpdir(prefix) / test_remove_dir(dir): a fresh directory under
  *    TMPDIR (malloc'd path) and its removal (files, then the directory, then
- *    the path) — the log suites' scratch directories;
+ *    the path) — the log suites' scratch directories; test_remove_tree(dir)
+ *    the same for a directory with subdirectories and links (nftw, depth
+ *    first, links removed, not followed);
  *  - SCALE(full, sanitized): stress sizes; the sanitizer builds pass
  *    -DURT_TEST_SANITIZED (tests/meson.build) and run smaller sizes, the plain
  *    build the full ones.
@@ -31,6 +33,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -229,6 +232,24 @@ static inline void test_remove_dir(char *dir)
         closedir(d);
     }
     rmdir(dir);
+    free(dir);
+}
+
+static inline int test_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+/* Removes a directory made by test_tmpdir() with everything under it (links
+ * are removed, never followed) and frees its path. */
+static inline void test_remove_tree(char *dir)
+{
+    nftw(dir, test_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
 }
 

@@ -29,15 +29,19 @@ static void paths(void)
 
 static char mounted[280]; /* a tmpfs of the full-disk test, unmounted even when it failed */
 
+/* The server, then the tmpfs, then srv.dir: the tmpfs is mounted inside
+ * srv.dir, whose removal (rm -rf) cannot remove a mount point and had left
+ * the directory behind. */
 static void cleanup(void)
 {
-    kvs_cleanup(&srv);
+    kvs_stop(&srv, true);
     if (mounted[0]) {
         for (int i = 0; i < 100 && umount(mounted); i++) /* the dead rings let go of the files asynchronously */
             usleep(100000);
         umount2(mounted, MNT_DETACH);
         mounted[0] = 0;
     }
+    kvs_cleanup(&srv);
 }
 
 

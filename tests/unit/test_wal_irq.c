@@ -98,7 +98,7 @@ Test(wal_irq, the_cpu_of_a_single_queue_device_and_of_its_partition)
     char *root = forge(1, ONE_CPU);
     cr_expect_eq(cpu_of(root, 254, 0), 2, "the disk: CPU 2 took its interrupts (the third column's name)");
     cr_expect_eq(cpu_of(root, 254, 1), 2, "a partition: its disk's device");
-    test_remove_dir(root);
+    test_remove_tree(root);
 }
 
 Test(wal_irq, a_legacy_irq_line_when_there_is_no_msi)
@@ -112,24 +112,24 @@ Test(wal_irq, a_legacy_irq_line_when_there_is_no_msi)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
     cr_assert_eq(system(cmd), 0);
     cr_expect_eq(cpu_of(root, 254, 0), 0, "irq 11 (the irq file), not 36");
-    test_remove_dir(root);
+    test_remove_tree(root);
 }
 
 Test(wal_irq, no_cpu_where_completions_are_not_on_one)
 {
     char *root = forge(4, ONE_CPU);
     cr_expect_eq(cpu_of(root, 254, 0), -1, "four hardware queues");
-    test_remove_dir(root);
+    test_remove_tree(root);
 
     root = forge(1, "      CPU0       CPU1\n"
                     " 36:  60000      40000   PCI-MSIX  virtio1-req.0\n");
     cr_expect_eq(cpu_of(root, 254, 0), -1, "spread 60/40");
-    test_remove_dir(root);
+    test_remove_tree(root);
 
     root = forge(1, "      CPU0       CPU1\n"
                     " 36:      0        999   PCI-MSIX  virtio1-req.0\n");
     cr_expect_eq(cpu_of(root, 254, 0), -1, "fewer than 1000 interrupts counted");
-    test_remove_dir(root);
+    test_remove_tree(root);
 
     root = forge(1, ONE_CPU);
     cr_expect_eq(cpu_of(root, 7, 0), -1, "no sysfs entry for the device");
@@ -141,7 +141,7 @@ Test(wal_irq, no_cpu_where_completions_are_not_on_one)
     char sys[1024];
     snprintf(sys, sizeof(sys), "%s/sys", root);
     cr_expect_eq(wal_irq_cpu_at(sys, irq, makedev(254, 0)), -1, "no /proc/interrupts");
-    test_remove_dir(root);
+    test_remove_tree(root);
 }
 
 /* ---- the channel's worker on this machine ---------------------------------------------- */
