@@ -20,7 +20,8 @@
  *    TMPDIR (malloc'd path) and its removal (files, then the directory, then
  *    the path) — the log suites' scratch directories; test_remove_tree(dir)
  *    the same for a directory with subdirectories and links (nftw, depth
- *    first, links removed, not followed);
+ *    first, links removed, not followed, mounts not entered), and
+ *    test_remove_tree_at(dir) without the free (the crash suites' trees);
  *  - SCALE(full, sanitized): stress sizes; the sanitizer builds pass
  *    -DURT_TEST_SANITIZED (tests/meson.build) and run smaller sizes, the plain
  *    build the full ones.
@@ -245,11 +246,18 @@ static inline int test_remove_entry(const char *path, const struct stat *st, int
     return 0;
 }
 
-/* Removes a directory made by test_tmpdir() with everything under it (links
- * are removed, never followed) and frees its path. */
+/* Removes dir with everything under it: links are removed, never followed,
+ * and a file system mounted below is not entered (its mount point stays). */
+static inline void test_remove_tree_at(const char *dir)
+{
+    nftw(dir, test_remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* test_remove_tree_at() for a directory made by test_tmpdir(), and frees its
+ * path. */
 static inline void test_remove_tree(char *dir)
 {
-    nftw(dir, test_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_remove_tree_at(dir);
     free(dir);
 }
 

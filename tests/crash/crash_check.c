@@ -9,7 +9,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "crash_check.h"
+#include "helpers.h"
 
 #ifndef CRASH_CHILD
 #error "CRASH_CHILD (the path of the crash_child executable) must be defined by tests/meson.build"
@@ -540,19 +540,9 @@ char *crash_tmpdir(const char *prefix)
     return p;
 }
 
-static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st, (void)ftw;
-    if (type == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
 void crash_remove_tree(const char *dir)
 {
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    test_remove_tree_at(dir);
 }
 
 int crash_sh(const char *fmt, ...)
