@@ -171,8 +171,9 @@ void tree_publish(struct bblock *blk, uint64_t next_start, uint64_t next_line, u
 struct bblock *tree_take_waiting(struct urt_batch *b);
 /* The block parsed every record of its range: true when every earlier block
  * of its file did too (go on to its commit); else it waits (BP_HOLD) and
- * block_resume is called for it when they did. */
-bool tree_block_parsed(struct bblock *blk);
+ * block_resume is called for it when they did, or false with *abort when the
+ * batch is aborting and it would wait (it ends itself: nothing resumes it). */
+bool tree_block_parsed(struct bblock *blk, bool *abort);
 /* A block's read arrived: true when its start is known (go on scanning),
  * false when it now waits (or the batch is aborting: *abort). */
 bool tree_block_read(struct bblock *blk, bool *abort);

@@ -480,8 +480,11 @@ static void block_validate(struct bblock *blk)
  * too (its start, found by their scans, is then known to be right). */
 static void block_parsed(struct bblock *blk)
 {
-    if (tree_block_parsed(blk))
+    bool abort;
+    if (tree_block_parsed(blk, &abort))
         block_finish(blk);
+    else if (abort)
+        block_aborted(blk); /* the batch failed: it ends (validating first, if it must) */
     /* else BP_HOLD: block_resume, or ended by a failure */
 }
 

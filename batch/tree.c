@@ -348,12 +348,23 @@ void tree_publish(struct bblock *blk, uint64_t next_start, uint64_t next_line, u
         block_scan_submit(scan);
 }
 
-bool tree_block_parsed(struct bblock *blk)
+bool tree_block_parsed(struct bblock *blk, bool *abort)
 {
     struct urt_batch *b = blk->b;
     struct bfile *f = blk->f;
     struct bblock *go = NULL, **tail = &go;
     pthread_mutex_lock(&b->mu);
+    *abort = false;
+    if (blk->pub.index != f->parsed_upto && batch_aborting(b)) {
+        /* A failure takes the holding blocks out (end_waiting, under mu):
+         * one that came after it would hold forever, since the earlier
+         * blocks that would resume it end without parsing on. Checked
+         * here, under mu, not only by the caller before: the failure may
+         * fall between the two. */
+        pthread_mutex_unlock(&b->mu);
+        *abort = true;
+        return false;
+    }
     if (blk->pub.index != f->parsed_upto) {
         blk->parsed = true;
         atomic_store_explicit(&blk->phase, BP_HOLD, memory_order_relaxed);
