@@ -355,19 +355,20 @@ bool tree_block_parsed(struct bblock *blk, bool *abort)
     struct bblock *go = NULL, **tail = &go;
     pthread_mutex_lock(&b->mu);
     *abort = false;
-    if (blk->pub.index != f->parsed_upto && batch_aborting(b)) {
-        /* A failure takes the holding blocks out (end_waiting, under mu):
-         * one that came after it would hold forever, since the earlier
-         * blocks that would resume it end without parsing on. Checked
-         * here, under mu, not only by the caller before: the failure may
-         * fall between the two. */
-        pthread_mutex_unlock(&b->mu);
-        *abort = true;
-        return false;
-    }
     if (blk->pub.index != f->parsed_upto) {
-        blk->parsed = true;
-        atomic_store_explicit(&blk->phase, BP_HOLD, memory_order_relaxed);
+        /* It would hold. A failure takes the holding blocks out under mu
+         * (end_waiting), and the earlier blocks that would resume this one
+         * end without parsing on: one that came to hold after it would hold
+         * forever, so it ends itself instead. The check is here, under mu,
+         * and not only the caller's before: the failure may fall between
+         * the two. The error word is stored under mu (fail_record_at), so
+         * mu orders it against this load; its acquire is batch_aborting's
+         * own (the message). */
+        *abort = batch_aborting(b);
+        if (!*abort) {
+            blk->parsed = true;
+            atomic_store_explicit(&blk->phase, BP_HOLD, memory_order_relaxed);
+        }
         pthread_mutex_unlock(&b->mu);
         return false;
     }

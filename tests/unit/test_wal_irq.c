@@ -108,9 +108,8 @@ Test(wal_irq, a_legacy_irq_line_when_there_is_no_msi)
                           " 36:          0     500000   PCI-MSIX  virtio1-req.0\n");
     char path[1024];
     snprintf(path, sizeof(path), "%s/" PCI "/msi_irqs", root);
-    char cmd[1100];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    cr_assert_eq(system(cmd), 0);
+    test_remove_tree_at(path);
+    cr_assert_eq(access(path, F_OK), -1, "%s is gone", path);
     cr_expect_eq(cpu_of(root, 254, 0), 0, "irq 11 (the irq file), not 36");
     test_remove_tree(root);
 }
