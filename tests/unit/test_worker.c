@@ -948,3 +948,67 @@ Test(worker, a_lane_pushed_to_a_sleeping_peer_notes_and_leaves_its_wakers_cpu, .
     cr_assert_eq(same, 0, "%d of %d lane tasks ran on the CPU their waker kept busy (last: waker %d, ran %d)",
                  same, ROUNDS, waker, ran);
 }
+
+/* sched_worker_bind_cpu (the log's one channel, log_irq_affinity): it only
+ * narrows the worker's own CPUs to one of them, never widens or moves it
+ * elsewhere; a CPU out of range or not among its CPUs, or a worker already
+ * on one CPU, leaves it as it is. Each step runs on worker 0, which reads
+ * its affinity back. */
+struct bind_step {
+    int cpu;
+    cpu_set_t after;
+    _Atomic int done;
+};
+
+static enum urt_task_result bind_step_fn(struct urt_task *t, void *arg)
+{
+    (void)t;
+    struct bind_step *b = arg;
+    sched_worker_bind_cpu(sched_self(), b->cpu);
+    pthread_getaffinity_np(pthread_self(), sizeof(b->after), &b->after);
+    atomic_store(&b->done, 1);
+    return URT_TASK_DONE;
+}
+
+static void bind_on_worker0(int cpu, cpu_set_t *after)
+{
+    struct bind_step b = {.cpu = cpu};
+    cr_assert_eq(urt_spawn_to(g_rt, 0, bind_step_fn, NULL, &b, 0), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&b.done), 10000), "the bind step ran");
+    *after = b.after;
+}
+
+Test(worker, bind_cpu_only_narrows_to_one_of_its_own_cpus, .timeout = 30)
+{
+    struct urt_config c;
+    test_config(&c, 1);
+    g_rt = rt_create_or_skip(&c);
+    cpu_set_t mine, got;
+    bind_on_worker0(-1, &mine); /* out of range: nothing changes; reads the start */
+    if (CPU_COUNT(&mine) < 2) {
+        rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+        cr_skip_test("worker 0 runs on %d CPU: nothing to narrow", CPU_COUNT(&mine));
+    }
+    int first = -1, absent = -1;
+    for (int i = 0; i < CPU_SETSIZE && (first < 0 || absent < 0); i++) {
+        if (CPU_ISSET(i, &mine) && first < 0)
+            first = i;
+        if (!CPU_ISSET(i, &mine) && absent < 0)
+            absent = i;
+    }
+    bind_on_worker0(CPU_SETSIZE, &got);
+    cr_assert(CPU_EQUAL(&got, &mine), "CPU_SETSIZE changed the worker's CPUs");
+    if (absent >= 0) {
+        bind_on_worker0(absent, &got);
+        cr_assert(CPU_EQUAL(&got, &mine), "CPU %d, not among its CPUs, changed them", absent);
+    }
+    bind_on_worker0(first, &got);
+    cr_assert(CPU_COUNT(&got) == 1 && CPU_ISSET(first, &got), "bound to CPU %d: %d CPUs", first, CPU_COUNT(&got));
+    int other = -1;
+    for (int i = 0; i < CPU_SETSIZE && other < 0; i++)
+        if (CPU_ISSET(i, &mine) && i != first)
+            other = i;
+    bind_on_worker0(other, &got);
+    cr_assert(CPU_COUNT(&got) == 1 && CPU_ISSET(first, &got), "on CPU %d alone, a bind to %d moved it", first, other);
+    rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
+}
