@@ -11,7 +11,11 @@
  * no other counter. A forward unit goes back when its last consumer
  * finished it (its release callback, then its node: room); with two or
  * more consumer steps it is counted in `refs` and the last one gives it
- * back. Shuffle and broadcast: a push onto the partition's stack (through
+ * back. A stream gathers the nodes it finished and gives them back with one
+ * CAS at the end of its batch, before it yields, parks or leaves (exec.c's
+ * stream_give_back): until then they count as in flight, so `capacity`
+ * stays a bound, and the free list's line is written once per batch, not
+ * once per unit. Shuffle and broadcast: a push onto the partition's stack (through
  * links[0]), read by the consumers after the exchange completed (they start
  * later), released by the controller when the exchange is.
  *
@@ -34,8 +38,9 @@
  *
  * Memory ordering, besides the above:
  *  - free list: pop acquire (the node's next_free, written before the push),
- *    push seq_cst (the pairing above); next_free is a relaxed atomic, read by
- *    a pop that may lose its CAS. A node's fields are written after its pop
+ *    push seq_cst (the pairing above; a chain's links are written before its
+ *    one push, gpool_put_chain); next_free is a relaxed atomic, read by a pop
+ *    that may lose its CAS. A node's fields are written after its pop
  *    and published by the stream push (release).
  *  - shuffle stacks: CAS release on push, acquire read; they are read after
  *    the controller ordered the consumer's start after the producers'

@@ -342,14 +342,35 @@ static bool stream_unit(struct urt_graph_ctx *c, struct urt_graph *g, struct gst
 }
 
 /* The unit is finished: this consumer's reference (the only one with one
- * consumer step) goes. */
+ * consumer step) goes. The last reference's node joins the task's freed
+ * chain (after its release callback): the batch gives the chain back with
+ * one CAS (stream_give_back), so the free list's line does not cross to the
+ * producer's CPU once per unit. */
 static void stream_unit_done(struct urt_graph_ctx *c)
 {
     struct gunit *u = c->unit;
     struct gx *x = c->in;
     c->unit = c->avail = NULL;
-    if (x->n_cons == 1 || atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) == 1)
-        gunit_done(c->g, x, u);
+    if (x->n_cons > 1 && atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (x->d.release)
+        x->d.release(u->data, u->emitted, x->d.release_arg);
+    atomic_store_explicit(&u->next_free, c->freed ? c->freed->index + 1 : 0, memory_order_relaxed);
+    if (!c->freed)
+        c->freed_last = u;
+    c->freed = u;
+}
+
+/* The freed chain back on the input's free list, then its parked producers
+ * woken (room). Before every return of run_stream: a unit the task holds is
+ * room a parked producer waits for. */
+static void stream_give_back(struct urt_graph_ctx *c)
+{
+    if (!c->freed)
+        return;
+    gpool_put_chain(&c->in->pool, c->freed, c->freed_last);
+    c->freed = c->freed_last = NULL;
+    gexec_room(c->g, c->in);
 }
 
 static bool stream_more(struct urt_graph_ctx *c)
@@ -387,12 +408,15 @@ static enum urt_task_result run_stream(struct urt_graph_ctx *c)
         while (done < G_STREAM_BATCH || stopping) {
             if (!c->unit && !(c->unit = stream_take(c)))
                 break;
-            if (!stream_unit(c, g, s, stopping))
+            if (!stream_unit(c, g, s, stopping)) {
+                stream_give_back(c);
                 return yielded(c); /* yielded mid-unit: the stream stays this task's */
+            }
             c->started = false;
             stream_unit_done(c);
             done++;
         }
+        stream_give_back(c);
         gexec_flush_stats(c);
         if (!stopping && done >= G_STREAM_BATCH && stream_more(c))
             return URT_TASK_YIELD; /* more units: let the worker's other tasks run */

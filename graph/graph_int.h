@@ -163,6 +163,8 @@ struct urt_graph_ctx {
     struct gunit *avail;         /* that unit while urt_graph_next has not returned it */
     uint32_t main_port;          /* the forward input's port (s->fwd_port), for urt_graph_next */
     struct gunit *fifo;          /* taken from the inbox, in arrival order */
+    struct gunit *freed, *freed_last; /* finished units of `in` not yet back on its free list
+                                    (linked by next_free; run_stream gives them back at once) */
     /* the forward output it emits into, resolved by its first emit there
      * (emit.c's fast path): one consumer step, no limit_rows */
     struct gx *fw_x;
@@ -292,6 +294,18 @@ static inline void gpool_put(struct gpool *p, struct gunit *u)
     do {
         atomic_store_explicit(&u->next_free, (uint32_t)top, memory_order_relaxed);
         next = ((top >> 32) + 1) << 32 | (u->index + 1);
+    } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+}
+
+/* A chain first..last, linked by next_free, back on the free list with one
+ * CAS (seq_cst as gpool_put; the chain's links are written before it). */
+static inline void gpool_put_chain(struct gpool *p, struct gunit *first, struct gunit *last)
+{
+    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_relaxed), next;
+    do {
+        atomic_store_explicit(&last->next_free, (uint32_t)top, memory_order_relaxed);
+        next = ((top >> 32) + 1) << 32 | (first->index + 1);
     } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_seq_cst,
                                                     memory_order_relaxed));
 }

@@ -93,9 +93,10 @@
  * to its end, early completion included). A failed graph never reports 0.
  *
  * Back-pressure. A forward exchange holds at most `capacity` units in flight
- * (emitted and not yet processed). urt_graph_emit() into a full one returns
- * -EAGAIN: the step returns URT_STEP_YIELD and its task is parked (it does
- * not hold the worker) and submitted again when a unit is released. Blocking
+ * (emitted and not yet given back: a consumer gives the units it processed
+ * back at the end of each batch of at most 64). urt_graph_emit() into a full
+ * one returns -EAGAIN: the step returns URT_STEP_YIELD and its task is parked
+ * (it does not hold the worker) and submitted again when units are given back. Blocking
  * exchanges cannot wait for their consumers (which start after the
  * producers): over `capacity` units urt_graph_emit() returns -ENOBUFS.
  *
