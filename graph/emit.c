@@ -15,7 +15,13 @@
  * CAS at the end of its batch, before it yields, parks or leaves (exec.c's
  * stream_give_back): until then they count as in flight, so `capacity`
  * stays a bound, and the free list's line is written once per batch, not
- * once per unit. Shuffle and broadcast: a push onto the partition's stack (through
+ * once per unit. The other way round, emit's fast path takes the whole
+ * free list with one CAS (gpool_grab) into the task's `fcache` and emits
+ * from it; what is left goes back (gemit_cache_return) when the step
+ * yields or is parked, when the task leaves a partition, ends or leaves
+ * its stream — never held by a task that is not running or queued to run,
+ * so it is room the exchange's other producers get. A processor pops one
+ * node at a time: its task may wait for a port while others need room. Shuffle and broadcast: a push onto the partition's stack (through
  * links[0]), read by the consumers after the exchange completed (they start
  * later), released by the controller when the exchange is.
  *
@@ -131,6 +137,37 @@ static inline struct gunit *gpool_pop(struct gpool *p)
             return u;
     }
     return NULL;
+}
+
+/* The whole free list at once (one CAS): its first node, the rest in *rest;
+ * NULL when it is empty. The pushes that built it (seq_cst RMWs on
+ * free_top, one release sequence) are read by this acquire: their links
+ * are visible. */
+static inline struct gunit *gpool_grab(struct gpool *p, struct gunit **rest)
+{
+    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_acquire);
+    do {
+        if (!(uint32_t)top)
+            return NULL;
+    } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, ((top >> 32) + 1) << 32,
+                                                    memory_order_acquire, memory_order_acquire));
+    struct gunit *u = gpool_node(p, (uint32_t)top - 1);
+    uint32_t next = atomic_load_explicit(&u->next_free, memory_order_relaxed);
+    *rest = next ? gpool_node(p, next - 1) : NULL;
+    return u;
+}
+
+void gemit_cache_return(struct urt_graph_ctx *c)
+{
+    struct gunit *first = c->fcache, *last = first;
+    if (!first)
+        return;
+    struct gpool *p = &c->fw_x->pool;
+    for (uint32_t next; (next = atomic_load_explicit(&last->next_free, memory_order_relaxed));)
+        last = gpool_node(p, next - 1);
+    c->fcache = NULL;
+    gpool_put_chain(p, first, last);
+    gexec_room(c->g, c->fw_x);
 }
 
 /* A node from the free list, else a new one; NULL as gpool_bump. */
@@ -287,9 +324,13 @@ static inline int emit_fast(struct urt_graph_ctx *c, void *data, uint32_t rows)
     if (atomic_load_explicit(&c->g->abort, memory_order_acquire) || urt_job_cancelled(c->g->job) ||
         atomic_load_explicit(&to->s->stop, memory_order_acquire))
         return 1;
-    struct gunit *u = gpool_pop(&x->pool);
-    if (!u)
+    struct gunit *u = c->fcache;
+    if (u) {
+        uint32_t next = atomic_load_explicit(&u->next_free, memory_order_relaxed);
+        c->fcache = next ? gpool_node(&x->pool, next - 1) : NULL;
+    } else if (!(u = c->kind == CTX_PROC ? gpool_pop(&x->pool) : gpool_grab(&x->pool, &c->fcache))) {
         return 1;
+    }
     u->data = data;
     u->rows = u->emitted = rows;
     stream_push(to, 0, u);

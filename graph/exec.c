@@ -136,6 +136,7 @@ void gexec_cleanup(struct urt_graph_ctx *c)
 {
     if (!c->state)
         return;
+    gemit_cache_return(c);
     c->fw_x = NULL; /* emit refuses in the cleanup: no fast path */
     if (c->s->d.cleanup) {
         c->cleaning = true;
@@ -202,6 +203,9 @@ void gexec_park(struct urt_graph_ctx *c)
 static enum urt_task_result yielded(struct urt_graph_ctx *c)
 {
     c->n_yield++;
+    /* Its free nodes are room for the others: a step that yields may wait
+     * for another producer of the same exchange, or be parked. */
+    gemit_cache_return(c);
     if (!c->blocked)
         return URT_TASK_YIELD;
     gexec_flush_stats(c);
@@ -262,11 +266,13 @@ static enum urt_task_result run_source(struct urt_graph_ctx *c)
         if (next >= s->assumed)
             break;
         gexec_cleanup(c); /* the partition's last call returned */
+        gemit_cache_return(c);
         c->partition = next; /* this task admits the next partition */
         c->fw_x = NULL;      /* its forward target may be another partition */
         c->started = false;
         return URT_TASK_YIELD;
     }
+    gemit_cache_return(c);
     gexec_flush_stats(c);
     glive_put(g, s, 1); /* last touch */
     return URT_TASK_DONE;
@@ -286,6 +292,7 @@ static enum urt_task_result run_part(struct urt_graph_ctx *c)
         if (call_step(c, c->kind == CTX_PREPARE ? s->d.prepare : s->d.fn) == URT_STEP_YIELD)
             return yielded(c);
     }
+    gemit_cache_return(c);
     gexec_flush_stats(c);
     if (c->kind == CTX_PREPARE && atomic_fetch_sub_explicit(&s->prep_live, 1, memory_order_acq_rel) == 1)
         gctl_step_news(s, g, N_PREPARED);
@@ -420,6 +427,7 @@ static enum urt_task_result run_stream(struct urt_graph_ctx *c)
         gexec_flush_stats(c);
         if (!stopping && done >= G_STREAM_BATCH && stream_more(c))
             return URT_TASK_YIELD; /* more units: let the worker's other tasks run */
+        gemit_cache_return(c);
         if (stream_leave(c))
             return URT_TASK_DONE;
     }

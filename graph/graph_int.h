@@ -170,6 +170,9 @@ struct urt_graph_ctx {
     struct gx *fw_x;
     uint32_t fw_port;
     struct urt_graph_ctx *fw_to; /* the consumer's stream for this task's partition */
+    struct gunit *fcache;        /* free nodes of fw_x's pool this task took at once (emit.c;
+                                    not a processor's), linked by next_free; given back when
+                                    the task parks, ends or leaves the partition */
     /* CTX_PROC */
     _Atomic uint32_t psched;     /* P_* */
     int async_res;               /* published by the psched CAS of urt_graph_async_done */
@@ -285,6 +288,7 @@ void gexec_stream_start(struct urt_graph_ctx *c); /* a push found the stream idl
 int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links);
 void gpool_free(struct gpool *p);
 void gexec_release_blocking(struct urt_graph *g, struct gx *x);
+void gemit_cache_return(struct urt_graph_ctx *c); /* fcache back on fw_x's free list (room) */
 
 /* Back on the free list. seq_cst: pairs with gexec_park's load (emit.c's
  * file comment). Inline: per unit, from a stream and from emit. */
