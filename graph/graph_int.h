@@ -290,20 +290,9 @@ void gpool_free(struct gpool *p);
 void gexec_release_blocking(struct urt_graph *g, struct gx *x);
 void gemit_cache_return(struct urt_graph_ctx *c); /* fcache back on fw_x's free list (room) */
 
-/* Back on the free list. seq_cst: pairs with gexec_park's load (emit.c's
- * file comment). Inline: per unit, from a stream and from emit. */
-static inline void gpool_put(struct gpool *p, struct gunit *u)
-{
-    uint64_t top = atomic_load_explicit(&p->free_top, memory_order_relaxed), next;
-    do {
-        atomic_store_explicit(&u->next_free, (uint32_t)top, memory_order_relaxed);
-        next = ((top >> 32) + 1) << 32 | (u->index + 1);
-    } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_seq_cst,
-                                                    memory_order_relaxed));
-}
-
 /* A chain first..last, linked by next_free, back on the free list with one
- * CAS (seq_cst as gpool_put; the chain's links are written before it). */
+ * CAS. seq_cst: pairs with gexec_park's load (emit.c's file comment); the
+ * chain's links are written before it. */
 static inline void gpool_put_chain(struct gpool *p, struct gunit *first, struct gunit *last)
 {
     uint64_t top = atomic_load_explicit(&p->free_top, memory_order_relaxed), next;
@@ -312,6 +301,13 @@ static inline void gpool_put_chain(struct gpool *p, struct gunit *first, struct 
         next = ((top >> 32) + 1) << 32 | (first->index + 1);
     } while (!atomic_compare_exchange_weak_explicit(&p->free_top, &top, next, memory_order_seq_cst,
                                                     memory_order_relaxed));
+}
+
+/* One node back on the free list (emit's: a unit no consumer took, or one
+ * whose consumers all finished before its emit returned). */
+static inline void gpool_put(struct gpool *p, struct gunit *u)
+{
+    gpool_put_chain(p, u, u);
 }
 
 /* Room was made in x: wake its parked producers, if any (after gpool_put). */
