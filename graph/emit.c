@@ -19,9 +19,12 @@
  * free list with one CAS (gpool_grab) into the task's `fcache` and emits
  * from it; what is left goes back (gemit_cache_return) when the step
  * yields or is parked, when the task leaves a partition, ends or leaves
- * its stream — never held by a task that is not running or queued to run,
- * so it is room the exchange's other producers get. A processor pops one
- * node at a time: its task may wait for a port while others need room. Shuffle and broadcast: a push onto the partition's stack (through
+ * its stream, or resolves another output — never held by a task that is
+ * not running or queued to run, and never carried to another exchange, so
+ * it is room the exchange's other producers get. A processor pops one node
+ * at a time: its task may wait for a port while others need room.
+ *
+ * Shuffle and broadcast: a push onto the partition's stack (through
  * links[0]), read by the consumers after the exchange completed (they start
  * later), released by the controller when the exchange is.
  *
@@ -345,6 +348,8 @@ static void emit_resolve(struct urt_graph_ctx *ctx, uint32_t port, struct gx *x)
 {
     if (x->n_cons != 1 || x->d.limit_rows)
         return;
+    if (ctx->fw_x != x)
+        gemit_cache_return(ctx); /* the free nodes it holds are the old output's */
     ctx->fw_x = x;
     ctx->fw_port = port;
     ctx->fw_to = ctx->g->steps[x->cons[0]]->ctx[forward_partition(x, ctx)];

@@ -10,6 +10,10 @@
  *    each exchange never holds more than its capacity (plus the emits in
  *    progress), releases each unit once; the counters add up (run = units,
  *    nothing skipped or cut) and the source was held back (parked);
+ *  - a step that emits runs of units to two forward outputs in turn (its
+ *    resolved output changes between the runs): each sink gets exactly its
+ *    units in order, each exchange releases each unit once and stays within
+ *    its capacity (a free node of one exchange never goes to the other);
  *  - a scan whose slots move from partition to partition feeds partition
  *    p mod count (P6's exception) with each scan partition's units in order:
  *    a slot's emits follow it to its new partition;
@@ -236,6 +240,124 @@ Test(graph_stream, a_chain_keeps_order_capacity_and_counts_against_the_model, .t
         for (size_t p = 0; p < 2; p++)
             for (size_t k = 0; k < 2; k++)
                 chain_round(workers[w], parts[p], caps[k], units);
+}
+
+/* ---- one step, two forward outputs ---------------------------------------------------------- */
+
+/* A source emits runs of units to its two forward outputs (7 to port 0, then
+ * 5 to port 1, ...), so each output's emits take the fast path in turn and
+ * the task's resolved output changes between them. Each output's sink must
+ * see exactly its units, in order, and each exchange must release each of
+ * its units once and hold no more than its capacity: a free node of one
+ * exchange must never travel to the other. */
+#define TO_UNITS 24000u
+
+struct two_out {
+    _Atomic uint32_t cursor;
+    _Atomic uint32_t next_seq[2];
+    _Atomic int disorder, bad_emit, missing, wrong_port;
+    _Atomic uint64_t sunk[2];
+    struct chain_x x[2];
+};
+
+static uint32_t two_out_port(uint32_t i)
+{
+    return i % 12 < 7 ? 0 : 1;
+}
+
+static int two_out_source(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct two_out *t = arg;
+    for (uint32_t i = atomic_load(&t->cursor); i < TO_UNITS; i = atomic_load(&t->cursor)) {
+        uint32_t port = two_out_port(i);
+        struct chain_x *x = &t->x[port];
+        int64_t o = atomic_fetch_add(&x->outstanding, 1) + 1;
+        int r = urt_graph_emit(ctx, port, 0, (void *)(uintptr_t)unit_val(port, i), 1);
+        if (r) {
+            atomic_fetch_sub(&x->outstanding, 1);
+            if (r == -EAGAIN)
+                return URT_STEP_YIELD;
+            atomic_fetch_add(&t->bad_emit, 1);
+            return URT_STEP_DONE;
+        }
+        int64_t m = atomic_load(&x->max_out);
+        while (o > m && !atomic_compare_exchange_weak(&x->max_out, &m, o))
+            ;
+        atomic_store(&t->cursor, i + 1);
+    }
+    return URT_STEP_DONE;
+}
+
+static int two_out_sink(struct urt_graph_ctx *ctx, struct two_out *t, uint32_t port)
+{
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
+        atomic_fetch_add(&t->missing, 1);
+        return URT_STEP_DONE;
+    }
+    uint64_t v = (uint64_t)(uintptr_t)u.data;
+    uint32_t seq = val_seq(v);
+    if (val_part(v) != port || two_out_port(seq) != port) {
+        atomic_fetch_add(&t->wrong_port, 1);
+        return URT_STEP_DONE;
+    }
+    uint32_t want = atomic_load(&t->next_seq[port]);
+    while (two_out_port(want) != port)
+        want++;
+    if (seq != want)
+        atomic_fetch_add(&t->disorder, 1);
+    atomic_store(&t->next_seq[port], seq + 1);
+    atomic_fetch_add(&t->sunk[port], 1);
+    return URT_STEP_DONE;
+}
+
+static int two_out_sink0(struct urt_graph_ctx *ctx, void *arg)
+{
+    return two_out_sink(ctx, arg, 0);
+}
+
+static int two_out_sink1(struct urt_graph_ctx *ctx, void *arg)
+{
+    return two_out_sink(ctx, arg, 1);
+}
+
+Test(graph_stream, a_step_with_two_forward_outputs_keeps_each_exchange_s_units, .timeout = 120)
+{
+    const uint32_t workers[] = {1, 2};
+    for (size_t w = 0; w < 2; w++) {
+        urt_runtime *rt = make_rt(workers[w]);
+        struct done_rec d = {0};
+        struct two_out *t = calloc(1, sizeof(*t));
+        cr_assert_not_null(t);
+        urt_graph *g = make_graph(rt, &d);
+        int src = add(g, (struct urt_step_desc){.name = "source", .fn = two_out_source, .arg = t, .partitions = 1});
+        int s0 = add(g, (struct urt_step_desc){.name = "sink0", .fn = two_out_sink0, .arg = t});
+        int s1 = add(g, (struct urt_step_desc){.name = "sink1", .fn = two_out_sink1, .arg = t});
+        const uint32_t cap[2] = {3, 16};
+        for (int k = 0; k < 2; k++) {
+            t->x[k].c = NULL;
+            wire(g, src, add_forward(g, cap[k], chain_release, &t->x[k]), k ? s1 : s0);
+        }
+        cr_assert_eq(run_graph(g, &d), 0, "graph ended with %d: %s", atomic_load(&d.status), urt_last_error());
+        uint64_t want[2] = {0, 0};
+        for (uint32_t i = 0; i < TO_UNITS; i++)
+            want[two_out_port(i)]++;
+        cr_assert_eq(atomic_load(&t->bad_emit) + atomic_load(&t->missing) + atomic_load(&t->wrong_port), 0);
+        cr_assert_eq(atomic_load(&t->disorder), 0, "each output's units arrive in emit order");
+        for (int k = 0; k < 2; k++) {
+            cr_assert_eq(atomic_load(&t->sunk[k]), want[k], "sink %d got %llu of %llu units (%u workers)", k,
+                         (unsigned long long)atomic_load(&t->sunk[k]), (unsigned long long)want[k], workers[w]);
+            cr_assert_eq(atomic_load(&t->x[k].released), want[k], "exchange %d released %llu of %llu", k,
+                         (unsigned long long)atomic_load(&t->x[k].released), (unsigned long long)want[k]);
+            cr_assert_eq(atomic_load(&t->x[k].outstanding), 0);
+            cr_assert_leq(atomic_load(&t->x[k].max_out), (int64_t)cap[k] + 1,
+                          "exchange %d held %lld units (capacity %u, one emit in progress)", k,
+                          (long long)atomic_load(&t->x[k].max_out), cap[k]);
+        }
+        urt_graph_release(g);
+        rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+        free(t);
+    }
 }
 
 /* ---- a scan's slots move between partitions --------------------------------------------------------- */
