@@ -328,7 +328,7 @@ static inline int emit_fast(struct urt_graph_ctx *c, void *data, uint32_t rows)
         atomic_load_explicit(&to->s->stop, memory_order_acquire))
         return 1;
     struct gunit *u = c->fcache;
-    if (u) {
+    if (u) { /* ours alone since the grab (whose acquire made its links visible): relaxed */
         uint32_t next = atomic_load_explicit(&u->next_free, memory_order_relaxed);
         c->fcache = next ? gpool_node(&x->pool, next - 1) : NULL;
     } else if (!(u = c->kind == CTX_PROC ? gpool_pop(&x->pool) : gpool_grab(&x->pool, &c->fcache))) {

@@ -360,8 +360,8 @@ static void stream_unit_done(struct urt_graph_ctx *c)
     c->unit = c->avail = NULL;
     if (x->n_cons > 1 && atomic_fetch_sub_explicit(&u->refs, 1, memory_order_acq_rel) != 1)
         return;
-    if (x->d.release)
-        x->d.release(u->data, u->emitted, x->d.release_arg);
+    gunit_release(x, u);
+    /* relaxed: the chain is this task's until gpool_put_chain publishes it */
     atomic_store_explicit(&u->next_free, c->freed ? c->freed->index + 1 : 0, memory_order_relaxed);
     if (!c->freed)
         c->freed_last = u;

@@ -172,7 +172,8 @@ struct urt_graph_ctx {
     struct urt_graph_ctx *fw_to; /* the consumer's stream for this task's partition */
     struct gunit *fcache;        /* free nodes of fw_x's pool this task took at once (emit.c;
                                     not a processor's), linked by next_free; given back when
-                                    the task parks, ends or leaves the partition */
+                                    the step yields or parks, when the task ends, leaves its
+                                    partition or stream, or resolves another output */
     /* CTX_PROC */
     _Atomic uint32_t psched;     /* P_* */
     int async_res;               /* published by the psched CAS of urt_graph_async_done */
@@ -317,12 +318,19 @@ static inline void gexec_room(struct urt_graph *g, struct gx *x)
         gexec_wake(g, x);
 }
 
-/* A forward unit's last reference is gone: back to its producer (the release
- * callback), then its node back to the pool: room. */
-static inline void gunit_done(struct urt_graph *g, struct gx *x, struct gunit *u)
+/* A forward unit's last reference is gone: back to its producer (the
+ * release callback, if the exchange has one). */
+static inline void gunit_release(const struct gx *x, const struct gunit *u)
 {
     if (x->d.release)
         x->d.release(u->data, u->emitted, x->d.release_arg);
+}
+
+/* ... then its node back to the pool: room. A stream gathers its nodes
+ * instead and gives them back per batch (exec.c, stream_give_back). */
+static inline void gunit_done(struct urt_graph *g, struct gx *x, struct gunit *u)
+{
+    gunit_release(x, u);
     gpool_put(&x->pool, u);
     gexec_room(g, x);
 }
