@@ -60,6 +60,19 @@ static inline uint32_t val_seq(uint64_t v)
     return (uint32_t)v - 1u;
 }
 
+/* The step's next unit's value into *v; false (counted in *missing) when
+ * urt_graph_next gives none, which a called step must always get. */
+static bool next_val(struct urt_graph_ctx *ctx, _Atomic int *missing, uint64_t *v)
+{
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
+        atomic_fetch_add(missing, 1);
+        return false;
+    }
+    *v = (uint64_t)(uintptr_t)u.data;
+    return true;
+}
+
 /* ---- a chain against the model ------------------------------------------------------------------- */
 
 #define CH_STAGES 3
@@ -92,22 +105,29 @@ static void chain_release(void *data, uint32_t rows, void *arg)
     atomic_fetch_add(&x->released, 1);
 }
 
-/* Emit v into exchange k of the chain, counted as outstanding before the
- * call: 0, or -EAGAIN (nothing taken). */
-static int chain_emit(struct urt_graph_ctx *ctx, struct chain_x *x, uint64_t v)
+/* Emit v on port into x, counted as outstanding before the call (and its
+ * high mark kept): 0, or -EAGAIN (nothing taken); any other error is
+ * counted in *bad. */
+static int counted_emit(struct urt_graph_ctx *ctx, uint32_t port, struct chain_x *x, uint64_t v, _Atomic int *bad)
 {
     int64_t o = atomic_fetch_add(&x->outstanding, 1) + 1;
-    int r = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)v, 1);
+    int r = urt_graph_emit(ctx, port, 0, (void *)(uintptr_t)v, 1);
     if (r) {
         atomic_fetch_sub(&x->outstanding, 1);
         if (r != -EAGAIN)
-            atomic_fetch_add(&x->c->bad_emit, 1);
+            atomic_fetch_add(bad, 1);
         return r;
     }
     int64_t m = atomic_load(&x->max_out);
     while (o > m && !atomic_compare_exchange_weak(&x->max_out, &m, o))
         ;
     return 0;
+}
+
+/* Emit v into exchange k of the chain (its steps have one output). */
+static int chain_emit(struct urt_graph_ctx *ctx, struct chain_x *x, uint64_t v)
+{
+    return counted_emit(ctx, 0, x, v, &x->c->bad_emit);
 }
 
 static int chain_source(struct urt_graph_ctx *ctx, void *arg)
@@ -135,12 +155,8 @@ static int chain_stage(struct urt_graph_ctx *ctx, void *arg)
         v = (uint64_t)(uintptr_t)*held;
         *held = NULL;
     } else {
-        struct urt_graph_unit u;
-        if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
-            atomic_fetch_add(&c->missing, 1);
+        if (!next_val(ctx, &c->missing, &v))
             return URT_STEP_DONE;
-        }
-        v = (uint64_t)(uintptr_t)u.data;
         if (val_part(v) != urt_graph_partition(ctx))
             atomic_fetch_add(&c->wrong_partition, 1);
         if (((v * 0x9E3779B97F4A7C15ull) >> 61) == (uint64_t)k) { /* about 1 in 8 */
@@ -158,12 +174,9 @@ static int chain_stage(struct urt_graph_ctx *ctx, void *arg)
 static int chain_sink(struct urt_graph_ctx *ctx, void *arg)
 {
     struct chain *c = arg;
-    struct urt_graph_unit u;
-    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
-        atomic_fetch_add(&c->missing, 1);
+    uint64_t v;
+    if (!next_val(ctx, &c->missing, &v))
         return URT_STEP_DONE;
-    }
-    uint64_t v = (uint64_t)(uintptr_t)u.data;
     uint32_t p = val_part(v);
     if (p != urt_graph_partition(ctx) || p >= CH_MAXP) {
         atomic_fetch_add(&c->wrong_partition, 1);
@@ -270,19 +283,9 @@ static int two_out_source(struct urt_graph_ctx *ctx, void *arg)
     struct two_out *t = arg;
     for (uint32_t i = atomic_load(&t->cursor); i < TO_UNITS; i = atomic_load(&t->cursor)) {
         uint32_t port = two_out_port(i);
-        struct chain_x *x = &t->x[port];
-        int64_t o = atomic_fetch_add(&x->outstanding, 1) + 1;
-        int r = urt_graph_emit(ctx, port, 0, (void *)(uintptr_t)unit_val(port, i), 1);
-        if (r) {
-            atomic_fetch_sub(&x->outstanding, 1);
-            if (r == -EAGAIN)
-                return URT_STEP_YIELD;
-            atomic_fetch_add(&t->bad_emit, 1);
-            return URT_STEP_DONE;
-        }
-        int64_t m = atomic_load(&x->max_out);
-        while (o > m && !atomic_compare_exchange_weak(&x->max_out, &m, o))
-            ;
+        int r = counted_emit(ctx, port, &t->x[port], unit_val(port, i), &t->bad_emit);
+        if (r)
+            return r == -EAGAIN ? URT_STEP_YIELD : URT_STEP_DONE;
         atomic_store(&t->cursor, i + 1);
     }
     return URT_STEP_DONE;
@@ -290,12 +293,9 @@ static int two_out_source(struct urt_graph_ctx *ctx, void *arg)
 
 static int two_out_sink(struct urt_graph_ctx *ctx, struct two_out *t, uint32_t port)
 {
-    struct urt_graph_unit u;
-    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
-        atomic_fetch_add(&t->missing, 1);
+    uint64_t v;
+    if (!next_val(ctx, &t->missing, &v))
         return URT_STEP_DONE;
-    }
-    uint64_t v = (uint64_t)(uintptr_t)u.data;
     uint32_t seq = val_seq(v);
     if (val_part(v) != port || two_out_port(seq) != port) {
         atomic_fetch_add(&t->wrong_port, 1);
@@ -335,7 +335,6 @@ Test(graph_stream, a_step_with_two_forward_outputs_keeps_each_exchange_s_units, 
         int s1 = add(g, (struct urt_step_desc){.name = "sink1", .fn = two_out_sink1, .arg = t});
         const uint32_t cap[2] = {3, 16};
         for (int k = 0; k < 2; k++) {
-            t->x[k].c = NULL;
             wire(g, src, add_forward(g, cap[k], chain_release, &t->x[k]), k ? s1 : s0);
         }
         cr_assert_eq(run_graph(g, &d), 0, "graph ended with %d: %s", atomic_load(&d.status), urt_last_error());
@@ -391,12 +390,9 @@ static int scan_src(struct urt_graph_ctx *ctx, void *arg)
 static int scan_cons(struct urt_graph_ctx *ctx, void *arg)
 {
     struct scan_rec *r = arg;
-    struct urt_graph_unit u;
-    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
-        atomic_fetch_add(&r->bad, 1);
+    uint64_t v;
+    if (!next_val(ctx, &r->bad, &v))
         return URT_STEP_DONE;
-    }
-    uint64_t v = (uint64_t)(uintptr_t)u.data;
     uint32_t p = val_part(v);
     if (p >= SC_PARTS || p % SC_CONS != urt_graph_partition(ctx)) {
         atomic_fetch_add(&r->wrong_partition, 1);
@@ -460,12 +456,10 @@ static int two_src(struct urt_graph_ctx *ctx, void *arg)
 
 static int two_cons(struct urt_graph_ctx *ctx, struct two *t, int which)
 {
-    struct urt_graph_unit u;
-    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) != 1) {
-        atomic_fetch_add(&t->bad, 1);
+    uint64_t v;
+    if (!next_val(ctx, &t->bad, &v))
         return URT_STEP_DONE;
-    }
-    uint32_t seq = val_seq((uint64_t)(uintptr_t)u.data);
+    uint32_t seq = val_seq(v);
     if (seq >= TC_UNITS || seq != atomic_load(&t->next[which]))
         atomic_fetch_add(&t->disorder, 1);
     else
