@@ -101,8 +101,9 @@
  *       to a worker that just got busy, or keeps it; the move itself is
  *       ordered by the sticky push (M2), whatever the mark said.
  *  (M4) Shutdown: a submitter that is not a worker brackets its push with
- *       foreign_inflight (seq_cst), exactly as sched/core/submit.c does, so
- *       sched_stop either sees its push or the submitter sees the phase.
+ *       foreign_enter / foreign_leave (sched/core/foreign.h), exactly as
+ *       sched/core/submit.c does, so sched_stop either sees its push or the
+ *       submitter sees the phase.
  *  (M6) Holds (below): the park CAS and the deliveries' CASes on `conts`
  *       are acq_rel (the stack's contents published, the runner's acquire
  *       exchange takes them); the park CAS releases park_w and budget to
@@ -154,6 +155,7 @@
 
 #include <urt/lane.h>
 
+#include "sched/core/foreign.h"
 #include "sched/core/run.h"
 
 #include "base/args.h"
@@ -475,14 +477,8 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
 {
     struct sched *s = l->s;
     struct worker *self = sched_current(s);
-    if (!self) {
-        /* (M4) pairs with sched_stop's phase store + foreign_inflight wait. */
-        atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
-            urt_waitcount_sub(&s->foreign_inflight, 1);
-            return -ESHUTDOWN;
-        }
-    }
+    if (!self && !foreign_enter(s->id, &s->phase, PHASE_RUNNING)) /* (M4) */
+        return -ESHUTDOWN;
     t->priv.lane = l;
     probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
     mpsc_push(&l->q_head, t); /* L1 (M1) */
@@ -500,7 +496,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
             sched_push_sticky(s, target, &l->runner); /* L3 + wake */
     }
     if (!self)
-        urt_waitcount_sub(&s->foreign_inflight, 1);
+        foreign_leave(); /* (M4) */
     return 0;
 }
 

@@ -231,13 +231,12 @@ struct sched {
     _Atomic uint32_t surplus_waking;         /* a peer is being woken for surplus work */
     alignas(64) _Atomic uint32_t rr;         /* round-robin cursor of foreign placement */
     /* phase is read by every runner once per task: its line is written only
-     * at destroy, so it stays shared in every cache. The foreign submitters'
-     * counters, written once or twice per foreign submission, live on the
-     * next line (on phase's line each submission cost the workers a miss). */
+     * at destroy, so it stays shared in every cache. The foreign wake
+     * counters live on the next line (on phase's line each foreign wake cost
+     * the workers a miss). Foreign submitters mark themselves in their own
+     * words, not here (sched/core/foreign.h). */
     alignas(64) _Atomic uint32_t phase;      /* enum sched_phase */
-    alignas(64) urt_waitcount foreign_inflight; /* foreign submissions between phase check and push
-                                                   (base/waitcount.h: sched_stop waits for 0) */
-    _Atomic uint64_t foreign_wakes;
+    alignas(64) _Atomic uint64_t foreign_wakes;
     _Atomic uint64_t foreign_wake_failures;
     struct be_shared be_shared;              /* what the contexts share: the send-wake fallback, the portable file pool (backend/backend.h) */
 

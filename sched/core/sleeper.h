@@ -46,21 +46,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* A seq_cst fence (S2, R3). GCC refuses a fence inlined into another
- * function under ThreadSanitizer (-Wtsan; TSan does not model fences, the
- * protocol's other accesses are seq_cst atomics it does see): the TSan build
- * keeps it out of line. */
-#if defined(__SANITIZE_THREAD__)
-__attribute__((noinline, unused)) static void sleeper_fence(void)
-{
-    atomic_thread_fence(memory_order_seq_cst);
-}
-#else
+#include "base/fence.h"
+
+/* A seq_cst fence (S2, R3): base/fence.h's full fence (out of line under
+ * ThreadSanitizer). */
 static inline void sleeper_fence(void)
 {
-    atomic_thread_fence(memory_order_seq_cst);
+    urt_fence_full();
 }
-#endif
 
 enum sleeper_state {
     SLEEPER_RUNNING = 0,

@@ -29,11 +29,12 @@
  * ---- Memory ordering --------------------------------------------------------
  * start_lock/start_cond order the workers' start reports (start_err, ring)
  * before the starter reads them, and the starter's phase store before the
- * workers read it. phase is stored seq_cst by the stopper; foreign_inflight
- * (a waitcount, base/waitcount.h, its adds and subs seq_cst) is the fence with
- * foreign submitters (sched/core/submit.c); tasks_run
+ * workers read it. phase is stored seq_cst by the stopper, then the foreign
+ * submitters' marks are waited for (sched/core/foreign.h, an asymmetric
+ * Dekker pair with their phase loads); tasks_run
  * and idle_sweeps are read with acquire (the workers store release).
  */
+#include "sched/core/foreign.h"
 #include "sched/core/sched.h"
 
 #include <errno.h>
@@ -80,12 +81,12 @@ static void sched_init_fields(struct sched *s, const struct urt_config *cfg, con
     s->caps = *caps;
     s->n_workers = cfg->workers;
     s->id = atomic_fetch_add(&next_id, 1);
+    (void)urt_fence_init(); /* the foreign submitters' fence (sched/core/foreign.h), before any submission */
     s->suspend_timeout_ns = cfg->worker_suspend_timeout_us * 1000ull;
     atomic_init(&s->n_sleeping, 0);
     atomic_init(&s->surplus_waking, 0);
     atomic_init(&s->rr, 0);
     atomic_init(&s->phase, PHASE_RUNNING);
-    atomic_init(&s->foreign_inflight, 0);
     atomic_init(&s->foreign_wakes, 0);
     atomic_init(&s->foreign_wake_failures, 0);
     pthread_mutex_init(&s->start_lock, NULL);
@@ -220,11 +221,11 @@ static void sleep_us(unsigned us)
     nanosleep(&ts, NULL);
 }
 
-/* A submitter's sub is its last touch of the runtime: it wakes by address
- * only (base/waitcount.h W1); its seq_cst pairs with the phase store (W3). */
+/* After the phase store (seq_cst): sched/core/foreign.h S1, S2. A
+ * submitter's mark clearing is its last touch of the runtime. */
 static void wait_foreign_submitters(struct sched *s)
 {
-    urt_waitcount_wait(&s->foreign_inflight, URT_WAITCOUNT_FOREVER);
+    foreign_wait(s->id);
 }
 
 static void drain(struct sched *s)

@@ -16,17 +16,19 @@
  *  - URT_SUBMIT_URGENT: a suspended worker's inbox if there is one (woken),
  *    else the rules above.
  *
- * Shutdown fence with foreign submitters: a foreign submission increments
- * foreign_inflight, then reads the phase (both seq_cst); sched_stop stores
- * the phase, then waits for foreign_inflight to reach 0 (seq_cst). So either
- * the submitter sees the shutdown and returns -ESHUTDOWN, or the destroyer
- * waits for its push to finish before it drains or cancels.
+ * Shutdown fence with foreign submitters (sched/core/foreign.h): a foreign
+ * submission marks itself, then reads the phase (foreign_enter); sched_stop
+ * stores the phase, then waits for every mark naming the runtime to clear
+ * (foreign_wait). So either the submitter sees the shutdown and returns
+ * -ESHUTDOWN, or the destroyer waits for its push to finish before it
+ * drains or cancels.
  */
 #include <errno.h>
 
 #include <urt/runtime.h>
 #include <urt/task.h>
 
+#include "sched/core/foreign.h"
 #include "sched/core/sched.h"
 
 #include "base/args.h"
@@ -102,12 +104,9 @@ struct worker *sched_pick_worker(struct sched *s)
 
 static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 {
-    atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
-        urt_waitcount_sub(&s->foreign_inflight, 1);
+    if (!foreign_enter(s->id, &s->phase, PHASE_RUNNING))
         /* The message here, so that the public entry points tail-call sched_submit. */
         return urt__error(-ESHUTDOWN, "task submission: the runtime is being destroyed");
-    }
     struct worker *w = NULL;
     if (flags & URT_SUBMIT_URGENT)
         w = sched_find_sleeping(s);
@@ -115,7 +114,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
         w = sched_pick_worker(s);
     inbox_push(&w->inbox, t);
     sched_notify(s, w, NULL);
-    urt_waitcount_sub(&s->foreign_inflight, 1);
+    foreign_leave();
     return 0;
 }
 
@@ -135,13 +134,10 @@ int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t)
         return 0;
     }
     /* The shutdown fence of submit_foreign. */
-    atomic_fetch_add_explicit(&s->foreign_inflight, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->phase, memory_order_seq_cst) != PHASE_RUNNING) {
-        urt_waitcount_sub(&s->foreign_inflight, 1);
+    if (!foreign_enter(s->id, &s->phase, PHASE_RUNNING))
         return -ESHUTDOWN;
-    }
     sched_push_sticky(s, target, t);
-    urt_waitcount_sub(&s->foreign_inflight, 1);
+    foreign_leave();
     return 0;
 }
 
