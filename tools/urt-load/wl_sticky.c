@@ -31,6 +31,9 @@
  * body_ns: the body (steps 1-3) run 1,000,000 times on the external thread
  * before the runtime work, printed as `urt <workload> body_ns <v> ns`, so
  * the ceiling (WORKERS / body cost) is known for the machine of the run.
+ * A note gives the rate without a scheduler as well (free_rate: WORKERS plain
+ * threads running the body and the completion add), the most any runtime
+ * can reach with the workload's own shared add included.
  *
  * Shared state: one file-static struct sticky, written by the external thread
  * before an iteration's first submission (published by it); the completion
@@ -242,6 +245,66 @@ static double body_ns(int steps)
     return (double)(t1 - t0) / BODY_RUNS;
 }
 
+/* ---- the rate without a scheduler ------------------------------------------------------
+ * The workload's own per-task operations (the body, steps 1-3, and step 5's
+ * add on a shared completion counter) run by WORKERS plain threads, thread k
+ * taking the transactions t with t % WORKERS == k in batches of 64 tasks, as
+ * a lane runner does: what a scheduler that cost nothing would reach on this
+ * machine (the printed ceiling leaves step 5 out). Printed as a note. */
+#define FREE_RUNS 5
+#define FREE_BATCH 64
+
+struct free_arg {
+    unsigned k, workers;
+    int steps;
+    atomic_ulong *count;
+};
+
+static void *free_thread(void *p)
+{
+    struct free_arg *a = p;
+    for (unsigned j = 0; j < TX_TASKS; j += FREE_BATCH)
+        for (unsigned t = a->k; t < TX_N; t += a->workers)
+            for (unsigned i = j; i < j + FREE_BATCH && i < TX_TASKS; i++) {
+                tx_body(&ST.tx[t], a->steps);
+                atomic_fetch_add_explicit(a->count, 1, memory_order_acq_rel); /* step 5 */
+            }
+    return NULL;
+}
+
+/* tasks/s, the median of FREE_RUNS runs; 0 if a thread could not start. */
+static double free_rate(unsigned workers, int steps)
+{
+    double rates[FREE_RUNS];
+    struct free_arg args[64];
+    pthread_t th[64];
+    if (workers > 64)
+        workers = 64;
+    static _Alignas(64) atomic_ulong count;
+    for (int r = 0; r < FREE_RUNS; r++) {
+        atomic_store(&count, 0);
+        uint64_t t0 = urt_now_ns();
+        unsigned started = 0;
+        for (; started < workers; started++) {
+            args[started] = (struct free_arg){started, workers, steps, &count};
+            if (pthread_create(&th[started], NULL, free_thread, &args[started]) != 0)
+                break;
+        }
+        for (unsigned i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+        if (started < workers)
+            return 0;
+        rates[r] = (double)atomic_load(&count) * 1e9 / (double)(urt_now_ns() - t0);
+    }
+    for (int i = 1; i < FREE_RUNS; i++) /* insertion sort, 5 values */
+        for (int j = i; j > 0 && rates[j - 1] > rates[j]; j--) {
+            double x = rates[j];
+            rates[j] = rates[j - 1];
+            rates[j - 1] = x;
+        }
+    return rates[FREE_RUNS / 2];
+}
+
 static int run_sticky(urt_runtime *rt, const char *name)
 {
     struct sticky *s = &ST;
@@ -282,6 +345,9 @@ static int run_sticky(urt_runtime *rt, const char *name)
                  remote ? "remote (external thread submits every task)" : "fan-out (64 roots, local submission)",
                  cfg->lane_balance ? "true" : "false", cfg->dev_thousandths_ratio_check_local_first);
     measure_note(name, "ceiling = WORKERS / body = %.0f tasks/s", cfg->workers * 1e9 / bns);
+    measure_note(name, "without a scheduler = %.0f tasks/s (WORKERS plain threads, each its own transactions in "
+                       "batches of 64: the body, step 1's exchange, step 5's shared add; median of %d runs)",
+                 free_rate(cfg->workers, s->steps), FREE_RUNS);
     rc = measure_throughput(name, "tasks_per_s", "tasks/s", (double)TX_N * TX_TASKS, remote ? it_remote : it_fanout,
                             s);
     printf("%s %s body_ns %.2f ns\n", MEASURE_PEER, name, bns);
