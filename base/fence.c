@@ -4,9 +4,11 @@
  */
 #include "base/fence.h"
 
+#include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 _Atomic bool urt__fence_expedited = false;
@@ -38,13 +40,32 @@ bool urt_fence_init(void)
     return atomic_load_explicit(&urt__fence_expedited, memory_order_acquire);
 }
 
+/* (F3) The registered command refused: only a seccomp filter installed after
+ * the registration does that. The fast sides use full fences from now on
+ * (the flag goes back to symmetric); those that ran with a compiler barrier
+ * before they read the flag are waited out: their store left the store
+ * buffer long before GRACE_NS (a store buffer drains in well under a
+ * microsecond, and a thread preempted meanwhile passed the context switch's
+ * barrier). A safety net for a process that sandboxes itself late, sound on
+ * the hardware rather than by the C11 model, which membarrier itself is
+ * outside of too. */
+#define GRACE_NS (1000 * 1000)
+
+static void fence_degrade(void)
+{
+    atomic_store_explicit(&urt__fence_expedited, false, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = GRACE_NS};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 void urt_fence_heavy(void)
 {
-    if (atomic_load_explicit(&urt__fence_expedited, memory_order_acquire) &&
-        membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
-        return;
-    /* The symmetric mode. (F3): in the expedited mode the call above does
-     * not fail, so the fast sides' compiler barriers are never paired with
-     * this fence alone. */
-    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&urt__fence_expedited, memory_order_acquire)) {
+        if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
+            return;
+        fence_degrade();
+    }
+    atomic_thread_fence(memory_order_seq_cst); /* the symmetric mode */
 }

@@ -37,8 +37,12 @@
  *       full fence, which pairs with either heavy fence.
  *  (F2) The stores and loads of a pair must be atomics (relaxed suffices for
  *       the pair itself; release/acquire where they publish data).
- *  (F3) After a successful registration the command cannot fail
- *       (membarrier(2): EPERM only when the process is not registered).
+ *  (F3) After a successful registration the command does not fail
+ *       (membarrier(2): EPERM only when the process is not registered; the
+ *       registration is inherited by fork). Only a seccomp filter installed
+ *       later can refuse it: the heavy fence then switches the process back
+ *       to symmetric fences and waits out a grace period for the fast sides
+ *       that ran with a compiler barrier only (fence.c, fence_degrade).
  */
 #ifndef URT_BASE_FENCE_H
 #define URT_BASE_FENCE_H

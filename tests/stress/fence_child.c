@@ -3,12 +3,14 @@
  * (sched/core/foreign.h, base/fence.h) in a process of its own, so that the
  * fences' process-wide mode is probed fresh:
  *
- *     fence_child [--refuse-membarrier]
+ *     fence_child [--refuse-membarrier | --refuse-membarrier-later]
  *
  * --refuse-membarrier installs a seccomp filter (libseccomp) under which
  * membarrier(2) fails with ENOSYS, as on a kernel without it or under a
  * container profile that refuses it: the fences must fall back to the
- * symmetric mode. Then, in either mode:
+ * symmetric mode. --refuse-membarrier-later registers first and installs the
+ * filter afterwards (a process that sandboxes itself late): the first heavy
+ * fence must switch the process back to symmetric fences. Then, in any mode:
  *  - Dekker rounds on the fences themselves: a fast thread stores A, runs
  *    the light fence, loads B; a slow thread stores B, runs the heavy fence,
  *    loads A; in no round may both loads miss the other's store;
@@ -16,7 +18,8 @@
  *    shutdown modes: every accepted task ends exactly once (ran or
  *    cancelled), none is accepted after a refusal, the lanes end with
  *    nothing pending.
- * Prints "expedited=<0|1> rounds=N both_missed=K races=R" and exits 0 when
+ * Prints "expedited=<0|1> rounds=N both_missed=K races=R after=<0|1>" (after:
+ * the mode at the end) and exits 0 when
  * every invariant held; 1 with a "# FAIL" line otherwise; 125 when the
  * filter cannot be installed. tests/stress/test_fence.c runs it.
  *
@@ -258,7 +261,10 @@ static void race_once(enum urt_shutdown mode)
 int main(int argc, char **argv)
 {
     bool refuse = argc > 1 && !strcmp(argv[1], "--refuse-membarrier");
-    if (refuse) {
+    bool later = argc > 1 && !strcmp(argv[1], "--refuse-membarrier-later");
+    if (later)
+        (void)urt_fence_init(); /* registered first, refused afterwards */
+    if (refuse || later) {
         int rc = refuse_membarrier();
         if (rc < 0) {
             fprintf(stderr, "fence_child: cannot install the seccomp filter: %s\n", strerror(-rc));
@@ -271,6 +277,7 @@ int main(int argc, char **argv)
     int races = 0;
     for (int c = 0; c < RACE_CYCLES; c++, races++)
         race_once(c % 2 ? URT_SHUTDOWN_CANCEL : URT_SHUTDOWN_DRAIN);
-    printf("expedited=%d rounds=%d both_missed=%u races=%d\n", expedited, ROUNDS, both_missed, races);
+    printf("expedited=%d rounds=%d both_missed=%u races=%d after=%d\n", expedited, ROUNDS, both_missed, races,
+           (int)atomic_load(&urt__fence_expedited));
     return fails ? 1 : 0;
 }

@@ -3,7 +3,8 @@
  * (sched/core/foreign.h) and the asymmetric fences under it (base/fence.h):
  *  - in a fresh process (tests/stress/fence_child.c), with membarrier(2)
  *    (the expedited mode) and with it refused by seccomp (the symmetric
- *    fallback): Dekker rounds on the fences never let both sides miss, and
+ *    fallback), and with it refused only after the registration (the
+ *    switch back to symmetric fences): Dekker rounds on the fences never let both sides miss, and
  *    destroy racing foreign plain and lane submissions ends every accepted
  *    task exactly once and accepts none after a refusal;
  *  - the marks: a thread's mark goes back at its exit and is reused, so
@@ -65,6 +66,7 @@ Test(fence, expedited_mode_holds, .timeout = 240)
     cr_assert_eq(rc, 0, "fence_child exited %d:\n%s", rc, out);
     cr_assert(strstr(out, "expedited=1 ") != NULL, "not the expedited mode:\n%s", out);
     cr_assert(strstr(out, "both_missed=0 ") != NULL, "%s", out);
+    cr_assert(strstr(out, "after=1") != NULL, "left the expedited mode:\n%s", out);
 }
 
 Test(fence, symmetric_fallback_holds, .timeout = 240)
@@ -76,6 +78,23 @@ Test(fence, symmetric_fallback_holds, .timeout = 240)
     cr_assert_eq(rc, 0, "fence_child --refuse-membarrier exited %d:\n%s", rc, out);
     cr_assert(strstr(out, "expedited=0 ") != NULL, "membarrier refused, yet not the symmetric mode:\n%s", out);
     cr_assert(strstr(out, "both_missed=0 ") != NULL, "%s", out);
+}
+
+/* Registered, then refused by a filter installed later: the first heavy
+ * fence's call fails, and the process goes back to symmetric fences (after
+ * a grace period for the fast sides that used a compiler barrier). */
+Test(fence, refused_after_registration_degrades_to_symmetric, .timeout = 240)
+{
+    if (!membarrier_expedited_here())
+        cr_skip_test("membarrier(2) has no private expedited command here");
+    char out[4096];
+    int rc = run_child("--refuse-membarrier-later", out, sizeof out);
+    if (rc == 125)
+        cr_skip_test("cannot install a seccomp filter here");
+    cr_assert_eq(rc, 0, "fence_child --refuse-membarrier-later exited %d:\n%s", rc, out);
+    cr_assert(strstr(out, "expedited=1 ") != NULL, "registered before the filter, yet not expedited:\n%s", out);
+    cr_assert(strstr(out, "both_missed=0 ") != NULL, "%s", out);
+    cr_assert(strstr(out, "after=0") != NULL, "the refused command did not switch to symmetric fences:\n%s", out);
 }
 
 /* ---- the marks --------------------------------------------------------------------------- */
