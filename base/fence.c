@@ -54,7 +54,7 @@ bool urt_fence_init(void)
 static void fence_degrade(void)
 {
     atomic_store_explicit(&urt__fence_expedited, false, memory_order_seq_cst);
-    atomic_thread_fence(memory_order_seq_cst);
+    urt_fence_full();
     struct timespec ts = {.tv_sec = 0, .tv_nsec = GRACE_NS};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
@@ -67,5 +67,5 @@ void urt_fence_heavy(void)
             return;
         fence_degrade();
     }
-    atomic_thread_fence(memory_order_seq_cst); /* the symmetric mode */
+    urt_fence_full(); /* the symmetric mode */
 }
