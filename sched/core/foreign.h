@@ -48,6 +48,7 @@
 #ifndef URT_SCHED_CORE_FOREIGN_H
 #define URT_SCHED_CORE_FOREIGN_H
 
+#include <assert.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -82,6 +83,7 @@ static inline bool foreign_enter(uint64_t id, const _Atomic uint32_t *phase, uin
     struct foreign_mark *m = urt__foreign_mark;
     if (__builtin_expect(m == NULL, 0))
         m = foreign_mark_take();
+    assert(atomic_load_explicit(&m->in, memory_order_relaxed) == 0 && "a foreign bracket inside another");
     atomic_store_explicit(&m->in, id, memory_order_relaxed); /* M1 (G1) */
     urt_fence_light();
     if (__builtin_expect(atomic_load_explicit(phase, memory_order_acquire) == running, 1)) /* M2 */
