@@ -22,6 +22,8 @@
  *    the same for a directory with subdirectories and links (nftw, depth
  *    first, links removed, not followed, mounts not entered), and
  *    test_remove_tree_at(dir) without the free (the crash suites' trees);
+ *  - read_pipe(fd, buf, len): a child's output — up to len - 1 bytes into buf,
+ *    NUL-terminated, the rest read and dropped so the writer never blocks;
  *  - SCALE(full, sanitized): stress sizes; the sanitizer builds pass
  *    -DURT_TEST_SANITIZED (tests/meson.build) and run smaller sizes, the plain
  *    build the full ones.
@@ -92,6 +94,20 @@ static inline void sleep_us(uint64_t us)
 {
     struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Reads fd to its end: up to len - 1 bytes into buf (NUL-terminated), the
+ * rest dropped, so that a child writing more never blocks on the pipe. */
+static inline void read_pipe(int fd, char *buf, size_t len)
+{
+    size_t off = 0;
+    ssize_t n;
+    while (off + 1 < len && (n = read(fd, buf + off, len - 1 - off)) > 0)
+        off += (size_t)n;
+    buf[off] = '\0';
+    char drain[256];
+    while (read(fd, drain, sizeof(drain)) > 0)
         ;
 }
 

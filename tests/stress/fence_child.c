@@ -15,9 +15,9 @@
  *    the light fence, loads B; a slow thread stores B, runs the heavy fence,
  *    loads A; in no round may both loads miss the other's store;
  *  - destroy racing foreign submitters (plain spawns and lane spawns), both
- *    shutdown modes: every accepted task ends exactly once (ran or
- *    cancelled), none is accepted after a refusal, the lanes end with
- *    nothing pending.
+ *    shutdown modes, the model of tests/race_destroy.h: every accepted task
+ *    ends exactly once (ran or cancelled), none is accepted after a refusal,
+ *    the lanes end with nothing pending.
  * Prints "expedited=<0|1> rounds=N both_missed=K races=R after=<0|1>" (after:
  * the mode at the end) and exits 0 when
  * every invariant held; 1 with a "# FAIL" line otherwise; 125 when the
@@ -41,13 +41,16 @@
 #include <urt/urt.h>
 
 #include "base/fence.h"
+#include "tests/race_destroy.h"
 
 #ifdef URT_TEST_SANITIZED
 #define ROUNDS 5000
 #define RACE_CYCLES 4
+#define RACE_CAP 100000
 #else
 #define ROUNDS 40000
 #define RACE_CYCLES 12
+#define RACE_CAP 400000
 #endif
 
 static int fails;
@@ -60,19 +63,6 @@ static int fails;
             fails++;                                                                                             \
         }                                                                                                        \
     } while (0)
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_us(unsigned us)
-{
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)us * 1000};
-    nanosleep(&ts, NULL);
-}
 
 static int refuse_membarrier(void)
 {
@@ -145,73 +135,7 @@ static unsigned dekker_rounds(void)
     return both_missed;
 }
 
-/* ---- destroy racing foreign submitters ----------------------------------------------- */
-
-#define RACERS 3
-#define LANES 2
-
-struct racer {
-    urt_runtime *rt;
-    urt_lane *lane; /* NULL: plain spawns */
-    _Atomic uint64_t accepted, ended, refused, errors, after_refusal;
-    _Atomic bool done;
-};
-
-static enum urt_task_result end_fn(struct urt_task *t, void *arg)
-{
-    (void)t;
-    atomic_fetch_add(&((struct racer *)arg)->ended, 1);
-    return URT_TASK_DONE;
-}
-
-static void end_cancel(struct urt_task *t, void *arg)
-{
-    (void)t;
-    atomic_fetch_add(&((struct racer *)arg)->ended, 1);
-}
-
-static void *racer_main(void *arg)
-{
-    struct racer *r = arg;
-    bool refused = false;
-    uint64_t deadline = now_ns() + 30ull * 1000000000ull;
-    while (now_ns() < deadline) {
-        int err = r->lane ? urt_lane_spawn(r->lane, end_fn, end_cancel, r, 0)
-                          : urt_spawn_ex(r->rt, end_fn, end_cancel, r, 0);
-        if (err == 0) {
-            atomic_fetch_add(&r->accepted, 1);
-            if (refused)
-                atomic_fetch_add(&r->after_refusal, 1);
-        } else if (err == -ESHUTDOWN) {
-            refused = true;
-            if (atomic_fetch_add(&r->refused, 1) >= 50)
-                break;
-        } else {
-            atomic_fetch_add(&r->errors, 1);
-        }
-    }
-    atomic_store(&r->done, true);
-    return NULL;
-}
-
-/* Holds a worker until every racer stopped: destroy waits for it, so the
- * runtime outlives their last call. */
-struct holder {
-    struct urt_task task;
-    struct racer *racers;
-    _Atomic bool started;
-};
-
-static enum urt_task_result holder_fn(struct urt_task *t, void *arg)
-{
-    (void)t;
-    struct holder *h = arg;
-    atomic_store(&h->started, true);
-    for (int i = 0; i < RACERS; i++)
-        while (!atomic_load(&h->racers[i].done))
-            sleep_us(100);
-    return URT_TASK_DONE;
-}
+/* ---- destroy racing foreign submitters (tests/race_destroy.h) ------------------------ */
 
 static void race_once(enum urt_shutdown mode)
 {
@@ -223,39 +147,9 @@ static void race_once(enum urt_shutdown mode)
     CHECK(err == 0, "urt_runtime_create: %d", err);
     if (err)
         return;
-    static struct racer rc[RACERS];
-    urt_lane *lanes[LANES] = {NULL};
-    for (int i = 0; i < LANES; i++)
-        CHECK(urt_lane_create(rt, &lanes[i]) == 0, "urt_lane_create");
-    pthread_t th[RACERS];
-    for (int i = 0; i < RACERS; i++) {
-        memset(&rc[i], 0, sizeof(rc[i]));
-        rc[i].rt = rt;
-        rc[i].lane = i == 0 ? NULL : lanes[(i - 1) % LANES];
-        pthread_create(&th[i], NULL, racer_main, &rc[i]);
-    }
-    while (atomic_load(&rc[0].accepted) < 1000 || atomic_load(&rc[RACERS - 1].accepted) < 1000)
-        sleep_us(100);
-    struct holder h = {.racers = rc, .started = false};
-    urt_task_init(&h.task, holder_fn, &h);
-    CHECK(urt_task_submit(rt, &h.task, 0) == 0, "holder submission");
-    while (!atomic_load(&h.started))
-        sleep_us(100);
-    int ret = urt_runtime_destroy(rt, mode);
-    for (int i = 0; i < RACERS; i++)
-        pthread_join(th[i], NULL);
-    CHECK(ret >= 0, "urt_runtime_destroy: %d", ret);
-    for (int i = 0; i < LANES; i++) {
-        CHECK(urt_lane_pending(lanes[i]) == 0, "lane %d: %u pending after destroy", i, urt_lane_pending(lanes[i]));
-        urt_lane_destroy(lanes[i]);
-    }
-    for (int i = 0; i < RACERS; i++) {
-        uint64_t acc = atomic_load(&rc[i].accepted), end = atomic_load(&rc[i].ended);
-        CHECK(acc == end, "racer %d: %llu accepted, %llu ended", i, (unsigned long long)acc, (unsigned long long)end);
-        CHECK(atomic_load(&rc[i].after_refusal) == 0, "racer %d: accepted after a refusal", i);
-        CHECK(atomic_load(&rc[i].refused) > 0, "racer %d: never refused", i);
-        CHECK(atomic_load(&rc[i].errors) == 0, "racer %d: an error other than -ESHUTDOWN", i);
-    }
+    char msg[256] = "";
+    int rc = race_run(rt, mode, 3, 2, true, RACE_CAP, msg, sizeof msg);
+    CHECK(rc == 0, "%s (%s)", msg, mode == URT_SHUTDOWN_DRAIN ? "drain" : "cancel");
 }
 
 int main(int argc, char **argv)

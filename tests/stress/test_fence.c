@@ -40,11 +40,7 @@ static int run_child(const char *arg, char *out, size_t len)
     cr_assert_eq(posix_spawn(&pid, FENCE_CHILD, &fa, NULL, argv, environ), 0);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < len && (r = read(fds[0], out + n, len - 1 - n)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
+    read_pipe(fds[0], out, len);
     close(fds[0]);
     int st;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
@@ -57,27 +53,32 @@ static bool membarrier_expedited_here(void)
     return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED);
 }
 
+/* Runs fence_child with arg: it must pass, in mode `expedited` at the start
+ * and `after` at the end, with no Dekker round where both sides missed. */
+static void child_passes(const char *arg, int expedited, int after)
+{
+    char out[4096], want[32];
+    int rc = run_child(arg, out, sizeof out);
+    if (rc == 125)
+        cr_skip_test("cannot install a seccomp filter here");
+    cr_assert_eq(rc, 0, "fence_child %s exited %d:\n%s", arg ? arg : "", rc, out);
+    snprintf(want, sizeof want, "expedited=%d ", expedited);
+    cr_assert(strstr(out, want) != NULL, "fence_child %s: want %s at the start:\n%s", arg ? arg : "", want, out);
+    snprintf(want, sizeof want, "after=%d", after);
+    cr_assert(strstr(out, want) != NULL, "fence_child %s: want %s at the end:\n%s", arg ? arg : "", want, out);
+    cr_assert(strstr(out, "both_missed=0 ") != NULL, "%s", out);
+}
+
 Test(fence, expedited_mode_holds, .timeout = 240)
 {
     if (!membarrier_expedited_here())
         cr_skip_test("membarrier(2) has no private expedited command here: the fallback test covers this host");
-    char out[4096];
-    int rc = run_child(NULL, out, sizeof out);
-    cr_assert_eq(rc, 0, "fence_child exited %d:\n%s", rc, out);
-    cr_assert(strstr(out, "expedited=1 ") != NULL, "not the expedited mode:\n%s", out);
-    cr_assert(strstr(out, "both_missed=0 ") != NULL, "%s", out);
-    cr_assert(strstr(out, "after=1") != NULL, "left the expedited mode:\n%s", out);
+    child_passes(NULL, 1, 1);
 }
 
 Test(fence, symmetric_fallback_holds, .timeout = 240)
 {
-    char out[4096];
-    int rc = run_child("--refuse-membarrier", out, sizeof out);
-    if (rc == 125)
-        cr_skip_test("cannot install a seccomp filter here");
-    cr_assert_eq(rc, 0, "fence_child --refuse-membarrier exited %d:\n%s", rc, out);
-    cr_assert(strstr(out, "expedited=0 ") != NULL, "membarrier refused, yet not the symmetric mode:\n%s", out);
-    cr_assert(strstr(out, "both_missed=0 ") != NULL, "%s", out);
+    child_passes("--refuse-membarrier", 0, 0);
 }
 
 /* Registered, then refused by a filter installed later: the first heavy
@@ -87,14 +88,7 @@ Test(fence, refused_after_registration_degrades_to_symmetric, .timeout = 240)
 {
     if (!membarrier_expedited_here())
         cr_skip_test("membarrier(2) has no private expedited command here");
-    char out[4096];
-    int rc = run_child("--refuse-membarrier-later", out, sizeof out);
-    if (rc == 125)
-        cr_skip_test("cannot install a seccomp filter here");
-    cr_assert_eq(rc, 0, "fence_child --refuse-membarrier-later exited %d:\n%s", rc, out);
-    cr_assert(strstr(out, "expedited=1 ") != NULL, "registered before the filter, yet not expedited:\n%s", out);
-    cr_assert(strstr(out, "both_missed=0 ") != NULL, "%s", out);
-    cr_assert(strstr(out, "after=0") != NULL, "the refused command did not switch to symmetric fences:\n%s", out);
+    child_passes("--refuse-membarrier-later", 1, 0);
 }
 
 /* ---- the marks --------------------------------------------------------------------------- */

@@ -34,6 +34,7 @@
 #include <urt/lane.h>
 
 #include "tests/helpers.h"
+#include "tests/race_destroy.h"
 
 static urt_runtime *g_rt;
 
@@ -389,83 +390,9 @@ Test(shutdown, cancel_with_running_yielders, .timeout = 60)
 
 /* ---- submissions racing destroy ---------------------------------------------------------- */
 
-struct racer {
-    urt_lane *lane; /* NULL: plain spawns */
-    _Atomic uint64_t accepted, refused, errors, after_refusal_accepted;
-    _Atomic bool done;
-    _Atomic uint32_t *hits; /* per task, the first cap tasks */
-    _Atomic uint32_t overflow_hits; /* the tasks after the first cap */
-    size_t cap;
-};
-
-static enum urt_task_result hit_fn(struct urt_task *t, void *arg)
-{
-    (void)t;
-    atomic_fetch_add((_Atomic uint32_t *)arg, 1);
-    return URT_TASK_DONE;
-}
-
-static void hit_cancel(struct urt_task *t, void *arg)
-{
-    (void)t;
-    atomic_fetch_add((_Atomic uint32_t *)arg, 1);
-}
-
-/* Submits until destroy refuses it 100 times (or 60 s passed). */
-static void *racer_main(void *arg)
-{
-    struct racer *r = arg;
-    bool refused = false;
-    uint64_t deadline = now_ns() + 60ull * 1000000000ull;
-    for (size_t i = 0; now_ns() < deadline; i++) {
-        _Atomic uint32_t *hit = i < r->cap ? &r->hits[i] : &r->overflow_hits;
-        unsigned flags = i % 5 == 0 ? URT_SUBMIT_URGENT : 0;
-        int err = r->lane ? urt_lane_spawn(r->lane, hit_fn, hit_cancel, (void *)hit, flags)
-                          : urt_spawn_ex(g_rt, hit_fn, hit_cancel, (void *)hit, flags);
-        if (err == 0) {
-            atomic_fetch_add(&r->accepted, 1);
-            if (refused)
-                atomic_fetch_add(&r->after_refusal_accepted, 1);
-        } else if (err == -ESHUTDOWN) {
-            refused = true;
-            if (atomic_fetch_add(&r->refused, 1) >= 100)
-                break;
-        } else {
-            atomic_fetch_add(&r->errors, 1);
-        }
-    }
-    atomic_store(&r->done, true);
-    return NULL;
-}
-
-/* A task that holds its worker until the racers finished, so destroy (which
- * waits for running tasks) cannot free the runtime under them. */
-struct holder {
-    struct urt_task task;
-    struct racer *racers;
-    int n;
-    _Atomic bool started;
-};
-
-static enum urt_task_result holder_fn(struct urt_task *t, void *arg)
-{
-    (void)t;
-    struct holder *h = arg;
-    atomic_store(&h->started, true);
-    uint64_t deadline = now_ns() + 60ull * 1000000000ull;
-    for (int i = 0; i < h->n; i++)
-        while (!atomic_load(&h->racers[i].done) && now_ns() < deadline)
-            sleep_us(100);
-    return URT_TASK_DONE;
-}
-
-/* racers threads submit until destroy refuses them (plain spawns, or
- * lane spawns on N_RACE_LANES lanes, racer i on lane i % N_RACE_LANES):
- * every accepted task ends exactly once (ran or cancelled), none is accepted
- * after a refusal, and the lanes end with nothing pending (a push the fence
- * let through after the drain or the cancel would leave its lane pending for
- * ever). */
-#define MAX_RACERS 8
+/* racers threads submit until destroy refuses them (plain spawns, or lane
+ * spawns on N_RACE_LANES lanes): the model and its invariants are
+ * tests/race_destroy.h's. */
 #define N_RACE_LANES 4
 
 static void race_case(enum urt_shutdown mode, int racers, bool lanes)
@@ -473,53 +400,9 @@ static void race_case(enum urt_shutdown mode, int racers, bool lanes)
     struct urt_config c;
     test_config(&c, 2);
     g_rt = rt_create_or_skip(&c);
-    cr_assert_leq(racers, MAX_RACERS);
-    static struct racer rc[MAX_RACERS];
-    pthread_t th[MAX_RACERS];
-    urt_lane *lane[N_RACE_LANES] = {NULL};
-    memset(rc, 0, sizeof(rc));
-    if (lanes)
-        for (int i = 0; i < N_RACE_LANES; i++)
-            cr_assert_eq(urt_lane_create(g_rt, &lane[i]), 0);
-    struct holder h = {.racers = rc, .n = racers, .started = false};
-    urt_task_init(&h.task, holder_fn, &h);
-    for (int i = 0; i < racers; i++) {
-        rc[i].lane = lane[i % N_RACE_LANES];
-        rc[i].cap = SCALE(400000, 100000);
-        rc[i].hits = calloc(rc[i].cap, sizeof(*rc[i].hits));
-        cr_assert_not_null(rc[i].hits);
-        cr_assert_eq(pthread_create(&th[i], NULL, racer_main, &rc[i]), 0);
-    }
-    cr_assert(WAIT_UNTIL(atomic_load(&rc[0].accepted) > 1000, 10000));
-    cr_assert_eq(urt_task_submit(g_rt, &h.task, 0), 0);
-    cr_assert(WAIT_UNTIL(atomic_load(&h.started), 10000)); /* else cancel could drop it */
-    int ret = urt_runtime_destroy(g_rt, mode);
-    for (int i = 0; i < racers; i++)
-        pthread_join(th[i], NULL);
-    cr_assert_geq(ret, 0);
-    if (mode == URT_SHUTDOWN_DRAIN)
-        cr_assert_eq(ret, 0);
-    for (int i = 0; i < N_RACE_LANES && lanes; i++) {
-        cr_assert_eq(urt_lane_pending(lane[i]), 0, "lane %d: %u pending after destroy", i, urt_lane_pending(lane[i]));
-        cr_assert_eq(urt_lane_destroy(lane[i]), 0);
-    }
-    uint64_t ended = 0;
-    for (int i = 0; i < racers; i++) {
-        cr_assert_eq(atomic_load(&rc[i].errors), 0, "only 0 or -ESHUTDOWN");
-        cr_assert_eq(atomic_load(&rc[i].after_refusal_accepted), 0, "accepted after a refusal");
-        cr_assert_gt(atomic_load(&rc[i].refused), 0, "racer %d never saw -ESHUTDOWN", i);
-        uint64_t accepted = atomic_load(&rc[i].accepted), sum = atomic_load(&rc[i].overflow_hits);
-        for (size_t k = 0; k < rc[i].cap; k++) {
-            uint32_t v = atomic_load(&rc[i].hits[k]);
-            cr_assert_leq(v, 1, "racer %d task %zu ended %u times", i, k, v);
-            sum += v;
-        }
-        cr_assert_eq(sum, accepted, "racer %d: %lu accepted, %lu ended", i, (unsigned long)accepted,
-                     (unsigned long)sum);
-        ended += sum;
-        free(rc[i].hits);
-    }
-    cr_assert_gt(ended, 0);
+    char msg[256] = "";
+    int rc = race_run(g_rt, mode, racers, lanes ? N_RACE_LANES : 0, false, SCALE(400000, 100000), msg, sizeof msg);
+    cr_assert_eq(rc, 0, "%s", msg);
     leak_check();
 }
 
@@ -563,7 +446,7 @@ Test(shutdown, destroy_bad_mode_is_einval, .timeout = 30)
     cr_assert_eq(urt_runtime_destroy(g_rt, (enum urt_shutdown)-1), -EINVAL);
     /* the runtime is unharmed */
     _Atomic uint32_t hit = 0;
-    cr_assert_eq(urt_spawn(g_rt, hit_fn, &hit, 0), 0);
+    cr_assert_eq(urt_spawn(g_rt, race_hit_fn, &hit, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 10000));
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
@@ -598,7 +481,7 @@ Test(shutdown, destroy_from_worker_is_edeadlk, .timeout = 30)
     cr_assert_not_null(strstr(sd.msg, "worker"), "%s", sd.msg);
     /* still running */
     _Atomic uint32_t hit = 0;
-    cr_assert_eq(urt_spawn(g_rt, hit_fn, &hit, 0), 0);
+    cr_assert_eq(urt_spawn(g_rt, race_hit_fn, &hit, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 10000));
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
@@ -616,12 +499,12 @@ Test(shutdown, create_destroy_cycles, .timeout = 120)
         _Atomic uint32_t hits = 0;
         int n = i % 4 == 0 ? 0 : 100 * i;
         for (int k = 0; k < n; k++)
-            cr_assert_eq(urt_spawn(rt, hit_fn, &hits, 0), 0);
+            cr_assert_eq(urt_spawn(rt, race_hit_fn, &hits, 0), 0);
         if (i % 2 == 0) {
             rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
             cr_assert_eq(atomic_load(&hits), (uint32_t)n);
         } else {
-            /* hit_cancel counts too: every task ends once either way */
+            /* race_hit_cancel counts too: every task ends once either way */
             int r = urt_runtime_destroy(rt, URT_SHUTDOWN_CANCEL);
             cr_assert_geq(r, 0);
             cr_assert_eq(atomic_load(&hits), (uint32_t)n - (uint32_t)r, "ran %u, cancelled %d of %d",
@@ -650,7 +533,7 @@ struct one_shot {
 static void *one_shot_main(void *arg)
 {
     struct one_shot *o = arg;
-    int err = urt_spawn(g_rt, hit_fn, (void *)&o->hit, 0);
+    int err = urt_spawn(g_rt, race_hit_fn, (void *)&o->hit, 0);
     if (err)
         atomic_store(&o->err, err);
     else if (!WAIT_UNTIL(atomic_load(&o->hit) == 1, 10000))
@@ -839,7 +722,7 @@ Test(shutdown, create_failure_cleans_up, .timeout = 60)
     test_config(&c, 8);
     g_rt = rt_create_or_skip(&c);
     _Atomic uint32_t hit = 0;
-    cr_assert_eq(urt_spawn(g_rt, hit_fn, &hit, 0), 0);
+    cr_assert_eq(urt_spawn(g_rt, race_hit_fn, &hit, 0), 0);
     cr_assert(WAIT_UNTIL(atomic_load(&hit) == 1, 10000));
     rt_destroy_clean(g_rt, URT_SHUTDOWN_DRAIN, 0);
 }
@@ -856,7 +739,7 @@ static void *fdless_main(void *arg)
 {
     struct fdless *f = arg;
     uint64_t t0 = now_ns();
-    int err = urt_spawn(g_rt, hit_fn, (void *)&f->hit, 0);
+    int err = urt_spawn(g_rt, race_hit_fn, (void *)&f->hit, 0);
     if (err) {
         atomic_store(&f->err, err);
         return NULL;

@@ -156,14 +156,7 @@ static int run_child(void (*child)(void), char *buf, size_t len)
         _exit(0);
     }
     close(fds[1]);
-    size_t off = 0;
-    ssize_t n;
-    while (off + 1 < len && (n = read(fds[0], buf + off, len - 1 - off)) > 0)
-        off += (size_t)n;
-    buf[off] = '\0';
-    char drain[256];
-    while (read(fds[0], drain, sizeof(drain)) > 0)
-        ;
+    read_pipe(fds[0], buf, len);
     close(fds[0]);
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
