@@ -10,6 +10,8 @@
  *    each exchange never holds more than its capacity (plus the emits in
  *    progress), releases each unit once; the counters add up (run = units,
  *    nothing skipped or cut) and the source was held back (parked);
+ *  - a producer that yields gives back the free nodes its fast path took:
+ *    the exchange's other producer finds room while it waits its turn;
  *  - a step that emits runs of units to two forward outputs in turn (its
  *    resolved output changes between the runs): each sink gets exactly its
  *    units in order, each exchange releases each unit once and stays within
@@ -253,6 +255,139 @@ Test(graph_stream, a_chain_keeps_order_capacity_and_counts_against_the_model, .t
         for (size_t p = 0; p < 2; p++)
             for (size_t k = 0; k < 2; k++)
                 chain_round(workers[w], parts[p], caps[k], units);
+}
+
+/* ---- a yielding producer's cached free nodes ------------------------------------------------- */
+
+/* Emit's fast path takes the exchange's whole free list into the task; a
+ * step that yields must give it back (yielded()), or another producer of
+ * the same exchange finds no room while the first waits its turn. One
+ * worker, a source of two partitions (tasks) into one forward exchange of
+ * capacity YC, a sink. The first source task to run (A) fills the exchange
+ * (YC new nodes), waits until the sink released all of them (they are on
+ * the free list once A runs again: one worker), emits one unit — the fast
+ * path takes the YC nodes, uses one, caches the rest — and yields on its
+ * own, and keeps yielding until B finished or was refused. The other task
+ * (B), waiting for that, then emits YC - 2 units: each must find room, none
+ * refused (-EAGAIN). Without the give-back at the yield, B's first emit is
+ * refused (A holds YC - 1 nodes, the other is in flight). */
+#define YC 16u
+
+struct ycache {
+    _Atomic int a_claimed;          /* 0, then 1: the first task to run is A */
+    _Atomic int phase;              /* 0; 1: A filled the exchange; 2: A took the list and yielded */
+    _Atomic int a_resumed;          /* A went on after phase 2 (B done or refused) */
+    _Atomic uint32_t b_emitted;     /* B's accepted emits */
+    _Atomic uint32_t b_refused_early; /* B's -EAGAIN while A waited after phase 2 */
+    _Atomic uint32_t b_done_early;  /* B emitted all before A resumed */
+    _Atomic int bad_emit, a_partition;
+    _Atomic uint64_t released, sunk;
+};
+
+static void ycache_release(void *data, uint32_t rows, void *arg)
+{
+    (void)data;
+    (void)rows;
+    atomic_fetch_add(&((struct ycache *)arg)->released, 1);
+}
+
+static int ycache_emit(struct urt_graph_ctx *ctx, struct ycache *y)
+{
+    int r = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)1, 1);
+    if (r && r != -EAGAIN)
+        atomic_fetch_add(&y->bad_emit, 1);
+    return r;
+}
+
+static int ycache_a(struct urt_graph_ctx *ctx, struct ycache *y)
+{
+    switch (atomic_load(&y->phase)) {
+    case 0: /* fill: YC new nodes */
+        for (uint32_t i = 0; i < YC; i++)
+            if (ycache_emit(ctx, y))
+                return URT_STEP_DONE; /* counted in bad_emit: the test fails */
+        atomic_store(&y->phase, 1);
+        return URT_STEP_YIELD;
+    case 1: /* the sink released them all: they are on the free list */
+        if (atomic_load(&y->released) < YC)
+            return URT_STEP_YIELD;
+        if (ycache_emit(ctx, y)) /* takes the whole list, keeps YC - 1 */
+            return URT_STEP_DONE;
+        atomic_store(&y->phase, 2);
+        return URT_STEP_YIELD; /* on its own: the cached nodes must go back */
+    default: /* goes on once B finished or was refused: it must not give the nodes back by ending */
+        if (!atomic_load(&y->b_done_early) && !atomic_load(&y->b_refused_early))
+            return URT_STEP_YIELD;
+        atomic_store(&y->a_resumed, 1);
+        return URT_STEP_DONE;
+    }
+}
+
+static int ycache_b(struct urt_graph_ctx *ctx, struct ycache *y)
+{
+    if (atomic_load(&y->phase) < 2)
+        return URT_STEP_YIELD; /* wait for A's list */
+    while (atomic_load(&y->b_emitted) < YC - 2) {
+        if (ycache_emit(ctx, y)) {
+            if (!atomic_load(&y->a_resumed))
+                atomic_fetch_add(&y->b_refused_early, 1);
+            return URT_STEP_YIELD; /* -EAGAIN: parked until there is room */
+        }
+        atomic_fetch_add(&y->b_emitted, 1);
+    }
+    if (!atomic_load(&y->a_resumed))
+        atomic_store(&y->b_done_early, 1);
+    return URT_STEP_DONE;
+}
+
+static int ycache_source(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct ycache *y = arg;
+    void **role = urt_graph_task_state(ctx); /* NULL: not decided; (void *)1: A; (void *)2: B */
+    if (!*role) {
+        int none = 0;
+        *role = atomic_compare_exchange_strong(&y->a_claimed, &none, 1) ? (void *)1 : (void *)2;
+        if (*role == (void *)1)
+            atomic_store(&y->a_partition, (int)urt_graph_partition(ctx));
+    }
+    int r = *role == (void *)1 ? ycache_a(ctx, y) : ycache_b(ctx, y);
+    if (r == URT_STEP_DONE)
+        *role = NULL;
+    return r;
+}
+
+static int ycache_sink(struct urt_graph_ctx *ctx, void *arg)
+{
+    struct ycache *y = arg;
+    struct urt_graph_unit u;
+    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) == 1)
+        atomic_fetch_add(&y->sunk, 1);
+    return URT_STEP_DONE;
+}
+
+Test(graph_stream, a_step_that_yields_gives_its_cached_free_nodes_to_the_other_producers, .timeout = 60)
+{
+    urt_runtime *rt = make_rt(1);
+    struct done_rec d = {0};
+    struct ycache *y = calloc(1, sizeof(*y));
+    cr_assert_not_null(y);
+    urt_graph *g = make_graph(rt, &d);
+    int src = add(g, (struct urt_step_desc){.name = "source", .fn = ycache_source, .arg = y, .partitions = 2});
+    int sink = add(g, (struct urt_step_desc){.name = "sink", .fn = ycache_sink, .arg = y});
+    wire(g, src, add_forward(g, YC, ycache_release, y), sink);
+    cr_assert_eq(run_graph(g, &d), 0, "graph ended with %d: %s", atomic_load(&d.status), urt_last_error());
+    cr_assert_eq(atomic_load(&y->bad_emit), 0);
+    cr_assert_eq(atomic_load(&y->phase), 2, "A took the free list and yielded");
+    cr_assert_eq(atomic_load(&y->b_refused_early), 0,
+                 "B found no room %u time(s) while A, yielded, held the exchange's free nodes",
+                 atomic_load(&y->b_refused_early));
+    cr_assert_eq(atomic_load(&y->b_done_early), 1, "B emitted its %u units before A went on", YC - 2);
+    const uint64_t total = YC + 1 + (YC - 2);
+    cr_assert_eq(atomic_load(&y->sunk), total);
+    cr_assert_eq(atomic_load(&y->released), total);
+    urt_graph_release(g);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    free(y);
 }
 
 /* ---- one step, two forward outputs ---------------------------------------------------------- */
