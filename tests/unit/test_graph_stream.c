@@ -269,57 +269,38 @@ Test(graph_stream, a_chain_keeps_order_capacity_and_counts_against_the_model, .t
  * path takes the YC nodes, uses one, caches the rest — and yields on its
  * own, and keeps yielding until B finished or was refused. The other task
  * (B), waiting for that, then emits YC - 2 units: each must find room, none
- * refused (-EAGAIN). Without the give-back at the yield, B's first emit is
+ * refused (-EAGAIN), and the exchange holds at most YC. Without the give-back at the yield, B's first emit is
  * refused (A holds YC - 1 nodes, the other is in flight). */
 #define YC 16u
 
 struct ycache {
-    _Atomic int a_claimed;          /* 0, then 1: the first task to run is A */
-    _Atomic int phase;              /* 0; 1: A filled the exchange; 2: A took the list and yielded */
-    _Atomic int a_resumed;          /* A went on after phase 2 (B done or refused) */
-    _Atomic uint32_t b_emitted;     /* B's accepted emits */
-    _Atomic uint32_t b_refused_early; /* B's -EAGAIN while A waited after phase 2 */
-    _Atomic uint32_t b_done_early;  /* B emitted all before A resumed */
-    _Atomic int bad_emit, a_partition;
-    _Atomic uint64_t released, sunk;
+    struct chain_x x;            /* the exchange's accounting (chain_release, counted_emit) */
+    _Atomic int a_claimed;       /* 0, then 1: the first task to run is A */
+    _Atomic int phase;           /* 0; 1: A filled the exchange; 2: A took the list and yielded */
+    _Atomic uint32_t b_emitted;  /* B's accepted emits */
+    _Atomic uint32_t b_refused;  /* B's -EAGAIN: A waits for B, so all come while A holds its turn */
+    _Atomic int b_done, bad_emit;
+    _Atomic uint64_t sunk;
 };
-
-static void ycache_release(void *data, uint32_t rows, void *arg)
-{
-    (void)data;
-    (void)rows;
-    atomic_fetch_add(&((struct ycache *)arg)->released, 1);
-}
-
-static int ycache_emit(struct urt_graph_ctx *ctx, struct ycache *y)
-{
-    int r = urt_graph_emit(ctx, 0, 0, (void *)(uintptr_t)1, 1);
-    if (r && r != -EAGAIN)
-        atomic_fetch_add(&y->bad_emit, 1);
-    return r;
-}
 
 static int ycache_a(struct urt_graph_ctx *ctx, struct ycache *y)
 {
     switch (atomic_load(&y->phase)) {
     case 0: /* fill: YC new nodes */
         for (uint32_t i = 0; i < YC; i++)
-            if (ycache_emit(ctx, y))
-                return URT_STEP_DONE; /* counted in bad_emit: the test fails */
+            if (counted_emit(ctx, 0, &y->x, 1, &y->bad_emit))
+                return URT_STEP_DONE; /* -EAGAIN here: B's emits fail the test below */
         atomic_store(&y->phase, 1);
         return URT_STEP_YIELD;
     case 1: /* the sink released them all: they are on the free list */
-        if (atomic_load(&y->released) < YC)
+        if (atomic_load(&y->x.released) < YC)
             return URT_STEP_YIELD;
-        if (ycache_emit(ctx, y)) /* takes the whole list, keeps YC - 1 */
+        if (counted_emit(ctx, 0, &y->x, 1, &y->bad_emit)) /* takes the whole list, keeps YC - 1 */
             return URT_STEP_DONE;
         atomic_store(&y->phase, 2);
         return URT_STEP_YIELD; /* on its own: the cached nodes must go back */
     default: /* goes on once B finished or was refused: it must not give the nodes back by ending */
-        if (!atomic_load(&y->b_done_early) && !atomic_load(&y->b_refused_early))
-            return URT_STEP_YIELD;
-        atomic_store(&y->a_resumed, 1);
-        return URT_STEP_DONE;
+        return atomic_load(&y->b_done) || atomic_load(&y->b_refused) ? URT_STEP_DONE : URT_STEP_YIELD;
     }
 }
 
@@ -327,16 +308,12 @@ static int ycache_b(struct urt_graph_ctx *ctx, struct ycache *y)
 {
     if (atomic_load(&y->phase) < 2)
         return URT_STEP_YIELD; /* wait for A's list */
-    while (atomic_load(&y->b_emitted) < YC - 2) {
-        if (ycache_emit(ctx, y)) {
-            if (!atomic_load(&y->a_resumed))
-                atomic_fetch_add(&y->b_refused_early, 1);
+    for (; atomic_load(&y->b_emitted) < YC - 2; atomic_fetch_add(&y->b_emitted, 1))
+        if (counted_emit(ctx, 0, &y->x, 1, &y->bad_emit)) {
+            atomic_fetch_add(&y->b_refused, 1);
             return URT_STEP_YIELD; /* -EAGAIN: parked until there is room */
         }
-        atomic_fetch_add(&y->b_emitted, 1);
-    }
-    if (!atomic_load(&y->a_resumed))
-        atomic_store(&y->b_done_early, 1);
+    atomic_store(&y->b_done, 1);
     return URT_STEP_DONE;
 }
 
@@ -347,8 +324,6 @@ static int ycache_source(struct urt_graph_ctx *ctx, void *arg)
     if (!*role) {
         int none = 0;
         *role = atomic_compare_exchange_strong(&y->a_claimed, &none, 1) ? (void *)1 : (void *)2;
-        if (*role == (void *)1)
-            atomic_store(&y->a_partition, (int)urt_graph_partition(ctx));
     }
     int r = *role == (void *)1 ? ycache_a(ctx, y) : ycache_b(ctx, y);
     if (r == URT_STEP_DONE)
@@ -356,12 +331,12 @@ static int ycache_source(struct urt_graph_ctx *ctx, void *arg)
     return r;
 }
 
-static int ycache_sink(struct urt_graph_ctx *ctx, void *arg)
+static int count_sink(struct urt_graph_ctx *ctx, void *arg)
 {
-    struct ycache *y = arg;
+    _Atomic uint64_t *n = arg;
     struct urt_graph_unit u;
     if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) == 1)
-        atomic_fetch_add(&y->sunk, 1);
+        atomic_fetch_add(n, 1);
     return URT_STEP_DONE;
 }
 
@@ -373,18 +348,20 @@ Test(graph_stream, a_step_that_yields_gives_its_cached_free_nodes_to_the_other_p
     cr_assert_not_null(y);
     urt_graph *g = make_graph(rt, &d);
     int src = add(g, (struct urt_step_desc){.name = "source", .fn = ycache_source, .arg = y, .partitions = 2});
-    int sink = add(g, (struct urt_step_desc){.name = "sink", .fn = ycache_sink, .arg = y});
-    wire(g, src, add_forward(g, YC, ycache_release, y), sink);
+    int sink = add(g, (struct urt_step_desc){.name = "sink", .fn = count_sink, .arg = &y->sunk});
+    wire(g, src, add_forward(g, YC, chain_release, &y->x), sink);
     cr_assert_eq(run_graph(g, &d), 0, "graph ended with %d: %s", atomic_load(&d.status), urt_last_error());
     cr_assert_eq(atomic_load(&y->bad_emit), 0);
     cr_assert_eq(atomic_load(&y->phase), 2, "A took the free list and yielded");
-    cr_assert_eq(atomic_load(&y->b_refused_early), 0,
+    cr_assert_eq(atomic_load(&y->b_refused), 0,
                  "B found no room %u time(s) while A, yielded, held the exchange's free nodes",
-                 atomic_load(&y->b_refused_early));
-    cr_assert_eq(atomic_load(&y->b_done_early), 1, "B emitted its %u units before A went on", YC - 2);
+                 atomic_load(&y->b_refused));
     const uint64_t total = YC + 1 + (YC - 2);
     cr_assert_eq(atomic_load(&y->sunk), total);
-    cr_assert_eq(atomic_load(&y->released), total);
+    cr_assert_eq(atomic_load(&y->x.released), total);
+    cr_assert_eq(atomic_load(&y->x.outstanding), 0);
+    cr_assert_leq(atomic_load(&y->x.max_out), (int64_t)YC, "the exchange held %lld units (capacity %u)",
+                  (long long)atomic_load(&y->x.max_out), YC);
     urt_graph_release(g);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
     free(y);
@@ -688,15 +665,6 @@ static int cancel_src(struct urt_graph_ctx *ctx, void *arg)
     atomic_store(&r->after, e);
     if (e == 0)
         atomic_fetch_add(&r->accepted, 1);
-    return URT_STEP_DONE;
-}
-
-static int count_sink(struct urt_graph_ctx *ctx, void *arg)
-{
-    _Atomic uint64_t *n = arg;
-    struct urt_graph_unit u;
-    if (urt_graph_next(ctx, URT_GRAPH_ANY_PORT, &u) == 1)
-        atomic_fetch_add(n, 1);
     return URT_STEP_DONE;
 }
 
