@@ -173,6 +173,12 @@ void gemit_cache_return(struct urt_graph_ctx *c)
     gexec_room(c->g, c->fw_x);
 }
 
+void gemit_forget(struct urt_graph_ctx *c)
+{
+    gemit_cache_return(c); /* they are fw_x's free nodes */
+    c->fw_x = NULL;
+}
+
 /* A node from the free list, else a new one; NULL as gpool_bump. */
 static struct gunit *gpool_get(struct gpool *p, bool *full)
 {

@@ -136,8 +136,7 @@ void gexec_cleanup(struct urt_graph_ctx *c)
 {
     if (!c->state)
         return;
-    gemit_cache_return(c);
-    c->fw_x = NULL; /* emit refuses in the cleanup: no fast path */
+    gemit_forget(c); /* emit refuses in the cleanup: no fast path */
     if (c->s->d.cleanup) {
         c->cleaning = true;
         c->s->d.cleanup(c, c->s->d.arg);
@@ -266,9 +265,8 @@ static enum urt_task_result run_source(struct urt_graph_ctx *c)
         if (next >= s->assumed)
             break;
         gexec_cleanup(c); /* the partition's last call returned */
-        gemit_cache_return(c);
+        gemit_forget(c);     /* its forward target may be another partition */
         c->partition = next; /* this task admits the next partition */
-        c->fw_x = NULL;      /* its forward target may be another partition */
         c->started = false;
         return URT_TASK_YIELD;
     }

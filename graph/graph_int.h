@@ -290,6 +290,7 @@ int gpool_init(struct gpool *p, uint32_t capacity, uint32_t n_links);
 void gpool_free(struct gpool *p);
 void gexec_release_blocking(struct urt_graph *g, struct gx *x);
 void gemit_cache_return(struct urt_graph_ctx *c); /* fcache back on fw_x's free list (room) */
+void gemit_forget(struct urt_graph_ctx *c);       /* that, then no resolved output (fw_x) */
 
 /* A chain first..last, linked by next_free, back on the free list with one
  * CAS. seq_cst: pairs with gexec_park's load (emit.c's file comment); the
