@@ -28,8 +28,9 @@
  * seq_cst thread fences, a symmetric Dekker pair.
  *
  * ---- Memory-ordering contract -------------------------------------------
- *  (F1) The mode is one process-wide flag that only goes from "symmetric" to
- *       "expedited", set after the registration succeeded. A fast side that
+ *  (F1) The mode is one process-wide flag that goes from "symmetric" to
+ *       "expedited" once, after the registration succeeded (and back only at
+ *       F3, with its grace period). A fast side that
  *       reads "expedited" (relaxed) runs after the registration; the slow
  *       sides are run by code that happens after urt_fence_init() returned
  *       (a runtime's stop, after its creation called it), so they read

@@ -82,7 +82,7 @@
  *  (B4) Sweeps: a sweeper stores `sweep` (seq_cst), fences, then trylocks;
  *       an unlocker unlocks, fences, then loads `sweep`: one of them sees
  *       the other, so a requested sweep is done by the trylocker or by the
- *       holder at its unlock (sleeper_fence: out of line under TSan).
+ *       holder at its unlock (urt_fence_full, base/fence.h: out of line under TSan).
  *  (B5) Shutdown: submitters bracket their push with `entering` (seq_cst)
  *       after reading `closed`; blocking_quiesce stores closed (seq_cst) and
  *       waits for entering == 0 (a waitcount, base/waitcount.h: the last
@@ -112,6 +112,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/fence.h"
 
 #define BLK_SPIN_NS (50 * 1000ull) /* a looking thread polls this long before it parks */
 #define BLK_YIELD_EVERY 64         /* polls between two sched_yield() while looking */
@@ -228,7 +229,7 @@ static void sweep_try(struct blocking_pool *p, struct blk_node *nd);
 static void node_unlock(struct blocking_pool *p, struct blk_node *nd)
 {
     pthread_mutex_unlock(&nd->lock);
-    sleeper_fence();
+    urt_fence_full();
     if (atomic_load_explicit(&nd->sweep, memory_order_relaxed))
         sweep_try(p, nd);
 }
@@ -242,7 +243,7 @@ static void sweep_try(struct blocking_pool *p, struct blk_node *nd)
         if (atomic_exchange_explicit(&nd->sweep, 0, memory_order_seq_cst))
             dead = blk_sweep_locked(nd, false);
         pthread_mutex_unlock(&nd->lock);
-        sleeper_fence();
+        urt_fence_full();
         blk_finish_unrun(p, dead);
     }
 }
@@ -257,7 +258,7 @@ void blocking_sweep(struct sched *s)
         if (!atomic_load_explicit(&nd->avail, memory_order_seq_cst))
             continue; /* nothing queued: nothing to sweep (an item queued later sees the state itself) */
         atomic_store_explicit(&nd->sweep, 1, memory_order_seq_cst);
-        sleeper_fence(); /* (B4) */
+        urt_fence_full(); /* (B4) */
         sweep_try(p, nd);
     }
 }

@@ -155,7 +155,6 @@
 
 #include <urt/lane.h>
 
-#include "sched/core/foreign.h"
 #include "sched/core/run.h"
 
 #include "base/args.h"
@@ -477,7 +476,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
 {
     struct sched *s = l->s;
     struct worker *self = sched_current(s);
-    if (!self && !foreign_enter(s->id, &s->phase, PHASE_RUNNING)) /* (M4) */
+    if (!self && !sched_foreign_enter(s)) /* (M4) */
         return -ESHUTDOWN;
     t->priv.lane = l;
     probe_task_submit(t, self ? (int)self->index : -1); /* one load when nobody consumes stamps */
@@ -496,7 +495,7 @@ int lane_submit(struct urt_lane *l, struct urt_task *t, unsigned flags)
             sched_push_sticky(s, target, &l->runner); /* L3 + wake */
     }
     if (!self)
-        foreign_leave(); /* (M4) */
+        sched_foreign_leave(); /* (M4) */
     return 0;
 }
 

@@ -20,12 +20,12 @@ static pthread_key_t mark_key;
 static bool mark_key_ok;
 static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 
-/* Thread exit: the mark goes back to the list's free ones. */
+/* Thread exit: the mark goes back to the list's free ones (its word is 0:
+ * no bracket is open at exit). */
 static void mark_give_back(void *p)
 {
     struct foreign_mark *m = p;
     urt__foreign_mark = NULL; /* a later destructor that submits takes one again */
-    atomic_store_explicit(&m->in, 0, memory_order_relaxed);
     atomic_store_explicit(&m->used, false, memory_order_release); /* (G3) */
 }
 

@@ -74,6 +74,16 @@ struct foreign_mark *foreign_mark_take(void);
 /* Unlocks the spare mark (foreign_leave of a thread without a mark). */
 void foreign_spare_leave(void);
 
+/* M3 (G2): the submitter's last touch of the runtime. */
+static inline void foreign_leave(void)
+{
+    struct foreign_mark *m = urt__foreign_mark;
+    if (__builtin_expect(m != NULL, 1))
+        atomic_store_explicit(&m->in, 0, memory_order_release);
+    else
+        foreign_spare_leave();
+}
+
 /* M1, the light fence and M2: true when the runtime takes the submission
  * (then foreign_leave after the push), false when it is stopping (the
  * bracket is already closed). phase is the runtime's phase word, running
@@ -88,20 +98,8 @@ static inline bool foreign_enter(uint64_t id, const _Atomic uint32_t *phase, uin
     urt_fence_light();
     if (__builtin_expect(atomic_load_explicit(phase, memory_order_acquire) == running, 1)) /* M2 */
         return true;
-    atomic_store_explicit(&m->in, 0, memory_order_release);
-    if (m != urt__foreign_mark)
-        foreign_spare_leave();
+    foreign_leave(); /* refused: the bracket closes at once */
     return false;
-}
-
-/* M3 (G2): the submitter's last touch of the runtime. */
-static inline void foreign_leave(void)
-{
-    struct foreign_mark *m = urt__foreign_mark;
-    if (__builtin_expect(m != NULL, 1))
-        atomic_store_explicit(&m->in, 0, memory_order_release);
-    else
-        foreign_spare_leave();
 }
 
 /* S1 done by the caller: the heavy fence, then S2 for runtime id. */

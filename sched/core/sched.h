@@ -33,6 +33,7 @@
 #include <urt/task.h>
 
 #include "base/tls.h"
+#include "sched/core/foreign.h"
 #include "base/waitcount.h"
 #include "bpf/probes.h"
 #include "sched/core/deque.h"
@@ -272,6 +273,19 @@ static inline struct worker *sched_current(const struct sched *s)
 {
     struct worker *w = sched_tls_worker;
     return (w && w->s == s) ? w : NULL;
+}
+
+/* The shutdown fence of a submission from a thread that is not one of s's
+ * workers (sched/core/foreign.h): true, then sched_foreign_leave() after the
+ * push; false when s is being destroyed (nothing to leave). */
+static inline bool sched_foreign_enter(struct sched *s)
+{
+    return foreign_enter(s->id, &s->phase, PHASE_RUNNING);
+}
+
+static inline void sched_foreign_leave(void)
+{
+    foreign_leave();
 }
 /* A thread of s that is not a worker but runs the runtime's own work (the
  * watcher): it marks itself (s) at its start and unmarks (NULL) at its end.

@@ -48,13 +48,6 @@
 
 #include "base/fence.h"
 
-/* A seq_cst fence (S2, R3): base/fence.h's full fence (out of line under
- * ThreadSanitizer). */
-static inline void sleeper_fence(void)
-{
-    urt_fence_full();
-}
-
 enum sleeper_state {
     SLEEPER_RUNNING = 0,
     SLEEPER_SLEEPING = 1,
@@ -110,7 +103,7 @@ static inline bool sleeper_sleeping(const struct sleeper *sl)
 static inline void sleeper_announce(struct sleeper *sl)
 {
     atomic_store_explicit(&sl->state, SLEEPER_SLEEPING, memory_order_seq_cst); /* S1 */
-    sleeper_fence();                                                            /* S2 */
+    urt_fence_full();                                                            /* S2 */
 }
 
 /* R1: awake again (whether it waited or not). */
@@ -128,7 +121,7 @@ static inline void sleeper_wake_reaped(struct sleeper *sl)
 /* R3: after reaping, before looking at the work again. */
 static inline void sleeper_after_reap(void)
 {
-    sleeper_fence();
+    urt_fence_full();
 }
 
 static inline void sleeper_exit(struct sleeper *sl)

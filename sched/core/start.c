@@ -34,7 +34,6 @@
  * Dekker pair with their phase loads); tasks_run
  * and idle_sweeps are read with acquire (the workers store release).
  */
-#include "sched/core/foreign.h"
 #include "sched/core/sched.h"
 
 #include <errno.h>
@@ -307,7 +306,11 @@ int sched_stop(struct sched *s, bool drain_first)
         drain(s);
     }
     atomic_store_explicit(&s->phase, PHASE_STOPPING, memory_order_seq_cst);
-    wait_foreign_submitters(s);
+    /* After a drain the wait above stands: every foreign submission after
+     * it read a phase that was not RUNNING (foreign.h, the Dekker pair) and
+     * was refused; the phase never goes back. */
+    if (!drain_first)
+        wait_foreign_submitters(s);
     sched_clients.blocking_quiesce(s); /* every offload's continuation is queued from here on */
     wake_all(s);
     for (uint32_t i = 0; i < s->n_workers; i++) {

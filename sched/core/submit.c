@@ -28,7 +28,6 @@
 #include <urt/runtime.h>
 #include <urt/task.h>
 
-#include "sched/core/foreign.h"
 #include "sched/core/sched.h"
 
 #include "base/args.h"
@@ -104,7 +103,7 @@ struct worker *sched_pick_worker(struct sched *s)
 
 static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
 {
-    if (!foreign_enter(s->id, &s->phase, PHASE_RUNNING))
+    if (!sched_foreign_enter(s))
         /* The message here, so that the public entry points tail-call sched_submit. */
         return urt__error(-ESHUTDOWN, "task submission: the runtime is being destroyed");
     struct worker *w = NULL;
@@ -114,7 +113,7 @@ static int submit_foreign(struct sched *s, struct urt_task *t, unsigned flags)
         w = sched_pick_worker(s);
     inbox_push(&w->inbox, t);
     sched_notify(s, w, NULL);
-    foreign_leave();
+    sched_foreign_leave();
     return 0;
 }
 
@@ -134,10 +133,10 @@ int sched_submit_to(struct sched *s, struct worker *target, struct urt_task *t)
         return 0;
     }
     /* The shutdown fence of submit_foreign. */
-    if (!foreign_enter(s->id, &s->phase, PHASE_RUNNING))
+    if (!sched_foreign_enter(s))
         return -ESHUTDOWN;
     sched_push_sticky(s, target, t);
-    foreign_leave();
+    sched_foreign_leave();
     return 0;
 }
 
