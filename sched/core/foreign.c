@@ -16,6 +16,10 @@ static _Atomic(struct foreign_mark *) marks; /* the list's head (G3) */
 static struct foreign_mark spare;             /* for a thread that could get no mark */
 static atomic_flag spare_lock = ATOMIC_FLAG_INIT;
 
+#if URT_FAULT_INJECTION
+_Atomic bool urt__foreign_fault_no_mark;
+#endif
+
 static pthread_key_t mark_key;
 static bool mark_key_ok;
 static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
@@ -65,9 +69,15 @@ static struct foreign_mark *mark_new(void)
 struct foreign_mark *foreign_mark_take(void)
 {
     pthread_once(&mark_once, mark_key_create);
-    struct foreign_mark *m = mark_reuse();
-    if (!m)
-        m = mark_new();
+    struct foreign_mark *m = NULL;
+#if URT_FAULT_INJECTION
+    if (!atomic_load_explicit(&urt__foreign_fault_no_mark, memory_order_relaxed))
+#endif
+    {
+        m = mark_reuse();
+        if (!m)
+            m = mark_new();
+    }
     if (m && mark_key_ok)
         (void)pthread_setspecific(mark_key, m); /* failing (no memory): the mark is never given back */
     if (m) {

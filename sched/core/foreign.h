@@ -68,6 +68,12 @@ struct foreign_mark {
  * it gave it back at exit). */
 extern _Thread_local struct foreign_mark *urt__foreign_mark URT_TLS_IE;
 
+#if URT_FAULT_INJECTION
+/* Tests: while set, a thread without a mark gets none (as without memory)
+ * and submits on the spare. */
+extern _Atomic bool urt__foreign_fault_no_mark;
+#endif
+
 /* Takes a mark for this thread (slow path of foreign_enter): never NULL —
  * the spare, locked, when none can be had. */
 struct foreign_mark *foreign_mark_take(void);

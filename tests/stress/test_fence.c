@@ -7,6 +7,8 @@
  *    switch back to symmetric fences): Dekker rounds on the fences never let both sides miss, and
  *    destroy racing foreign plain and lane submissions ends every accepted
  *    task exactly once and accepts none after a refusal;
+ *  - threads that get no mark (no memory: forced by fault injection) submit
+ *    on the spare mark, and destroy racing them keeps its promises;
  *  - the marks: a thread's mark goes back at its exit and is reused, so
  *    threads that come and go do not grow the list; threads alive at once
  *    hold one each.
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "race_destroy.h"
 #include "sched/core/foreign.h"
 
 extern char **environ;
@@ -89,6 +92,32 @@ Test(fence, refused_after_registration_degrades_to_symmetric, .timeout = 240)
     if (!membarrier_expedited_here())
         cr_skip_test("membarrier(2) has no private expedited command here");
     child_passes("--refuse-membarrier-later", 1, 0);
+}
+
+/* Threads that get no mark of their own (no memory for one: forced here)
+ * submit on the spare, one at a time under its lock: destroy racing such
+ * submitters keeps every promise of tests/race_destroy.h, and no mark is
+ * added to the list. */
+Test(fence, threads_without_a_mark_submit_on_the_spare, .timeout = 120)
+{
+#if URT_FAULT_INJECTION
+    size_t n0 = foreign_marks_count(NULL);
+    atomic_store(&urt__foreign_fault_no_mark, true);
+    for (int mode = 0; mode < 2; mode++) {
+        struct urt_config c;
+        test_config(&c, 2);
+        urt_runtime *rt = rt_create_or_skip(&c);
+        char msg[256] = "";
+        int rc = race_run(rt, mode ? URT_SHUTDOWN_CANCEL : URT_SHUTDOWN_DRAIN, 3, 2, true, SCALE(100000, 20000), msg,
+                          sizeof msg);
+        cr_assert_eq(rc, 0, "%s (%s)", msg, mode ? "cancel" : "drain");
+    }
+    atomic_store(&urt__foreign_fault_no_mark, false);
+    cr_assert_eq(foreign_marks_count(NULL), n0, "a thread without a mark of its own added one");
+    leak_check();
+#else
+    cr_skip_test("needs -Dfault_injection=true (the README's test command sets it)");
+#endif
 }
 
 /* ---- the marks --------------------------------------------------------------------------- */

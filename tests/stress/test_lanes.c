@@ -674,8 +674,14 @@ static void *fence_submitter(void *arg)
     return NULL;
 }
 
-static void fence_case(enum urt_shutdown mode)
+static void fence_case(enum urt_shutdown mode, bool spare)
 {
+#if URT_FAULT_INJECTION
+    atomic_store(&urt__foreign_fault_no_mark, spare); /* the submitter holds the spare mark, not its own */
+#else
+    if (spare)
+        cr_skip_test("needs -Dfault_injection=true (the README's test command sets it)");
+#endif
     struct urt_config cfg;
     test_config(&cfg, 2);
     g_rt = rt_create_or_skip(&cfg);
@@ -692,14 +698,24 @@ static void fence_case(enum urt_shutdown mode)
     if (mode == URT_SHUTDOWN_DRAIN)
         cr_assert_eq(ran, 1);
     cr_assert_eq(atomic_load(&g_fence.lane.pending), 0);
+#if URT_FAULT_INJECTION
+    atomic_store(&urt__foreign_fault_no_mark, false);
+#endif
 }
 
 Test(lanes, fence_holds_a_foreign_activation_cancel, .timeout = 60)
 {
-    fence_case(URT_SHUTDOWN_CANCEL);
+    fence_case(URT_SHUTDOWN_CANCEL, false);
 }
 
 Test(lanes, fence_holds_a_foreign_activation_drain, .timeout = 60)
 {
-    fence_case(URT_SHUTDOWN_DRAIN);
+    fence_case(URT_SHUTDOWN_DRAIN, false);
+}
+
+/* The same from a thread that got no mark of its own (sched/core/foreign.h:
+ * the spare, under its lock): destroy waits for the spare as well. */
+Test(lanes, fence_holds_a_foreign_activation_on_the_spare_mark, .timeout = 60)
+{
+    fence_case(URT_SHUTDOWN_CANCEL, true);
 }
