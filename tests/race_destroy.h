@@ -192,14 +192,14 @@ static int race_run(urt_runtime *rt, enum urt_shutdown mode, int racers, int n_l
         urt_lane_destroy(lane[i]);
     }
     int err = 0;
-    uint64_t ended = 0;
+    uint64_t accepted = 0; /* each racer's accepted tasks all ended (race_check_racer) */
     for (int i = 0; i < racers; i++) {
         if (!err)
             err = race_check_racer(&rc[i], i, msg, len);
-        ended += atomic_load(&rc[i].accepted);
+        accepted += atomic_load(&rc[i].accepted);
         free(rc[i].hits);
     }
-    if (!err && ended == 0)
+    if (!err && accepted == 0)
         RACE_FAIL("no submission was accepted");
     return err;
 }

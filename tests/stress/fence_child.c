@@ -78,9 +78,16 @@ static int refuse_membarrier(void)
 
 /* ---- Dekker rounds ------------------------------------------------------------------ */
 
-static _Atomic uint64_t dk_a, dk_b;           /* the round number each side stored last */
-static _Atomic uint32_t fast_done, slow_done; /* rounds each side finished */
-static bool *seen_b, *seen_a;                 /* per round: the fast side saw B, the slow side saw A */
+/* One side of the pair: each round stores its own word, runs its fence,
+ * loads the other's word; the two sides start a round only once both ended
+ * the one before. */
+struct dk_side {
+    _Atomic uint64_t mine;   /* the round number this side stored last */
+    _Atomic uint32_t done;   /* rounds this side finished */
+    struct dk_side *other;
+    void (*fence)(void);
+    bool *saw;               /* per round: this side saw the other's store */
+};
 
 static void wait_round(_Atomic uint32_t *other, uint32_t r)
 {
@@ -89,49 +96,37 @@ static void wait_round(_Atomic uint32_t *other, uint32_t r)
             sched_yield();
 }
 
-static void *fast_side(void *arg)
+static void *dk_run(void *arg)
 {
-    (void)arg;
+    struct dk_side *d = arg;
     for (uint32_t r = 1; r <= ROUNDS; r++) {
-        wait_round(&slow_done, r - 1);
-        atomic_store_explicit(&dk_a, r, memory_order_relaxed);
-        urt_fence_light();
-        seen_b[r] = atomic_load_explicit(&dk_b, memory_order_relaxed) >= r;
-        atomic_store(&fast_done, r);
-    }
-    return NULL;
-}
-
-static void *slow_side(void *arg)
-{
-    (void)arg;
-    for (uint32_t r = 1; r <= ROUNDS; r++) {
-        wait_round(&fast_done, r - 1);
-        atomic_store_explicit(&dk_b, r, memory_order_relaxed);
-        urt_fence_heavy();
-        seen_a[r] = atomic_load_explicit(&dk_a, memory_order_relaxed) >= r;
-        atomic_store(&slow_done, r);
+        wait_round(&d->other->done, r - 1);
+        atomic_store_explicit(&d->mine, r, memory_order_relaxed);
+        d->fence();
+        d->saw[r] = atomic_load_explicit(&d->other->mine, memory_order_relaxed) >= r;
+        atomic_store(&d->done, r);
     }
     return NULL;
 }
 
 static unsigned dekker_rounds(void)
 {
-    seen_a = calloc(ROUNDS + 1, 1);
-    seen_b = calloc(ROUNDS + 1, 1);
-    CHECK(seen_a && seen_b, "no memory");
-    if (!seen_a || !seen_b)
+    static struct dk_side fast, slow;
+    fast = (struct dk_side){.other = &slow, .fence = urt_fence_light, .saw = calloc(ROUNDS + 1, 1)};
+    slow = (struct dk_side){.other = &fast, .fence = urt_fence_heavy, .saw = calloc(ROUNDS + 1, 1)};
+    CHECK(fast.saw && slow.saw, "no memory");
+    if (!fast.saw || !slow.saw)
         return 0;
     pthread_t f, s;
-    pthread_create(&f, NULL, fast_side, NULL);
-    pthread_create(&s, NULL, slow_side, NULL);
+    pthread_create(&f, NULL, dk_run, &fast);
+    pthread_create(&s, NULL, dk_run, &slow);
     pthread_join(f, NULL);
     pthread_join(s, NULL);
     unsigned both_missed = 0;
     for (uint32_t r = 1; r <= ROUNDS; r++)
-        both_missed += !seen_a[r] && !seen_b[r];
-    free(seen_a);
-    free(seen_b);
+        both_missed += !fast.saw[r] && !slow.saw[r];
+    free(fast.saw);
+    free(slow.saw);
     return both_missed;
 }
 
