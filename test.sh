@@ -25,21 +25,6 @@ if [[ $(id -u) -eq 0 ]] && ! mountpoint -q /sys/fs/bpf 2>/dev/null; then
 fi
 [[ -d $DIR ]] || meson setup "$DIR" -Dwerror=true -Dfault_injection=true "${OPTS[@]}" >/dev/null
 ninja -C "$DIR"
-# The suites run with TMPDIR set to a scratch directory of their own, which
-# must be empty when they end: a test that leaves a file or directory behind
-# (a log directory, a forged sysfs tree, a tmpfs mount point) fails the run.
-# After a failure the directory stays, with what the failed tests wrote.
-SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/urtt.XXXXXX")
-rc=0
-TMPDIR=$SCRATCH meson test -C "$DIR" --print-errorlogs --num-processes 2 || rc=$?
-if ((rc == 0)) && [[ -n $(ls -A "$SCRATCH") ]]; then
-  echo "test.sh: the suites left these in TMPDIR ($SCRATCH):" >&2
-  ls -lA "$SCRATCH" >&2
-  rc=1
-fi
-if ((rc == 0)); then
-  rm -rf "$SCRATCH"
-else
-  echo "test.sh: the tests' scratch files stay in $SCRATCH" >&2
-fi
-exit $rc
+# The suites run with TMPDIR set to a scratch directory that must be empty
+# when they end (scripts/meson-test-scratch.sh).
+exec scripts/meson-test-scratch.sh test.sh "$DIR"
