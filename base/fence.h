@@ -58,7 +58,8 @@ extern _Atomic bool urt__fence_expedited;
  * symmetric fences. Thread-safe. */
 bool urt_fence_init(void);
 
-/* A full (seq_cst) fence, for symmetric protocols too (sched/core/sleeper.h).
+/* A full (seq_cst) fence, for symmetric protocols too (sched/core/sleeper.h,
+ * sched/blocking.c).
  * GCC refuses a fence inlined into another function under ThreadSanitizer
  * (-Wtsan; TSan does not model fences, the protocols' other accesses are
  * atomics it does see): the TSan build keeps it out of line. */
