@@ -7,9 +7,20 @@
  * Preallocation (log_prealloc_kb): zeros are written ahead of the data, so a
  * flush overwrites allocated, written blocks and its sync needs no metadata
  * journal commit; single_write's claims are believed only in such space
- * (wal_marker.c). An extension writes one chunk of zeros and fdatasyncs it on
- * the ring; a flush never writes into a range being extended (it waits:
- * EXT_BUSY_FLUSH_WAITS). Extension state is owner-only (rule 2 of wal.c).
+ * (wal_marker.c). An extension writes zeros and fdatasyncs them on the
+ * ring, one at a time; a flush never writes into a range being extended (it
+ * waits: EXT_BUSY_FLUSH_WAITS). Extension state is owner-only (rule 2 of
+ * wal.c).
+ *
+ * Its size: the file is created with log_prealloc_kb of zeros; from then on
+ * each flush that leaves less than that minus a piece (WAL_EXT_PIECE, 256
+ * KiB) ahead of the data extends by one piece, so log_prealloc_kb stays
+ * ahead. Small steps because the device takes the log's writes in order: a
+ * flush submitted while a zero fill is in flight completes after it, and a
+ * 2 MB fill (the old step, half the preallocation) cost the flushes queued
+ * behind it about a millisecond. Where the data reached the zeros (a
+ * segment's start, or data faster than the pieces) one chunk (half of
+ * log_prealloc_kb) goes at once, as before.
  *
  * Creation runs on the thread opening the log (wal_open), before the workers
  * start: plain blocking I/O.
@@ -30,8 +41,8 @@ static void extend_complete(struct chan *ch)
 {
     bool waits = ch->ext == EXT_BUSY_FLUSH_WAITS;
     ch->ext = EXT_IDLE;
-    if (ch->xwr.res == (int32_t)ch->wal->chunk && ch->xsync.res == 0)
-        ch->prealloc_end = ch->x_off + ch->wal->chunk;
+    if (ch->xwr.res == (int32_t)ch->x_len && ch->xsync.res == 0)
+        ch->prealloc_end = ch->x_off + ch->x_len;
     /* else: the range stays unallocated; flushes simply append there. */
     if (waits)
         chan_flush_now(ch); /* (if it still has work) */
@@ -62,12 +73,13 @@ static void xsync_done(struct sched_io *io, struct worker *w, int32_t res, uint3
 void chan_maybe_extend(struct chan *ch, uint64_t end_off)
 {
     struct wal *wal = ch->wal;
-    if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + wal->chunk / 2 < ch->prealloc_end)
-        return;
+    if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + (wal->ahead - wal->piece) < ch->prealloc_end)
+        return; /* enough zeros ahead */
     sched_io_reserve(ch->w, 2);
     ch->x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
+    ch->x_len = (uint32_t)(end_off + wal->piece > ch->prealloc_end ? wal->chunk : wal->piece); /* caught up: a chunk */
     ch->ext = EXT_BUSY;
-    struct be_op wr = {.kind = BE_WRITE, .fd = ch->fd, .caddr = wal->zeros, .len = (uint32_t)wal->chunk,
+    struct be_op wr = {.kind = BE_WRITE, .fd = ch->fd, .caddr = wal->zeros, .len = ch->x_len,
                        .off = ch->x_off, .flags = BE_F_LINK};
     chan_submit(ch, &wr, &ch->xwr, xwr_done);
     struct be_op sync = {.kind = BE_FDATASYNC, .fd = ch->fd};
