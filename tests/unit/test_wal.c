@@ -775,6 +775,64 @@ Test(wal, fault_short_write_and_eio)
 }
 #endif
 
+/* ---- preallocation ------------------------------------------------------------- */
+
+/* The one channel file of dir (one worker): its size, and where its data ends
+ * (the last byte that is not zero, the zeros beyond it are the preallocation). */
+static void chan_file_extent(const char *dir, uint64_t *size, uint64_t *data_end)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    struct dirent *e;
+    char path[4200] = "";
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "ch-", 3))
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    closedir(d);
+    cr_assert(path[0], "no channel file in %s", dir);
+    int fd = open(path, O_RDONLY);
+    cr_assert(fd >= 0);
+    uint8_t buf[65536];
+    uint64_t off = 0, last = 0;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            if (buf[i])
+                last = off + (uint64_t)i + 1;
+        off += (uint64_t)n;
+    }
+    close(fd);
+    *size = off;
+    *data_end = last;
+}
+
+/* log_prealloc_kb of zeros stay ahead of the data, grown in 256 KiB steps
+ * (wal_file.c): with 4 MB and about 2.6 MB written, the file is 4 MB plus
+ * whole steps, and at least 3.5 MB of it is ahead of the data. (The step
+ * used to be 2 MB when only 1 MB was left: 1.4 MB ahead here, and a 2 MB
+ * fill that the flushes behind it waited for.) */
+Test(wal, the_preallocation_stays_ahead_in_small_steps, .timeout = 120)
+{
+    char *dir = make_dir();
+    urt_runtime *rt = log_rt(dir, 1, 4096);
+    run_task_clients(rt, URT_COMMIT_STORED, 0, 14000 / TASK_CLIENTS);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    uint64_t size, end;
+    chan_file_extent(dir, &size, &end);
+    const uint64_t pre = 4096u << 10, step = 256u << 10;
+    cr_assert_geq(end, 2500u << 10, "only %" PRIu64 " bytes of data", end);
+    cr_assert_gt(size, pre, "the file was never extended: %" PRIu64 " bytes", size);
+    cr_assert_eq((size - pre) % step, 0, "the file (%" PRIu64 " bytes) grew by more than 256 KiB steps", size);
+    cr_assert_geq(size - end, pre - 2 * step, "%" PRIu64 " bytes of zeros ahead of the data", size - end);
+    cr_assert_leq(size - end, pre, "%" PRIu64 " bytes of zeros ahead of the data", size - end);
+    struct rec_ctx ctx;
+    cr_assert_eq(recover(dir, 0, &ctx, 20000, NULL), 0);
+    cr_assert_eq(ctx.rp.n, 14000);
+    cr_assert_eq(ctx.rp.bad, 0);
+    free(ctx.rp.seen);
+    remove_dir(dir);
+}
+
 /* ---- corruption ----------------------------------------------------------------- */
 
 static uint64_t file_size(const char *path)
