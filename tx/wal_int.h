@@ -43,6 +43,9 @@
  * default preallocation, held 1-2 % of the durable commits of a busy
  * channel up by about a millisecond). */
 #define WAL_EXT_PIECE (256u << 10)
+/* A checkpointed segment is truncated in steps of this size before it is
+ * unlinked (wal_seg.c, seg_unlink): what one journal commit frees. */
+#define WAL_DELETE_STEP (4u << 20)
 #define EPOCH_NONE UINT64_MAX
 /* priv.len of a commit whose records come from a transaction (the commit
  * embedded in it: tx_of_log_commit). */

@@ -578,15 +578,32 @@ void pi_replay_image(const struct pi_replay *r, enum pi_model m, uint64_t *rng, 
     pi_dir_sort(out);
 }
 
+/* An unlinked file as it was when its deletion began: a checkpoint
+ * truncates a segment in steps before it unlinks it (tx/wal_seg.c,
+ * seg_unlink), so the truncations after its last write are left out. */
+static void image_before_deletion(const struct pi_replay *r, const struct inode *n, struct bytes *x)
+{
+    x->b = xrealloc(NULL, n->base_len);
+    x->len = n->base_len;
+    if (n->base_len)
+        memcpy(x->b, n->base, n->base_len);
+    size_t end = n->done.n;
+    while (end && r->t->ops[n->done.v[end - 1]].kind == PT_TRUNC)
+        end--;
+    for (size_t i = 0; i < end; i++)
+        apply_op(&r->t->ops[n->done.v[i]], x, SIZE_MAX);
+    for (size_t i = 0; i < n->inflight.n; i++)
+        apply_op(&r->t->ops[n->inflight.v[i]], x, SIZE_MAX);
+}
+
 void pi_replay_graveyard(const struct pi_replay *r, struct pi_dir *out)
 {
     pi_dir_free(out);
-    uint64_t none = 1;
     for (size_t i = 0; i < r->nino; i++) {
         if (r->ino[i].linked)
             continue;
         struct bytes x;
-        image_inode(r, &r->ino[i], PI_KILL, &none, &x);
+        image_before_deletion(r, &r->ino[i], &x);
         pi_dir_put(out, r->ino[i].name, x.b, x.len);
         free(x.b);
     }

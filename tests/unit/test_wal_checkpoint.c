@@ -146,6 +146,106 @@ Test(wal_checkpoint, rollover_checkpoint_and_recovery, .timeout = 120)
     leak_check();
 }
 
+/* Reads a whole file into *buf (malloc'd); its size. */
+static size_t slurp(const char *path, uint8_t **buf)
+{
+    int fd = open(path, O_RDONLY);
+    cr_assert(fd >= 0, "%s", path);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(fd, *buf + got, (size_t)st.st_size - got)) > 0)
+        got += (size_t)n;
+    close(fd);
+    cr_assert_eq(got, (size_t)st.st_size);
+    return got;
+}
+
+/* A checkpoint deletes a segment by truncating it from its end in steps,
+ * then unlinking it (wal_seg.c, seg_unlink). A crash between the steps
+ * leaves the segment's header and a prefix of its records, cut anywhere,
+ * all at or below the checkpoint. Recovery replays every commit above the
+ * checkpoint and none at or below it, finds no damage in the middle (no
+ * replay limit below the durable marker), deletes the leftovers, and a second
+ * recovery finds nothing more to do. Here the deleted segments come back as
+ * the steps would have left them: the header block alone, cut inside a
+ * record, and whole (a crash just before the unlink). */
+Test(wal_checkpoint, a_crash_inside_a_segment_deletion_recovers, .timeout = 120)
+{
+    char *dir = make_dir();
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = dir;
+    cfg.log_segment_kb = 64;
+    cfg.log_prealloc_kb = 64;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    enum { N = 600 };
+    uint64_t marker[N];
+    for (uint64_t id = 0; id < N; id++)
+        marker[id] = commit_stored(rt, id, 1000);
+    /* every channel file as it is before the checkpoint */
+    char names[64][64];
+    uint8_t *bytes[64];
+    size_t sizes[64], n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64)
+        if (!strncmp(e->d_name, "ch-", 3)) {
+            char p[4200];
+            snprintf(names[n], sizeof(names[n]), "%.63s", e->d_name);
+            snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+            sizes[n] = slurp(p, &bytes[n]);
+            n++;
+        }
+    closedir(d);
+    uint64_t ck = marker[N / 2];
+    int deleted = urt_log_checkpoint(rt, ck);
+    cr_assert_geq(deleted, 3, "%d files deleted (%s)", deleted, deleted < 0 ? urt_last_error() : "");
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    uint64_t total;
+    unsigned kept = count_channels(dir, &total);
+    /* the deleted ones come back as a crash between the steps leaves them */
+    unsigned back = 0;
+    for (size_t i = 0; i < n; i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+        if (access(p, F_OK) == 0)
+            continue;
+        size_t len = back % 3 == 0 ? 4096 : back % 3 == 1 ? 4096 + (sizes[i] - 4096) / 2 + 3 : sizes[i];
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        cr_assert(fd >= 0);
+        cr_assert_eq(write(fd, bytes[i], len), (ssize_t)len);
+        close(fd);
+        back++;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(bytes[i]);
+    cr_assert_eq(back, (unsigned)deleted);
+    struct seen s;
+    struct urt_log_recovery out = recover_into(dir, &s, N);
+    cr_assert_eq(out.checkpoint, ck);
+    cr_assert_eq(s.bad, 0);
+    cr_assert_eq(out.replay_marker, out.durable_marker, "damage found in the middle: replay stops at %llu of %llu",
+                 (unsigned long long)out.replay_marker, (unsigned long long)out.durable_marker);
+    cr_assert_geq(out.durable_marker, marker[N - 1]);
+    for (uint64_t id = 0; id < N; id++)
+        cr_assert_eq(s.ids[id], marker[id] > ck ? 1 : 0, "commit %llu (marker %llu, checkpoint %llu) replayed %u times",
+                     (unsigned long long)id, (unsigned long long)marker[id], (unsigned long long)ck, s.ids[id]);
+    free(s.ids);
+    cr_assert_eq(out.deleted, back, "recovery deleted %u of the %u leftovers", out.deleted, back);
+    cr_assert_eq(count_channels(dir, &total), kept);
+    struct urt_log_recovery again = recover_into(dir, &s, N);
+    cr_assert_eq(again.deleted, 0);
+    cr_assert_eq(again.cuts, 0);
+    cr_assert_eq(again.replayed, out.replayed);
+    cr_assert_eq(again.durable_marker, out.durable_marker);
+    free(s.ids);
+    remove_dir(dir);
+    leak_check();
+}
+
 /* The name of the channel file of worker 0 with the highest segment number
  * ("ch-<gen>-0000.wal" for segment 0, "ch-<gen>-0000-<seg>.wal" after), into
  * name; its segment number, or -1. */
