@@ -146,10 +146,13 @@ URT_API int urt_log_stats(const urt_runtime *rt, struct urt_log_stats *out);
  * durable (the log directory's "checkpoint" file, replaced atomically), then
  * every closed segment file whose records are all at or below it is deleted
  * (channel files roll over into segments at log_segment_kb; files of earlier
- * sessions count as closed). Crash-safe at every point: a recovery replays
+ * sessions count as closed): truncated from its end in synced 4 MB steps,
+ * then unlinked, so that freeing a segment never holds the log's own writes
+ * on the device for long. Crash-safe at every point: a recovery replays
  * every stored commit above the last durable checkpoint and none at or below
  * it (urt_log_recovery.checkpoint), and deletes what was not deleted yet.
- * Blocks the caller for two or three fsyncs; calls are serialized; a marker
+ * Blocks the caller for two or three fsyncs, plus one per 4 MB of each
+ * segment it deletes; calls are serialized; a marker
  * at or below the current checkpoint only retries the deletions.
  * Returns the number of segment files deleted (>= 0), -EINVAL (NULL runtime,
  * marker above the durable marker), -ENOTSUP (no log_dir), or an I/O -errno
