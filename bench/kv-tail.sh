@@ -20,7 +20,10 @@ CLIENTS=${CLIENTS:-50}
 D=$(mktemp -d "${TMPDIR:-/tmp}/kv-tail-XXXXXX")
 PID=""
 cleanup() {
-  [[ -n $PID ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+  if [[ -n $PID ]]; then
+    kill "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+  fi
   rm -rf "$D"
 }
 trap cleanup EXIT
