@@ -100,19 +100,35 @@ static struct urt_log_recovery recover_into(const char *dir, struct seen *s, uin
     return out;
 }
 
-Test(wal_checkpoint, rollover_checkpoint_and_recovery, .timeout = 120)
+/* A runtime on dir with 64 KiB segments (one worker), after n stored
+ * commits of 1000 bytes, ids 0..n-1: marker[id] is each one's marker. */
+static urt_runtime *segmented_run(const char *dir, uint64_t *marker, uint64_t n)
 {
-    char *dir = make_dir();
     struct urt_config cfg;
     test_config(&cfg, 1);
     cfg.log_dir = dir;
     cfg.log_segment_kb = 64;
     cfg.log_prealloc_kb = 64;
     urt_runtime *rt = rt_create_or_skip(&cfg);
+    for (uint64_t id = 0; id < n; id++)
+        marker[id] = commit_stored(rt, id, 1000);
+    return rt;
+}
+
+/* Every commit above the checkpoint ck replayed once, none at or below it. */
+static void replayed_above(const struct seen *s, const uint64_t *marker, uint64_t n, uint64_t ck)
+{
+    for (uint64_t id = 0; id < n; id++)
+        cr_assert_eq(s->ids[id], marker[id] > ck ? 1 : 0, "commit %llu (marker %llu, checkpoint %llu) replayed %u times",
+                     (unsigned long long)id, (unsigned long long)marker[id], (unsigned long long)ck, s->ids[id]);
+}
+
+Test(wal_checkpoint, rollover_checkpoint_and_recovery, .timeout = 120)
+{
+    char *dir = make_dir();
     enum { N = 600 };
     uint64_t marker[N];
-    for (uint64_t id = 0; id < N; id++)
-        marker[id] = commit_stored(rt, id, 1000);
+    urt_runtime *rt = segmented_run(dir, marker, N);
     uint64_t bytes;
     unsigned before = count_channels(dir, &bytes);
     cr_assert_geq(before, 6, "600 KB of records in 64 KiB segments made only %u files", before);
@@ -133,9 +149,7 @@ Test(wal_checkpoint, rollover_checkpoint_and_recovery, .timeout = 120)
     struct urt_log_recovery out = recover_into(dir, &s, N);
     cr_assert_eq(out.checkpoint, ck);
     cr_assert_eq(s.bad, 0);
-    for (uint64_t id = 0; id < N; id++)
-        cr_assert_eq(s.ids[id], marker[id] > ck ? 1 : 0, "commit %llu (marker %llu, checkpoint %llu) replayed %u times",
-                     (unsigned long long)id, (unsigned long long)marker[id], (unsigned long long)ck, s.ids[id]);
+    replayed_above(&s, marker, N, ck);
     free(s.ids);
     /* twice: the same */
     struct urt_log_recovery again = recover_into(dir, &s, N);
@@ -175,16 +189,9 @@ static size_t slurp(const char *path, uint8_t **buf)
 Test(wal_checkpoint, a_crash_inside_a_segment_deletion_recovers, .timeout = 120)
 {
     char *dir = make_dir();
-    struct urt_config cfg;
-    test_config(&cfg, 1);
-    cfg.log_dir = dir;
-    cfg.log_segment_kb = 64;
-    cfg.log_prealloc_kb = 64;
-    urt_runtime *rt = rt_create_or_skip(&cfg);
     enum { N = 600 };
     uint64_t marker[N];
-    for (uint64_t id = 0; id < N; id++)
-        marker[id] = commit_stored(rt, id, 1000);
+    urt_runtime *rt = segmented_run(dir, marker, N);
     /* every channel file as it is before the checkpoint */
     char names[64][64];
     uint8_t *bytes[64];
@@ -230,9 +237,7 @@ Test(wal_checkpoint, a_crash_inside_a_segment_deletion_recovers, .timeout = 120)
     cr_assert_eq(out.replay_marker, out.durable_marker, "damage found in the middle: replay stops at %llu of %llu",
                  (unsigned long long)out.replay_marker, (unsigned long long)out.durable_marker);
     cr_assert_geq(out.durable_marker, marker[N - 1]);
-    for (uint64_t id = 0; id < N; id++)
-        cr_assert_eq(s.ids[id], marker[id] > ck ? 1 : 0, "commit %llu (marker %llu, checkpoint %llu) replayed %u times",
-                     (unsigned long long)id, (unsigned long long)marker[id], (unsigned long long)ck, s.ids[id]);
+    replayed_above(&s, marker, N, ck);
     free(s.ids);
     cr_assert_eq(out.deleted, back, "recovery deleted %u of the %u leftovers", out.deleted, back);
     cr_assert_eq(count_channels(dir, &total), kept);
