@@ -20,7 +20,10 @@
  * 2 MB fill (the old step, half the preallocation) cost the flushes queued
  * behind it about a millisecond. Where the data reached the zeros (a
  * segment's start, or data faster than the pieces) one chunk (half of
- * log_prealloc_kb) goes at once, as before.
+ * log_prealloc_kb) goes at once, as before. No file gets zeros past a piece
+ * beyond log_segment_kb (prealloc_cap): it rolls over there, and recovery
+ * reads every byte of it (a 512 KiB segment with 4 MB of zeros made
+ * recovery read eight times its data).
  *
  * Creation runs on the thread opening the log (wal_open), before the workers
  * start: plain blocking I/O.
@@ -36,6 +39,14 @@
 #include "tx/wal_int.h"
 
 /* ---- preallocation ------------------------------------------------------------------ */
+
+/* Where a file's zeros end at most: a piece past log_segment_kb, where the
+ * file rolls over (after the flush that passes it), so a small segment
+ * carries no more zeros than it can use (recovery reads them all). */
+static uint64_t prealloc_cap(const struct wal *wal)
+{
+    return wal->seg_bytes ? wal_align_up(wal->seg_bytes + wal->piece, WAL_ALIGN) : UINT64_MAX;
+}
 
 static void extend_complete(struct chan *ch)
 {
@@ -75,9 +86,16 @@ void chan_maybe_extend(struct chan *ch, uint64_t end_off)
     struct wal *wal = ch->wal;
     if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + (wal->ahead - wal->piece) < ch->prealloc_end)
         return; /* enough zeros ahead */
+    uint64_t x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
+    uint64_t len = end_off + wal->piece > ch->prealloc_end ? wal->chunk : wal->piece; /* caught up: a chunk */
+    uint64_t cap = prealloc_cap(wal);
+    if (x_off >= cap)
+        return; /* the segment rolls over before it needs more */
+    if (len > cap - x_off)
+        len = cap - x_off;
     sched_io_reserve(ch->w, 2);
-    ch->x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
-    ch->x_len = (uint32_t)(end_off + wal->piece > ch->prealloc_end ? wal->chunk : wal->piece); /* caught up: a chunk */
+    ch->x_off = x_off;
+    ch->x_len = (uint32_t)len;
     ch->ext = EXT_BUSY;
     struct be_op wr = {.kind = BE_WRITE, .fd = ch->fd, .caddr = wal->zeros, .len = ch->x_len,
                        .off = ch->x_off, .flags = BE_F_LINK};
@@ -116,6 +134,8 @@ static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t sta
     ch->gather = x;
     int rc = wal_write_all(ch->fd, x->data, WAL_ALIGN, 0);
     uint64_t pre = (uint64_t)wal->cfg->log_prealloc_kb * 1024;
+    if (pre > prealloc_cap(wal))
+        pre = prealloc_cap(wal);
     for (uint64_t off = WAL_ALIGN; !rc && off < pre; off += wal->chunk)
         rc = wal_write_all(ch->fd, wal->zeros,
                            pre - off < wal->chunk ? wal_align_up(pre - off, WAL_ALIGN) : wal->chunk, off);

@@ -777,6 +777,9 @@ Test(wal, fault_short_write_and_eio)
 
 /* ---- preallocation ------------------------------------------------------------- */
 
+static uint64_t file_size(const char *path);
+
+
 /* The one channel file of dir (one worker): its size, and where its data ends
  * (the last byte that is not zero, the zeros beyond it are the preallocation). */
 static void chan_file_extent(const char *dir, uint64_t *size, uint64_t *data_end)
@@ -825,6 +828,44 @@ Test(wal, the_preallocation_stays_ahead_in_small_steps, .timeout = 120)
     cr_assert_eq((size - pre) % step, 0, "the file (%" PRIu64 " bytes) grew by more than 256 KiB steps", size);
     cr_assert_geq(size - end, pre - 2 * step, "%" PRIu64 " bytes of zeros ahead of the data", size - end);
     cr_assert_leq(size - end, pre, "%" PRIu64 " bytes of zeros ahead of the data", size - end);
+    struct rec_ctx ctx;
+    cr_assert_eq(recover(dir, 0, &ctx, 20000, NULL), 0);
+    cr_assert_eq(ctx.rp.n, 14000);
+    cr_assert_eq(ctx.rp.bad, 0);
+    free(ctx.rp.seen);
+    remove_dir(dir);
+}
+
+/* No file gets zeros past a piece beyond log_segment_kb, where it rolls over
+ * (wal_file.c, prealloc_cap): with 512 KiB segments and log_prealloc_kb
+ * 4096, a closed segment is at most 512 + 256 KiB plus the one flush that
+ * passed the segment's end. (Recovery reads every byte of every file: a
+ * 512 KiB segment with 4 MB of zeros made it read eight times the data.) */
+Test(wal, a_segment_carries_no_zeros_it_cannot_use, .timeout = 120)
+{
+    char *dir = make_dir();
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = dir;
+    cfg.log_prealloc_kb = 4096;
+    cfg.log_segment_kb = 512;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    run_task_clients(rt, URT_COMMIT_STORED, 0, 14000 / TASK_CLIENTS);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "ch-", 3))
+            continue;
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        files++;
+        cr_assert_leq(file_size(p), (768u + 64u) << 10, "%s: %" PRIu64 " bytes", e->d_name, file_size(p));
+    }
+    closedir(d);
+    cr_assert_geq(files, 4, "2.6 MB of records in 512 KiB segments made %d files", files);
     struct rec_ctx ctx;
     cr_assert_eq(recover(dir, 0, &ctx, 20000, NULL), 0);
     cr_assert_eq(ctx.rp.n, 14000);
