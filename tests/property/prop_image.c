@@ -580,7 +580,8 @@ void pi_replay_image(const struct pi_replay *r, enum pi_model m, uint64_t *rng, 
 
 /* An unlinked file as it was when its deletion began: a checkpoint
  * truncates a segment in steps before it unlinks it (tx/wal_seg.c,
- * seg_unlink), so the truncations after its last write are left out. */
+ * seg_unlink), so the truncations after its last write are left out
+ * (recovery's cut before it deletes a file, too). */
 static void image_before_deletion(const struct pi_replay *r, const struct inode *n, struct bytes *x)
 {
     x->b = xrealloc(NULL, n->base_len);
@@ -596,14 +597,18 @@ static void image_before_deletion(const struct pi_replay *r, const struct inode 
         apply_op(&r->t->ops[n->inflight.v[i]], x, SIZE_MAX);
 }
 
-void pi_replay_graveyard(const struct pi_replay *r, struct pi_dir *out)
+void pi_replay_graveyard(const struct pi_replay *r, bool before_deletion, struct pi_dir *out)
 {
     pi_dir_free(out);
+    uint64_t none = 1;
     for (size_t i = 0; i < r->nino; i++) {
         if (r->ino[i].linked)
             continue;
         struct bytes x;
-        image_before_deletion(r, &r->ino[i], &x);
+        if (before_deletion)
+            image_before_deletion(r, &r->ino[i], &x);
+        else
+            image_inode(r, &r->ino[i], PI_KILL, &none, &x);
         pi_dir_put(out, r->ino[i].name, x.b, x.len);
         free(x.b);
     }

@@ -29,11 +29,12 @@
  * completed (it was prepared after the write's completion was seen, or it
  * was linked behind the write) and ended before T. Names (create, rename, unlink) take effect at
  * once, as on plfs: the log fsyncs its directory before it relies on them.
- * Files that were unlinked keep their content from before their deletion
- * began in a graveyard (the truncations after their last write left out: a
- * checkpoint truncates a segment in steps before it unlinks it), for the
- * id -> epoch map of acknowledged commits and the "extra segment" damage (a
- * deleted segment that comes back).
+ * Files that were unlinked stay in a graveyard, in two forms: as they were
+ * when unlinked, for the "extra segment" damage (a deleted segment that
+ * comes back: after a checkpoint's truncation steps, its header alone; after
+ * recovery's cut, what the cut left), and as they were before their deletion
+ * began (the truncations after their last write left out), for the
+ * id -> epoch map of acknowledged commits.
  */
 #ifndef URT_TESTS_PROP_IMAGE_H
 #define URT_TESTS_PROP_IMAGE_H
@@ -82,8 +83,9 @@ void pi_replay_to(struct pi_replay *r, uint64_t T);
 /* The directory at the current point under model m (random choices from
  * *rng), into out (emptied first). */
 void pi_replay_image(const struct pi_replay *r, enum pi_model m, uint64_t *rng, struct pi_dir *out);
-/* The files unlinked so far, as they were before their deletion began. */
-void pi_replay_graveyard(const struct pi_replay *r, struct pi_dir *out);
+/* The files unlinked so far: as they were when unlinked, or (before_deletion)
+ * before their deletion began. */
+void pi_replay_graveyard(const struct pi_replay *r, bool before_deletion, struct pi_dir *out);
 void pi_replay_free(struct pi_replay *r);
 
 #endif

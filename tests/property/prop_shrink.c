@@ -179,10 +179,12 @@ static size_t shrink_cut(struct ps_case *c, size_t i, const char *scratch, char 
     if (s.header_ok && b.n < 8192)
         b.v[b.n++] = wal_rec_size(sizeof(struct wal_header_payload));
     b.v[b.n++] = s.valid_end + WAL_TERMINATOR;
+    char name[sizeof(cut_arg.name)]; /* f is freed when a step is kept (try_step replaces c) */
+    snprintf(name, sizeof(name), "%s", f->name);
     size_t kept = 0;
     for (size_t lo = 0, hi = b.n; lo < hi;) {
         size_t mid = lo + (hi - lo) / 2;
-        snprintf(cut_arg.name, sizeof(cut_arg.name), "%s", f->name);
+        snprintf(cut_arg.name, sizeof(cut_arg.name), "%s", name);
         cut_arg.len = b.v[mid];
         if (try_step(c, cut_file, 0, scratch, why, whylen))
             hi = mid, kept++;

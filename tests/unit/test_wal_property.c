@@ -257,7 +257,7 @@ static bool one_case(struct session_ctx *s, struct pi_replay *rp, uint64_t T, ui
     struct pi_dir U = {0}, X = {0}, grave = {0};
     pi_replay_to(rp, T);
     pi_replay_image(rp, m, &rng, &U);
-    pi_replay_graveyard(rp, &grave);
+    pi_replay_graveyard(rp, false, &grave); /* the "extra segment" damage: as unlinked */
     pi_dir_copy(&X, &U);
     char damage[600] = "none";
     enum pd_kind dk = PD_NONE;
@@ -362,7 +362,7 @@ static void session_epochs(struct session_ctx *s, const struct pi_dir *start)
     struct pi_dir all = {0}, grave = {0};
     uint64_t none = 1;
     pi_replay_image(rp, PI_KILL, &none, &all);
-    pi_replay_graveyard(rp, &grave);
+    pi_replay_graveyard(rp, true, &grave); /* every record a deleted file held */
     memset(&s->ep, 0, sizeof(s->ep));
     epochs_of(&all, &s->ep);
     epochs_of(&grave, &s->ep);
