@@ -332,7 +332,6 @@ static int open_dir(struct wal *wal, const char *dir, struct urt_log_recovery *r
     atomic_init(&wal->dl.announced, rec->durable_marker);
     wal->chunk = wal->cfg->log_prealloc_kb ? wal_align_up((size_t)wal->cfg->log_prealloc_kb * 1024 / 2, WAL_ALIGN) : 0;
     wal->piece = wal->chunk < WAL_EXT_PIECE ? wal->chunk : WAL_EXT_PIECE;
-    wal->ahead = 2 * (uint64_t)wal->chunk; /* log_prealloc_kb, aligned; never below a piece */
     size_t zlen = wal->chunk ? wal->chunk : WAL_ALIGN;
     if (posix_memalign((void **)&wal->zeros, WAL_ALIGN, zlen)) {
         wal->zeros = NULL;

@@ -84,7 +84,8 @@ static void xsync_done(struct sched_io *io, struct worker *w, int32_t res, uint3
 void chan_maybe_extend(struct chan *ch, uint64_t end_off)
 {
     struct wal *wal = ch->wal;
-    if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + (wal->ahead - wal->piece) < ch->prealloc_end)
+    /* kept ahead: 2 * chunk (log_prealloc_kb, aligned; never below 2 pieces) */
+    if (!wal->chunk || ch->ext != EXT_IDLE || ch->stopping || end_off + (2 * wal->chunk - wal->piece) < ch->prealloc_end)
         return; /* enough zeros ahead */
     uint64_t x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
     uint64_t len = end_off + wal->piece > ch->prealloc_end ? wal->chunk : wal->piece; /* caught up: a chunk */

@@ -190,7 +190,6 @@ struct wal {
     bool o_direct;
     size_t chunk;              /* log_prealloc_kb / 2: the creation's and a catch-up's zero fill (0: none) */
     size_t piece;              /* a step of the extension ahead of the data (WAL_EXT_PIECE, at most chunk) */
-    uint64_t ahead;            /* 2 * chunk (log_prealloc_kb): zero-filled space kept ahead of the data */
     uint8_t *zeros;            /* chunk zero bytes, aligned */
     uint64_t epoch_ns;
     struct wal_sync_choice sync; /* strict, single_flush or single_write, and why (wal_sync.c) */
