@@ -74,13 +74,21 @@ static void copy_dir(const char *from, const char *to)
     closedir(d);
 }
 
-static urt_runtime *log_rt(const char *dir, uint32_t workers, uint32_t prealloc_kb)
+/* segment_kb 0: the default log_segment_kb */
+static urt_runtime *log_rt_seg(const char *dir, uint32_t workers, uint32_t prealloc_kb, uint32_t segment_kb)
 {
     struct urt_config cfg;
     test_config(&cfg, workers);
     cfg.log_dir = dir;
     cfg.log_prealloc_kb = prealloc_kb;
+    if (segment_kb)
+        cfg.log_segment_kb = segment_kb;
     return rt_create_or_skip(&cfg);
+}
+
+static urt_runtime *log_rt(const char *dir, uint32_t workers, uint32_t prealloc_kb)
+{
+    return log_rt_seg(dir, workers, prealloc_kb, 0);
 }
 
 /* Preallocated (a repair is a write of zeros, which an injected fault fails
@@ -780,19 +788,26 @@ Test(wal, fault_short_write_and_eio)
 static uint64_t file_size(const char *path);
 
 
+/* The path of the channel file of dir (a directory with one). */
+static void chan_file_path(const char *dir, char *path, size_t len)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "%s", dir);
+    struct dirent *e;
+    path[0] = 0;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "ch-", 3))
+            snprintf(path, len, "%s/%.60s", dir, e->d_name);
+    closedir(d);
+    cr_assert(path[0], "no channel file in %s", dir);
+}
+
 /* The one channel file of dir (one worker): its size, and where its data ends
  * (the last byte that is not zero, the zeros beyond it are the preallocation). */
 static void chan_file_extent(const char *dir, uint64_t *size, uint64_t *data_end)
 {
-    DIR *d = opendir(dir);
-    cr_assert(d);
-    struct dirent *e;
-    char path[4200] = "";
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "ch-", 3))
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    closedir(d);
-    cr_assert(path[0], "no channel file in %s", dir);
+    char path[4300];
+    chan_file_path(dir, path, sizeof(path));
     int fd = open(path, O_RDONLY);
     cr_assert(fd >= 0);
     uint8_t buf[65536];
@@ -844,12 +859,7 @@ Test(wal, the_preallocation_stays_ahead_in_small_steps, .timeout = 120)
 Test(wal, a_segment_carries_no_zeros_it_cannot_use, .timeout = 120)
 {
     char *dir = make_dir();
-    struct urt_config cfg;
-    test_config(&cfg, 1);
-    cfg.log_dir = dir;
-    cfg.log_prealloc_kb = 4096;
-    cfg.log_segment_kb = 512;
-    urt_runtime *rt = rt_create_or_skip(&cfg);
+    urt_runtime *rt = log_rt_seg(dir, 1, 4096, 512);
     run_task_clients(rt, URT_COMMIT_STORED, 0, 14000 / TASK_CLIENTS);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
     DIR *d = opendir(dir);
@@ -1053,13 +1063,8 @@ Test(wal, torn_header_after_durable_records_keeps_them, .timeout = 60)
     for (uint64_t id = 0; id < 10; id++)
         cr_assert_eq(commit_wait(rt, id, 100, URT_COMMIT_STORED), 0);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[4300] = "";
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "ch-", 3))
-            snprintf(path, sizeof(path), "%s/%.60s", dir, e->d_name);
-    closedir(d);
+    char path[4300];
+    chan_file_path(dir, path, sizeof(path));
     uint64_t size = file_size(path);
     uint8_t *b = malloc(size);
     int fd = open(path, O_RDWR);
@@ -1112,13 +1117,8 @@ Test(wal, epoch_slot_condition_guards_lost_log_bytes, .timeout = 60)
     cr_assert_eq(recover(dir, URT_LOG_RECOVER_DRY_RUN, &ctx, 20, &before), 0);
     cr_assert_eq(ctx.rp.n, 10);
     free(ctx.rp.seen);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[4300] = "";
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "ch-", 3))
-            snprintf(path, sizeof(path), "%s/%.60s", dir, e->d_name);
-    closedir(d);
+    char path[4300];
+    chan_file_path(dir, path, sizeof(path));
     uint64_t size = file_size(path);
     uint8_t *b = malloc(size);
     int fd = open(path, O_RDWR);
