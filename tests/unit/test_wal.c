@@ -788,6 +788,17 @@ Test(wal, fault_short_write_and_eio)
 static uint64_t file_size(const char *path);
 
 
+/* Recovery of dir replays the n records of ids 0..n-1, each once, intact. */
+static void recovers_every_record(const char *dir, uint64_t n)
+{
+    struct rec_ctx ctx;
+    cr_assert_eq(recover(dir, 0, &ctx, n, NULL), 0);
+    cr_assert_eq(ctx.rp.n, (int)n);
+    cr_assert_eq(ctx.rp.bad, 0);
+    cr_assert_eq(ctx.rp.dups, 0);
+    free(ctx.rp.seen);
+}
+
 /* The path of the channel file of dir (a directory with one). */
 static void chan_file_path(const char *dir, char *path, size_t len)
 {
@@ -843,11 +854,7 @@ Test(wal, the_preallocation_stays_ahead_in_small_steps, .timeout = 120)
     cr_assert_eq((size - pre) % step, 0, "the file (%" PRIu64 " bytes) grew by more than 256 KiB steps", size);
     cr_assert_geq(size - end, pre - 2 * step, "%" PRIu64 " bytes of zeros ahead of the data", size - end);
     cr_assert_leq(size - end, pre, "%" PRIu64 " bytes of zeros ahead of the data", size - end);
-    struct rec_ctx ctx;
-    cr_assert_eq(recover(dir, 0, &ctx, 20000, NULL), 0);
-    cr_assert_eq(ctx.rp.n, 14000);
-    cr_assert_eq(ctx.rp.bad, 0);
-    free(ctx.rp.seen);
+    recovers_every_record(dir, 14000);
     remove_dir(dir);
 }
 
@@ -876,11 +883,7 @@ Test(wal, a_segment_carries_no_zeros_it_cannot_use, .timeout = 120)
     }
     closedir(d);
     cr_assert_geq(files, 4, "2.6 MB of records in 512 KiB segments made %d files", files);
-    struct rec_ctx ctx;
-    cr_assert_eq(recover(dir, 0, &ctx, 20000, NULL), 0);
-    cr_assert_eq(ctx.rp.n, 14000);
-    cr_assert_eq(ctx.rp.bad, 0);
-    free(ctx.rp.seen);
+    recovers_every_record(dir, 14000);
     remove_dir(dir);
 }
 
