@@ -793,7 +793,7 @@ static void recovers_every_record(const char *dir, uint64_t n)
 {
     struct rec_ctx ctx;
     cr_assert_eq(recover(dir, 0, &ctx, n, NULL), 0);
-    cr_assert_eq(ctx.rp.n, (int)n);
+    cr_assert_eq(ctx.rp.n, n);
     cr_assert_eq(ctx.rp.bad, 0);
     cr_assert_eq(ctx.rp.dups, 0);
     free(ctx.rp.seen);
