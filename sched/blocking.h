@@ -88,6 +88,16 @@ bool blocking_watch_read(const struct sched *s, uint32_t i, uint64_t *seq, struc
 
 void blocking_read_stats(const struct sched *s, struct urt_blocking_stats *out);
 
+/* ---- the runtime's own offloads (sched/blocking_off.c) -------------------------------------- */
+
+/* An offload of the runtime itself (the log's next segment file, tx/wal_seg.c):
+ * b as urt_blocking_init made it, run without the calling task's context (no
+ * job, no lane, no transaction counts it: nothing of a user's waits for it);
+ * its continuation goes to home's inbox (where another worker may take it:
+ * done must not touch home's own state). Returns urt_blocking_submit's
+ * errors but -EINVAL and -ECANCELED, with a message. Any thread. */
+int blocking_submit_own(struct sched *s, struct urt_blocking *b, struct worker *home);
+
 /* ---- the pool's calls into the offloads (sched/blocking_off.c) ----------------------------- */
 
 /* After t->fn ran on a pool thread (ran), or for an item taken out unrun:

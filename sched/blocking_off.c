@@ -252,6 +252,25 @@ static int submit_error(const char *fn, int err, const struct sched *s)
     return urt__error(err, "%s: the runtime is being destroyed", fn);
 }
 
+/* Queues b's task (its context already in it) with its continuation bound
+ * for home; a refusal undoes the context's counts. */
+static int queue_offload(const char *fn, struct sched *s, struct urt_blocking *b, struct worker *home,
+                         unsigned flags)
+{
+    struct blk_off *o = off_of(b);
+    o->s = s;
+    o->home = home;
+    o->res = 0;
+    atomic_store_explicit(&o->state, OFF_INFLIGHT, memory_order_relaxed); /* published by the queue push */
+    int err = blocking_queue(s, &o->task, blocking_node_of(s, home), flags);
+    if (err) {
+        atomic_store_explicit(&o->state, 0, memory_order_relaxed);
+        ctx_undo(s, &o->task);
+        return submit_error(fn, err, s);
+    }
+    return 0;
+}
+
 static int submit(const char *fn, struct sched *s, struct urt_blocking *b, unsigned flags)
 {
     struct blk_off *o = off_of(b);
@@ -263,17 +282,17 @@ static int submit(const char *fn, struct sched *s, struct urt_blocking *b, unsig
     int err = ctx_begin(w, t, fn);
     if (err)
         return err;
-    o->s = s;
-    o->home = w ? w : sched_pick_worker(s);
-    o->res = 0;
-    atomic_store_explicit(&o->state, OFF_INFLIGHT, memory_order_relaxed); /* published by the queue push */
-    err = blocking_queue(s, t, blocking_node_of(s, o->home), flags);
-    if (err) {
-        atomic_store_explicit(&o->state, 0, memory_order_relaxed);
-        ctx_undo(s, t);
-        return submit_error(fn, err, s);
-    }
-    return 0;
+    return queue_offload(fn, s, b, w ? w : sched_pick_worker(s), flags);
+}
+
+int blocking_submit_own(struct sched *s, struct urt_blocking *b, struct worker *home)
+{
+    struct blk_off *o = off_of(b);
+    if (atomic_load_explicit(&o->state, memory_order_acquire) & OFF_INFLIGHT)
+        return urt__error(-EBUSY, "blocking_submit_own: offload %p is in flight (rule 2)", (void *)b);
+    o->spawned = 0;
+    urt_task_init(&o->task, off_work, b); /* no job, no lane: nothing of a user's waits for it */
+    return queue_offload("blocking_submit_own", s, b, home, 0);
 }
 
 URT_API int urt_blocking_submit(urt_runtime *rt, struct urt_blocking *b, unsigned flags)

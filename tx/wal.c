@@ -437,6 +437,7 @@ void wal_close(struct wal *wal)
         struct chan *ch = wal->chans[i];
         if (!ch)
             continue;
+        chan_drop_next(ch);
         if (ch->fd >= 0)
             close(ch->fd);
         free(ch->bufs[0].data);

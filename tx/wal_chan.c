@@ -417,8 +417,9 @@ void chan_written(struct chan *ch, struct urt_commit *waiters, bool flushed)
         ch->done_seq = ch->flush_seq;
     if (!wal->dsync)
         marker_after_flush(ch);
+    chan_prepare_next(ch); /* past half the segment: the next file is made off the worker */
     if (chan_roll_due(ch))
-        chan_roll(ch); /* the gathered records go to a new segment file */
+        chan_roll(ch); /* the gathered records go to the next file */
     if (wal->dsync)
         marker_after_dsync(ch); /* the next flush claims the marker, or the epoch file takes it */
     y = ch->gather;

@@ -18,9 +18,10 @@
  * ahead. Small steps because the device takes the log's writes in order: a
  * flush submitted while a zero fill is in flight completes after it, and a
  * 2 MB fill (the old step, half the preallocation) cost the flushes queued
- * behind it about a millisecond. Where the data reached the zeros (a
- * segment's start, or data faster than the pieces) one chunk (half of
- * log_prealloc_kb) goes at once, as before. No file gets zeros past a piece
+ * behind it about a millisecond. Where the data reached the zeros (data
+ * faster than the pieces) one chunk (half of log_prealloc_kb) goes at once,
+ * as before; a later segment starts with two pieces of zeros, written by
+ * the pool thread that made it (wal_seg.c). No file gets zeros past a piece
  * beyond log_segment_kb (prealloc_cap): it rolls over there, and recovery
  * reads every byte of it (a 512 KiB segment with 4 MB of zeros made
  * recovery read eight times its data).
@@ -216,5 +217,6 @@ int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t star
         return urt__error(rc, "log_dir %s: cannot write a channel file with O_DIRECT: %s", dir, strerror(-rc));
     probe_dsync(wal, ch);
     atomic_init(&ch->pending_min, EPOCH_NONE);
+    atomic_init(&ch->nx_res, NX_PENDING);
     return 0;
 }

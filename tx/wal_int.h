@@ -26,6 +26,8 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
+#include <urt/blocking.h>
+
 #include "base/clock.h"
 #include "sched/core/io.h"
 #include "tx/commit_hook.h"
@@ -178,6 +180,13 @@ struct chan {
     uint32_t xcqes;
     uint64_t x_off, prealloc_end;
     uint32_t x_len; /* the zero fill in flight: [x_off, x_off + x_len) */
+
+    /* the next segment file, made ready on a blocking pool thread (wal_seg.c) */
+    bool nx_busy;               /* an offload is out, or its file waits for the roll (owner only) */
+    struct urt_blocking nx_b;
+    _Atomic int64_t nx_res;     /* NX_PENDING until the continuation stores the fd or -errno */
+    uint64_t nx_zeros;          /* zeros the file holds from offset 0 (its preallocation) */
+    char nx_name[64];
 };
 
 struct wal {
@@ -335,8 +344,17 @@ struct closed_seg {
 };
 
 /* ---- wal_seg.c ----------------------------------------------------------------------- */
+/* The continuation has not stored the next segment's result yet. */
+#define NX_PENDING INT64_MIN
+
 /* After a flush completed: the file passed log_segment_kb and can roll now. */
 bool chan_roll_due(const struct chan *ch);
+/* After a flush completed: the file passed half of log_segment_kb and the
+ * next one is not being made yet: a pool thread makes it now (a failed
+ * attempt is made again after a later flush). */
+void chan_prepare_next(struct chan *ch);
+/* wal_close: the next segment file nobody rolled into is closed and removed. */
+void chan_drop_next(struct chan *ch);
 /* Opens the next segment and moves the gathered records to it (blocking:
  * open, one block, fdatasync, directory fsync). On failure the channel
  * keeps its file (counted in n_errors) and tries again after a later flush. */

@@ -52,7 +52,9 @@
  *      with a reason that names the damage when damage is the cause. A file
  *      whose records left after its cut are all at or below the checkpoint
  *      (its header only: its start epoch) is cut, then deleted: judged after
- *      the cut, as the next recovery will judge it.
+ *      the cut, as the next recovery will judge it. So is a file with
+ *      nothing readable, not even its header (blank: a segment file made
+ *      ready for a roll that never came, or a crash inside a creation).
  *   7. Replay (before anything is cut, so that the mapped bytes are still
  *      there, URT_LOG_RECOVER_ALL included): the records above the
  *      checkpoint, at most D and in no window (or every valid record) of all
@@ -306,13 +308,24 @@ static bool all_checkpointed(const struct recovery *r, const struct rchan *c)
     return kept ? c->recs[kept - 1].epoch <= ck : c->scan.header.start_epoch <= ck;
 }
 
+/* The file holds nothing readable, not even its header: empty, zeros (a
+ * segment file made ready for a roll that never came, wal_seg.c), or a first
+ * write torn by a crash (then cut to nothing first, like every file that is
+ * deleted). Whatever it held is lost either way; the windows and the marker
+ * it implies are persisted before anything is deleted (step 8), and the next
+ * recovery, finding it empty or gone, judges the same. */
+static bool blank(const struct rchan *c)
+{
+    return c->scan.valid_end == 0;
+}
+
 static void plan_cuts(struct recovery *r, const struct urt_log_recover_ops *ops, void *arg)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct rchan *c = &r->ch[i];
         plan_cut(r, c);
         report_channel(c, ops, arg);
-        c->drop = all_checkpointed(r, c); /* cut first (reported: damage stays reported), then deleted */
+        c->drop = all_checkpointed(r, c) || blank(c); /* cut first (reported: damage stays reported), then deleted */
         r->res.deleted += c->drop;
         if (c->cut_off >= c->size)
             continue;
@@ -492,7 +505,7 @@ static int apply_cuts(struct recovery *r)
 }
 
 /* Files wholly at or below the checkpoint (once cut) go: their records are
- * never replayed again; the directory is fsync'd after. */
+ * never replayed again; so do blank ones; the directory is fsync'd after. */
 static int delete_checkpointed(struct recovery *r)
 {
     if (!r->res.deleted)

@@ -3,17 +3,27 @@
  *
  * Segments. A channel writes ch-<gen>-<worker>.wal, then, each time the file
  * passes log_segment_kb after a flush completed, rolls over into
- * ch-<gen>-<worker>-<seg>.wal: the new file gets its header block (header
- * record, zeros), fdatasync, and a directory fsync before anything in it
- * counts; the records gathered since the flush move to it; the old file is
- * closed and becomes a "closed segment" with the largest epoch written to it.
- * The roll happens on the channel's worker between two flushes (no write in
- * flight on the old file, no extension running, no repair pending), so no
- * record is ever split between files, and epochs never decrease along a
- * channel's segments. The new file's header record takes the lsn just below
- * its first gathered record (lsns only have to grow within a file).
- * The roll blocks the worker for one small write and two syncs; preallocation
- * of the new segment continues on the ring (wal_chan.c maybe_extend).
+ * ch-<gen>-<worker>-<seg>.wal. Phases:
+ *   1. ready (a blocking pool thread, blocking_submit_own): once the file
+ *      passes half of log_segment_kb, the next one is created, its first
+ *      zeros (two extension pieces) written and fdatasync'd, and the
+ *      directory fsync'd; the continuation hands the fd (or -errno) to the
+ *      owner through nx_res. A failure is counted (io_errors) and asked
+ *      again after a later flush; meanwhile the file grows past the size.
+ *   2. roll (the channel's worker, between two flushes: no write in flight
+ *      on the old file, no extension running, no repair pending; and the
+ *      next file ready): the gathering buffer is rebased to offset 0 of the
+ *      new file, its header record first and all of it the next batch, so
+ *      the first flush into the file writes the header with the records and
+ *      nothing in it counts before that write is durable; the old file is
+ *      closed and becomes a "closed segment" with the largest epoch written
+ *      to it. No system call but the close: the worker never waited for the
+ *      syncs (it did, 0.35 ms a roll here, when it made the file itself).
+ * No record is ever split between files, and epochs never decrease along a
+ * channel's segments. The header record takes the lsn just below its first
+ * gathered record (lsns only have to grow within a file). A crash can leave
+ * the ready file blank (empty, zeros, or a torn first write): recovery
+ * deletes it (wal_recover.c, blank); wal_close removes one never rolled into.
  *
  * Checkpoints. urt_log_checkpoint(rt, C), C <= the durable marker: the
  * engine's own state is persisted up to C. Phases:
@@ -29,7 +39,12 @@
  * epochs above the checkpoint file's marker and deletes what phase 2 had not
  * reached (wal_recover.c). Active segments are never deleted.
  *
- * Threading: rollover runs on the channel's worker; the closed-segment list
+ * Threading: the roll runs on the channel's worker, the file's creation on
+ * a pool thread, which reads only what the owner wrote before the
+ * submission (published by the queue push) and the wal's fields fixed once
+ * the workers run; nx_res is its one shared word (release store by the
+ * continuation, on any worker; acquire loads by the owner, who alone resets
+ * it, before the next submission). The closed-segment list
  * is shared (seg_lock); checkpoints are serialized (ckpt_lock) and run on
  * the caller's thread. wal->checkpoint is written only under ckpt_lock;
  * urt_log_stats reads it relaxed (a snapshot). The durable marker is read
@@ -46,6 +61,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "sched/blocking.h"
 #include "tx/wal_int.h"
 
 void wal_chan_file_name(char *buf, size_t len, uint64_t gen, uint32_t worker, uint32_t seg)
@@ -77,13 +93,94 @@ int wal_add_closed(struct wal *wal, const char *name, uint64_t max_epoch)
     return rc;
 }
 
+/* ---- the next segment file (a blocking pool thread) ------------------------------------ */
+
+/* Creates ch->nx_name with nx_zeros of zeros from offset 0, synced, and
+ * durable in the directory; FS_NOCOW_FL where the sync choice needs it. No
+ * header: the roll's first flush writes it. Returns the fd or -errno, and
+ * leaves no file behind on failure. A blocking pool thread: it reads what
+ * the owner wrote before the submission (published by the queue push) and
+ * what no longer changes once the workers run (dirfd, zeros, o_direct,
+ * sync, piece). */
+static int64_t next_make(void *arg)
+{
+    struct chan *ch = arg;
+    struct wal *wal = ch->wal;
+    int fd = openat(wal->dirfd, ch->nx_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (wal->o_direct ? O_DIRECT : 0),
+                    0644);
+    if (fd < 0)
+        return -errno;
+    int rc = wal_sync_set_nocow(&wal->sync, fd) ? 0 : -EOPNOTSUPP;
+    for (uint64_t off = 0; !rc && off < ch->nx_zeros; off += wal->piece) /* in pieces, as the extension */
+        rc = wal_write_all(fd, wal->zeros, ch->nx_zeros - off < wal->piece ? ch->nx_zeros - off : wal->piece, off);
+    if (!rc && ch->nx_zeros && fdatasync(fd))
+        rc = -errno;
+    if (!rc && fsync(wal->dirfd))
+        rc = -errno;
+    if (rc) {
+        close(fd);
+        unlinkat(wal->dirfd, ch->nx_name, 0);
+        return rc;
+    }
+    return fd;
+}
+
+/* The continuation, on whichever worker takes it (blocking_submit_own): the
+ * result goes to the owner through nx_res (release; chan_prepare_next and
+ * chan_roll load it with acquire), nothing else is touched. */
+static void next_made(struct urt_blocking *b, int64_t res, void *arg)
+{
+    (void)b;
+    struct chan *ch = arg;
+    atomic_store_explicit(&ch->nx_res, res, memory_order_release);
+}
+
+void chan_prepare_next(struct chan *ch)
+{
+    struct wal *wal = ch->wal;
+    const struct wal_buf *y = ch->gather;
+    if (ch->nx_busy) {
+        int64_t res = atomic_load_explicit(&ch->nx_res, memory_order_acquire);
+        if (res == NX_PENDING || res >= 0)
+            return; /* being made, or ready for the roll */
+        ch->nx_busy = false; /* failed (no space, no descriptor): asked again now */
+        wal_cnt_add(&ch->n_errors, 1);
+    }
+    if (!wal->seg_bytes || ch->stopping || ch->seg >= 0xfffffe || y->base + y->len < wal->seg_bytes / 2)
+        return;
+    wal_chan_file_name(ch->nx_name, sizeof(ch->nx_name), wal->gen, ch->index, ch->seg + 1);
+    uint64_t cap = wal_align_up(wal->seg_bytes + wal->piece, WAL_ALIGN); /* wal_file.c's prealloc_cap */
+    ch->nx_zeros = wal->chunk ? 2 * (uint64_t)wal->piece : 0; /* the extension then goes on in pieces */
+    if (ch->nx_zeros > cap)
+        ch->nx_zeros = cap;
+    atomic_store_explicit(&ch->nx_res, NX_PENDING, memory_order_relaxed); /* published by the queue push */
+    urt_blocking_init(&ch->nx_b, next_make, next_made, ch);
+    if (blocking_submit_own(wal->s, &ch->nx_b, ch->w) == 0)
+        ch->nx_busy = true;
+    else
+        wal_cnt_add(&ch->n_errors, 1); /* the pool's queue is full: a later flush asks again */
+}
+
+void chan_drop_next(struct chan *ch)
+{
+    if (!ch->nx_busy)
+        return;
+    int64_t fd = atomic_load_explicit(&ch->nx_res, memory_order_acquire);
+    if (fd < 0)
+        return; /* failed, or never ran (destroy cancelled it): no file */
+    close((int)fd);
+    unlinkat(ch->wal->dirfd, ch->nx_name, 0); /* not synced: a blank file a recovery deletes */
+    ch->nx_busy = false;
+}
+
 /* ---- rollover (the channel's worker) -------------------------------------------------- */
 
 bool chan_roll_due(const struct chan *ch)
 {
     const struct wal_buf *y = ch->gather;
     return ch->wal->seg_bytes && !ch->flight && !chan_repairing(ch) && ch->ext == EXT_IDLE && !ch->stopping &&
-           y->base + y->len >= ch->wal->seg_bytes && ch->seg < 0xffffff;
+           y->base + y->len >= ch->wal->seg_bytes && ch->nx_busy &&
+           atomic_load_explicit(&ch->nx_res, memory_order_acquire) >= 0;
 }
 
 /* The lsn of the first record gathered since the last flush, or 0. */
@@ -95,31 +192,9 @@ static uint64_t first_gathered_lsn(const struct wal_buf *y)
     return lsn;
 }
 
-/* Creates the next segment file with its header block, durable in the
- * directory. Returns the fd or -errno. */
-static int open_segment(struct chan *ch, const char *name, uint64_t hdr_lsn, uint64_t start_epoch, uint8_t *block)
-{
-    struct wal *wal = ch->wal;
-    int fd = openat(wal->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (wal->o_direct ? O_DIRECT : 0), 0644);
-    if (fd < 0)
-        return -errno;
-    wal_sync_nocow(&wal->sync, fd);
-    wal_header_block(block, wal->gen, ch->index, start_epoch, hdr_lsn);
-    int rc = wal_write_all(fd, block, WAL_ALIGN, 0);
-    if (!rc && fdatasync(fd))
-        rc = -errno;
-    if (!rc && fsync(wal->dirfd))
-        rc = -errno;
-    if (rc) {
-        close(fd);
-        unlinkat(wal->dirfd, name, 0);
-        return rc;
-    }
-    return fd;
-}
-
-/* The gathering buffer starts the new file: header record, then the records
- * gathered since the last flush. */
+/* The gathering buffer starts the new file: its header record, then the
+ * records gathered since the last flush, all of it the next batch (start
+ * 0: the first flush writes the header with them). */
 static int rebase_gather(struct wal_buf *y, const uint8_t *block)
 {
     size_t hdr = wal_rec_size(sizeof(struct wal_header_payload));
@@ -129,7 +204,7 @@ static int rebase_gather(struct wal_buf *y, const uint8_t *block)
     memmove(y->data + hdr, y->data + y->start, n);
     memcpy(y->data, block, hdr);
     y->base = 0;
-    y->start = hdr;
+    y->start = 0;
     y->len = hdr + n;
     return 0;
 }
@@ -138,27 +213,22 @@ void chan_roll(struct chan *ch)
 {
     struct wal *wal = ch->wal;
     struct wal_buf *y = ch->gather;
-    char name[64];
-    wal_chan_file_name(name, sizeof(name), wal->gen, ch->index, ch->seg + 1);
     uint64_t first = first_gathered_lsn(y);
     uint64_t start = y->n_recs ? y->min_epoch : atomic_load_explicit(&wal->epoch, memory_order_relaxed);
-    uint8_t block[WAL_ALIGN] __attribute__((aligned(WAL_ALIGN))); /* O_DIRECT needs the alignment */
-    int fd = open_segment(ch, name, first ? first - 1 : ch->lsn, start, block);
-    if (fd < 0 || rebase_gather(y, block)) {
-        if (fd >= 0) {
-            close(fd);
-            unlinkat(wal->dirfd, name, 0);
-        }
+    uint8_t block[WAL_ALIGN];
+    wal_header_block(block, wal->gen, ch->index, start, first ? first - 1 : ch->lsn);
+    if (rebase_gather(y, block)) {
         wal_cnt_add(&ch->n_errors, 1);
-        return; /* the old file goes on; a later flush tries again */
+        return; /* the old file goes on; a later flush rolls (the next file stays ready) */
     }
     wal_add_closed(wal, ch->name, ch->seg_max_epoch); /* no memory: it stays until a recovery removes it */
     close(ch->fd);
-    ch->fd = fd;
+    ch->fd = (int)atomic_load_explicit(&ch->nx_res, memory_order_relaxed); /* chan_roll_due loaded it */
+    ch->nx_busy = false;
     ch->seg++;
-    snprintf(ch->name, sizeof(ch->name), "%s", name);
+    snprintf(ch->name, sizeof(ch->name), "%s", ch->nx_name);
     ch->seg_max_epoch = start;
-    ch->prealloc_end = wal->chunk ? WAL_ALIGN : 0; /* extension runs ahead on the ring from here */
+    ch->prealloc_end = ch->nx_zeros; /* extension runs ahead on the ring from here */
 }
 
 /* ---- checkpoints (the caller's thread) ------------------------------------------------- */

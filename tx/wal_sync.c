@@ -53,7 +53,9 @@
  * is still empty (wal_sync_nocow_epochs): recovery rewrites it in place
  * (tx/wal_epochs.c), which on a copy-on-write file would need free space.
  *
- * Pure set-up code: runs once in wal_open on the creating thread.
+ * Set-up code: runs once in wal_open on the creating thread; only
+ * wal_sync_set_nocow runs later too (a segment file prepared on a blocking
+ * pool thread, tx/wal_seg.c), reading the choice, never changing it.
  */
 #include "tx/wal_sync.h"
 
@@ -206,10 +208,10 @@ void wal_sync_nocow_epochs(const struct wal_sync_choice *c, int fd)
     }
 }
 
-void wal_sync_nocow(struct wal_sync_choice *c, int fd)
+bool wal_sync_set_nocow(const struct wal_sync_choice *c, int fd)
 {
     if (!c->need_nocow || c->mode == URT_LOG_SYNC_STRICT)
-        return;
+        return true;
     int flags = 0;
     bool ok = ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
     if (ok && !(flags & FS_NOCOW_FL)) {
@@ -217,7 +219,12 @@ void wal_sync_nocow(struct wal_sync_choice *c, int fd)
         ok = ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0 && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
              (flags & FS_NOCOW_FL);
     }
-    if (!ok) {
+    return ok;
+}
+
+void wal_sync_nocow(struct wal_sync_choice *c, int fd)
+{
+    if (!wal_sync_set_nocow(c, fd)) {
         c->mode = URT_LOG_SYNC_STRICT;
         snprintf(c->why, sizeof(c->why), "btrfs: FS_NOCOW_FL could not be set on a channel file");
     }

@@ -23,6 +23,10 @@ int wal_sync_choose(int dirfd, const struct urt_config *cfg, struct wal_sync_cho
 /* For a channel file just created (still empty): sets FS_NOCOW_FL where the
  * choice needs it; if it does not take, the choice falls back to strict. */
 void wal_sync_nocow(struct wal_sync_choice *c, int fd);
+/* The same without the fall-back, for a later segment file (the choice is
+ * fixed once the workers run): true when the file needs no FS_NOCOW_FL or
+ * took it. Any thread (reads c only). */
+bool wal_sync_set_nocow(const struct wal_sync_choice *c, int fd);
 /* The epoch file on btrfs, while it is still empty: FS_NOCOW_FL where the
  * file system takes it, whatever the sync mode, so that recovery's in-place
  * rewrite (tx/wal_epochs.c) overwrites its blocks instead of needing new

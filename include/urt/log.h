@@ -123,7 +123,9 @@ struct urt_log_stats {
     uint64_t commits;       /* records appended */
     uint64_t io_errors;     /* failed log and epoch-file writes / syncs (a failed log write's
                                commits got its error); a write that keeps failing is retried
-                               after a back-off, 1 ms doubling to 128 ms */
+                               after a back-off, 1 ms doubling to 128 ms; also the next
+                               segment files that could not be made (tried again, the
+                               channel goes on in its file meanwhile) */
     uint64_t epoch;         /* the open epoch */
     uint64_t durable;       /* the durable marker (persisted in the epoch file) */
     uint64_t epoch_writes;  /* epoch-file writes (each fdatasync'd) */
@@ -249,7 +251,9 @@ struct urt_log_recovery {
                                   condition failed (its log bytes are gone) and every later one */
     uint64_t checkpoint;       /* the engine's last checkpoint (urt_log_checkpoint; 0: none):
                                   only records of epochs above it are replayed */
-    uint32_t deleted;          /* channel files removed: every record at or below the checkpoint */
+    uint32_t deleted;          /* channel files removed: every record at or below the checkpoint,
+                                  or nothing readable (a segment file made ready for a roll
+                                  that never came: empty, zeros, a torn first write) */
     uint32_t claims;           /* durable-marker claims found in the channels' valid records
                                   (log_sync single_write: the marker rides in the log write) */
     uint32_t epoch_slot_next;  /* internal: next epoch-file slot */

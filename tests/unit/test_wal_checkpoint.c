@@ -220,6 +220,8 @@ Test(wal_checkpoint, a_crash_inside_a_segment_deletion_recovers, .timeout = 120)
         snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
         if (access(p, F_OK) == 0)
             continue;
+        if (sizes[i] < 4096 || !bytes[i][0])
+            continue; /* blank: the next segment made ready for a roll, removed by destroy */
         size_t len = back % 3 == 0 ? 4096 : back % 3 == 1 ? 4096 + (sizes[i] - 4096) / 2 + 3 : sizes[i];
         int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
         cr_assert(fd >= 0);
@@ -317,6 +319,126 @@ Test(wal_checkpoint, failed_rollover_keeps_the_old_segment, .timeout = 120)
     cr_assert_eq(s.bad, 0);
     for (uint64_t k = 0; k < N; k++)
         cr_assert_eq(s.ids[k], 1, "commit %llu replayed %u times", (unsigned long long)k, s.ids[k]);
+    free(s.ids);
+    remove_dir(dir);
+    leak_check();
+}
+
+/* Channel files in dir that hold a header record (its first byte is the
+ * record's length, never 0) and blank ones (empty or zeros at its start). */
+static void count_headed(const char *dir, unsigned *headed, unsigned *blank)
+{
+    *headed = *blank = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "ch-", 3))
+            continue;
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        uint8_t b = 0;
+        int fd = open(p, O_RDONLY);
+        cr_assert_geq(fd, 0, "%s", p);
+        ssize_t n = read(fd, &b, 1);
+        close(fd);
+        if (n == 1 && b)
+            ++*headed;
+        else
+            ++*blank;
+    }
+    if (d)
+        closedir(d);
+}
+
+/* A roll takes a file made ready on a blocking pool thread (wal_seg.c): the
+ * worker creates nothing and waits for no sync. Each roll's file came from
+ * an offload of the pool; the first flush into it wrote its header; the file
+ * made ready for a roll that never came is removed when the runtime goes;
+ * recovery finds every commit, nothing to cut, nothing to delete. */
+Test(wal_checkpoint, a_roll_takes_a_file_made_off_the_worker, .timeout = 120)
+{
+    char *dir = make_dir();
+    enum { N = 600 };
+    uint64_t marker[N];
+    urt_runtime *rt = segmented_run(dir, marker, N);
+    unsigned headed, blank;
+    count_headed(dir, &headed, &blank);
+    cr_assert_geq(headed, 6, "600 KB of records in 64 KiB segments made only %u files", headed);
+    cr_assert_leq(blank, 1, "at most the next segment waits, blank");
+    struct urt_blocking_stats bs;
+    cr_assert_eq(urt_blocking_stats(rt, &bs), 0);
+    cr_assert_geq(bs.done, headed - 1, "%u rolls, %llu files made by the pool", headed - 1,
+                  (unsigned long long)bs.done);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    unsigned headed_after, blank_after;
+    count_headed(dir, &headed_after, &blank_after);
+    cr_assert_eq(blank_after, 0, "the file made for the next roll outlived the runtime");
+    cr_assert_eq(headed_after, headed);
+    struct seen s;
+    struct urt_log_recovery out = recover_into(dir, &s, N);
+    cr_assert_eq(out.cuts, 0);
+    cr_assert_eq(out.deleted, 0);
+    cr_assert_eq(s.bad, 0);
+    replayed_above(&s, marker, N, 0);
+    free(s.ids);
+    remove_dir(dir);
+    leak_check();
+}
+
+/* Writes len bytes of b (NULL: zeros) to a new file dir/name. */
+static void put_file(const char *dir, const char *name, const uint8_t *b, size_t len)
+{
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    cr_assert_geq(fd, 0, "%s", p);
+    uint8_t *z = b ? NULL : calloc(1, len ? len : 1);
+    cr_assert_eq(write(fd, b ? b : z, len), (ssize_t)len);
+    free(z);
+    close(fd);
+}
+
+/* What a crash leaves of a segment file made ready and not rolled into yet
+ * (empty, or its zeros), or of the first write into it (torn): nothing a
+ * recovery can read, so it deletes the file (a torn one is cut first);
+ * every commit is replayed, and a second recovery finds nothing to do. */
+Test(wal_checkpoint, recovery_deletes_blank_segment_files, .timeout = 120)
+{
+    char *dir = make_dir();
+    enum { N = 200 };
+    uint64_t marker[N];
+    urt_runtime *rt = segmented_run(dir, marker, N);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    char cur[64];
+    cr_assert_geq(last_segment(dir, cur, sizeof(cur)), 1, "200 KB in 64 KiB segments rolled");
+    /* ch-<gen>-<worker>-<seg>.wal: the same generation and worker, later segments */
+    char base[64], names[3][96];
+    snprintf(base, sizeof(base), "%.24s", cur);
+    for (int i = 0; i < 3; i++)
+        snprintf(names[i], sizeof(names[i]), "%s-%06x.wal", base, 0xfff0 + i);
+    uint8_t torn[100];
+    for (size_t i = 0; i < sizeof(torn); i++)
+        torn[i] = (uint8_t)(0x5a ^ i);
+    put_file(dir, names[0], NULL, 0);
+    put_file(dir, names[1], NULL, 512 * 1024);
+    put_file(dir, names[2], torn, sizeof(torn));
+    struct seen s;
+    struct urt_log_recovery out = recover_into(dir, &s, N);
+    cr_assert_eq(out.deleted, 3, "%u deleted", out.deleted);
+    cr_assert_eq(out.cuts, 1, "the torn one is cut first");
+    cr_assert_eq(out.replay_marker, out.durable_marker, "no damage in the middle");
+    cr_assert_eq(s.bad, 0);
+    replayed_above(&s, marker, N, 0);
+    free(s.ids);
+    for (int i = 0; i < 3; i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+        cr_assert_neq(access(p, F_OK), 0, "%s is still there", names[i]);
+    }
+    struct urt_log_recovery again = recover_into(dir, &s, N);
+    cr_assert_eq(again.deleted, 0);
+    cr_assert_eq(again.cuts, 0);
+    cr_assert_eq(again.replayed, out.replayed);
     free(s.ids);
     remove_dir(dir);
     leak_check();
