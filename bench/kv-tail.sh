@@ -36,6 +36,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 redis-benchmark -p "$PORT" -c "$CLIENTS" --threads 2 -P 16 -n "$N" -t set >"$D/bench" 2>&1
+grep -E "throughput summary" "$D/bench" || true
 echo "# client (ms): avg min p50 p95 p99 max"
 grep -A1 -E "avg +min" "$D/bench" | tail -1
 redis-cli -p "$PORT" INFO all | tr -d '\r' |
