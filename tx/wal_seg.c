@@ -146,7 +146,7 @@ void chan_prepare_next(struct chan *ch)
         ch->nx_busy = false; /* failed (no space, no descriptor): asked again now */
         wal_cnt_add(&ch->n_errors, 1);
     }
-    if (!wal->seg_bytes || ch->stopping || ch->seg >= 0xfffffe || y->base + y->len < wal->seg_bytes / 2)
+    if (!wal->seg_bytes || ch->stopping || ch->seg >= 0xffffff || y->base + y->len < wal->seg_bytes / 2)
         return;
     wal_chan_file_name(ch->nx_name, sizeof(ch->nx_name), wal->gen, ch->index, ch->seg + 1);
     uint64_t cap = wal_align_up(wal->seg_bytes + wal->piece, WAL_ALIGN); /* wal_file.c's prealloc_cap */

@@ -168,7 +168,9 @@ URT_API int urt_blocking_spawn(urt_runtime *rt, urt_blocking_fn *fn, urt_blockin
  * was never submitted. Meant for done; any thread. */
 URT_API bool urt_blocking_ran(const struct urt_blocking *b);
 
-/* The pool's counters and latencies. */
+/* The pool's counters and latencies. The runtime's own offloads count too:
+ * the write-ahead log makes each channel's next segment file on the pool
+ * (urt/log.h, log_segment_kb), so that no worker waits for its syncs. */
 struct urt_blocking_stats {
     uint64_t threads;          /* pool threads alive now */
     uint64_t threads_idle;     /* of which waiting for work (spinning or parked) */
