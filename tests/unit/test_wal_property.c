@@ -41,7 +41,9 @@
  * worth keeping is shrunk and kept in tests/fixtures/ with its seed
  * (tests/fixtures/README.md, tests/unit/test_wal_fixture.c).
  */
+#include <dirent.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -482,6 +484,98 @@ Test(wal_property, fixtures_pass, .timeout = 300)
     crash_remove_tree(tmp);
     free(tmp);
     cr_log_info("%u property fixtures", n);
+    leak_check();
+}
+
+struct step_waiter {
+    _Atomic int done, status;
+};
+
+static void step_cb(struct urt_commit *c, int status, void *arg)
+{
+    (void)c;
+    struct step_waiter *w = arg;
+    atomic_store(&w->status, status);
+    atomic_store(&w->done, 1);
+}
+
+/* One stored commit of len bytes; its marker. */
+static uint64_t step_commit(urt_runtime *rt, uint64_t id, const uint8_t *rec, uint32_t len)
+{
+    struct urt_commit c;
+    struct step_waiter w = {0};
+    cr_assert_eq(urt_log_commit(rt, &c, id, rec, len, URT_COMMIT_STORED, step_cb, &w), 0, "%s", urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&w.done), 30000));
+    cr_assert_eq(atomic_load(&w.status), 0);
+    return urt_commit_marker(&c);
+}
+
+/* A checkpoint deletes a large segment in synced steps (tx/wal_seg.c,
+ * seg_unlink), read from the trace of its file operations: the
+ * truncations of the deleted 16 MiB segment go down by at most 4 MiB each,
+ * each synced before the next, down to the header block, and the unlink
+ * comes after the last sync. Freed in one piece, a segment held the log's
+ * own writes for 10-21 ms (docs/design.md, Checkpoint deletion). */
+Test(wal_property, a_checkpoint_deletes_a_segment_in_synced_steps, .timeout = 300)
+{
+    char *dir = test_tmpdir("urt-ckpt-steps");
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = dir;
+    cfg.log_segment_kb = 16384;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    enum { LEN = 256 * 1024, N = 72 }; /* 18 MiB: the first segment closes, the rest goes on */
+    uint8_t *rec = calloc(1, LEN);
+    cr_assert_not_null(rec);
+    char first[64] = "";
+    uint64_t ck = 0;
+    for (uint64_t id = 0; id < N; id++) {
+        memcpy(rec, &id, sizeof(id));
+        ck = step_commit(rt, id, rec, LEN); /* the last one's: the closed segment is covered */
+    }
+    free(rec);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "ch-", 3) && strlen(e->d_name) == 28)
+            snprintf(first, sizeof(first), "%s", e->d_name); /* segment 0: ch-<gen>-<worker>.wal */
+    closedir(d);
+    cr_assert_neq(first[0], 0);
+    pt_start(dir);
+    int deleted = urt_log_checkpoint(rt, ck);
+    pt_stop();
+    cr_assert_eq(deleted, 1, "%d (%s)", deleted, deleted < 0 ? urt_last_error() : "");
+    const struct pt_trace *t = pt_get();
+    cr_assert(!t->overflow);
+    uint64_t size = UINT64_MAX;
+    unsigned steps = 0;
+    bool synced = true, unlinked = false;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct pt_op *op = &t->ops[i];
+        if (strcmp(op->name, first))
+            continue;
+        cr_assert(!unlinked, "an operation on %s after its unlink", first);
+        if (op->kind == PT_TRUNC) {
+            cr_assert(synced, "truncation %u of %s before the last one was synced", steps + 1, first);
+            cr_assert_lt(op->off, size);
+            if (size != UINT64_MAX)
+                cr_assert_leq(size - op->off, 4u << 20, "a step of %" PRIu64 " bytes", size - op->off);
+            size = op->off;
+            synced = false;
+            steps++;
+        } else if (op->kind == PT_SYNC) {
+            synced = true;
+        } else if (op->kind == PT_UNLINK) {
+            cr_assert(synced, "unlinked before the last truncation was synced");
+            unlinked = true;
+        }
+    }
+    cr_assert_geq(steps, 4u, "%u truncations of a 16 MiB segment", steps);
+    cr_assert_eq(size, 4096u, "the last step leaves the header block, not %" PRIu64, size);
+    cr_assert(unlinked);
+    pt_free();
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    test_remove_dir(dir);
     leak_check();
 }
 
