@@ -218,12 +218,12 @@ static int cmd_config(struct kv_ctx *c, const char *buf, const struct resp_arg *
 static int cmd_get(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc)
 {
     (void)argc;
-    return kv_get(&c->srv->table, A(1), L(1), kv_now_ms(), c->out);
+    return kv_get(&c->srv->table, A(1), L(1), kv_ctx_now(c), c->out);
 }
 
 static int cmd_mget(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc)
 {
-    int64_t now = kv_now_ms();
+    int64_t now = kv_ctx_now(c);
     int rc = reply_array(c->out, argc - 1);
     for (uint32_t i = 1; i < argc && rc == 0; i++)
         rc = kv_get(&c->srv->table, A(i), L(i), now, c->out);
@@ -289,7 +289,7 @@ static bool over_maxmemory(struct kv_server *s)
 
 static int cmd_set(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc)
 {
-    int64_t now = kv_now_ms();
+    int64_t now = kv_ctx_now(c);
     struct set_args sa = {0, KV_NO_EXPIRY};
     if (set_options(c, buf, argv, argc, now, &sa))
         return 0;
@@ -315,7 +315,7 @@ static int cmd_mset(struct kv_ctx *c, const char *buf, const struct resp_arg *ar
         bytes += KV_OP_HDR + L(i) + L(i + 1);
     if (too_large_for_log(c, bytes))
         return 0;
-    int64_t now = kv_now_ms();
+    int64_t now = kv_ctx_now(c);
     for (uint32_t i = 1; i < argc; i += 2) {
         struct kv_write w;
         int rc = kv_set(&c->srv->table, A(i), L(i), A(i + 1), L(i + 1), KV_NO_EXPIRY, 0, now, NULL, &w);
@@ -329,7 +329,7 @@ static int cmd_mset(struct kv_ctx *c, const char *buf, const struct resp_arg *ar
 
 static int cmd_del(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc)
 {
-    int64_t now = kv_now_ms(), n = 0;
+    int64_t now = kv_ctx_now(c), n = 0;
     for (uint32_t i = 1; i < argc; i++) {
         struct kv_write w;
         if (kv_del(&c->srv->table, A(i), L(i), now, &w) <= 0)
@@ -343,7 +343,7 @@ static int cmd_del(struct kv_ctx *c, const char *buf, const struct resp_arg *arg
 
 static int cmd_exists(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc)
 {
-    int64_t now = kv_now_ms(), n = 0;
+    int64_t now = kv_ctx_now(c), n = 0;
     for (uint32_t i = 1; i < argc; i++)
         n += kv_exists(&c->srv->table, A(i), L(i), now);
     return reply_int(c->out, n);
@@ -355,7 +355,7 @@ static int incr_by(struct kv_ctx *c, const char *buf, const struct resp_arg *arg
     char digits[24];
     size_t nd;
     struct kv_write w;
-    int rc = kv_incr(&c->srv->table, A(1), L(1), delta, kv_now_ms(), &result, digits, &nd, &w);
+    int rc = kv_incr(&c->srv->table, A(1), L(1), delta, kv_ctx_now(c), &result, digits, &nd, &w);
     if (rc == -EINVAL)
         return not_integer(c);
     if (rc == -ERANGE)
@@ -420,7 +420,7 @@ static int expire_generic(struct kv_ctx *c, const char *buf, const struct resp_a
 {
     if (argc > 3)
         return reply_errorf(c->out, "ERR Unsupported option %.*s", (int)(L(3) > 32 ? 32 : L(3)), A(3));
-    int64_t x, now = kv_now_ms();
+    int64_t x, now = kv_ctx_now(c);
     if (resp_to_i64(A(2), L(2), &x))
         return not_integer(c);
     int64_t base = absolute ? 0 : now;
@@ -452,7 +452,7 @@ static int cmd_pexpireat(struct kv_ctx *c, const char *buf, const struct resp_ar
 
 static int ttl_generic(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, bool ms)
 {
-    int64_t t = kv_ttl_ms(&c->srv->table, A(1), L(1), kv_now_ms());
+    int64_t t = kv_ttl_ms(&c->srv->table, A(1), L(1), kv_ctx_now(c));
     if (t >= 0 && !ms)
         t = (t + 500) / 1000; /* Redis rounds */
     return reply_int(c->out, t);
@@ -473,7 +473,7 @@ static int cmd_pttl(struct kv_ctx *c, const char *buf, const struct resp_arg *ar
 static int cmd_persist(struct kv_ctx *c, const char *buf, const struct resp_arg *argv, uint32_t argc)
 {
     (void)argc;
-    int64_t now = kv_now_ms();
+    int64_t now = kv_ctx_now(c);
     if (kv_ttl_ms(&c->srv->table, A(1), L(1), now) < 0)
         return reply_int(c->out, 0);
     return expire_and_log(c, buf, argv, KV_NO_EXPIRY, INT64_MIN);

@@ -108,7 +108,19 @@ struct kv_ctx {
     uint64_t commands;          /* run and not yet added to srv->commands (kv_ctx_count) */
     bool *authenticated;        /* the connection's: AUTH passed, or no password is set */
     bool close_after;           /* QUIT: send the replies, then close */
+    int64_t now_ms;             /* the batch's clock (kv_ctx_now), 0: not read yet */
 };
+
+/* The time the batch's commands see (CLOCK_REALTIME in ms), read once per
+ * batch: the commands of one pipeline run as at one instant, as Redis runs a
+ * command (and a script) on one cached clock. At -P 16 a read per command
+ * was 3 % of urt-kv's CPU. */
+static inline int64_t kv_ctx_now(struct kv_ctx *c)
+{
+    if (!c->now_ms)
+        c->now_ms = kv_now_ms();
+    return c->now_ms;
+}
 
 /* cmd.c: runs one request (argv offsets into buf). 0, or -ENOMEM when a
  * reply could not be built (the connection is closed). */
