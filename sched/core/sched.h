@@ -65,6 +65,8 @@ enum sched_phase {
 /* Owner-written counters (relaxed load + store by the owner: no RMW, no shared
  * line). Readers use relaxed loads. */
 struct worker_counters {
+    _Atomic uint64_t tasks_settled; /* run paths ended (run, yielded or skipped), counted after
+                                       all they did: finish, a job's teardown (start.c, drain) */
     _Atomic uint64_t tasks_run, tasks_stolen, steal_attempts, suspends, wakes_sent, wakes_received,
         inbox_drains, sticky_runs, yields, tasks_cancelled, wake_failures, lanes_moved,
         cpu_moves, /* times it left its waker's CPU (worker.c; internal: not in urt_stats) */

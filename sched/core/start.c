@@ -11,13 +11,17 @@
  *
  * ---- Drain ----------------------------------------------------------------
  * destroy(DRAIN) refuses foreign submissions, then repeats: snapshot the sum
- * of tasks_run, note whether the blocking pool holds an offload whose
- * continuation is not delivered yet (in that order), wait until every worker has reported two
- * idle polls (idle_sweeps), snapshot again; equal sums and no offload at the
- * start mean no task ran in between, so no task or offload could have been
+ * of tasks_settled (run paths that ended, each counted after all it did:
+ * the task's finish and a job teardown in it included), note whether the
+ * blocking pool holds an offload whose continuation is not delivered yet
+ * (in that order), wait until every worker has reported two idle polls
+ * (idle_sweeps), snapshot again; equal sums and no offload at the start
+ * mean no task ran in between, so no task or offload could have been
  * submitted (only running tasks submit now, and a pool thread's delivery is
  * a submission of an offload that was there at the start) and every queue
- * that each worker found empty is still empty.
+ * that each worker found empty is still empty. (A completion callback may
+ * submit too, a timer's; the drain does not count those: a job whose
+ * readiness timer re-arms forever must not hold destroy.)
  *
  * ---- Stop -------------------------------------------------------------------
  * PHASE_STOPPING; the blocking pool is quiesced (its queued offloads go out
@@ -31,7 +35,7 @@
  * before the starter reads them, and the starter's phase store before the
  * workers read it. phase is stored seq_cst by the stopper, then the foreign
  * submitters' marks are waited for (sched/core/foreign.h, an asymmetric
- * Dekker pair with their phase loads); tasks_run
+ * Dekker pair with their phase loads); tasks_settled
  * and idle_sweeps are read with acquire (the workers store release).
  */
 #include "sched/core/sched.h"
@@ -203,11 +207,18 @@ static void wake_all(struct sched *s)
         sched_notify(s, s->workers[i], NULL);
 }
 
-static uint64_t sum_tasks_run(struct sched *s)
+/* The run paths that ended, over the workers: tasks_settled, counted after
+ * everything a run did. tasks_run is not it: it is counted before the
+ * task's finish, where a job's last task runs the job's teardown and may
+ * submit (the deadline's disarm task, to the timer's worker), and a skipped
+ * task of a cancelled job is not counted at all; a drain that read it could
+ * end with that submission unseen in the other worker's queue, cancelled at
+ * the stop (seen once in ~900 runs of graph::cancel_deadline_and_the_job). */
+static uint64_t sum_settled(struct sched *s)
 {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < s->n_workers; i++)
-        sum += atomic_load_explicit(&s->workers[i]->stats.tasks_run, memory_order_acquire);
+        sum += atomic_load_explicit(&s->workers[i]->stats.tasks_settled, memory_order_acquire);
     return sum;
 }
 
@@ -239,12 +250,12 @@ static void drain(struct sched *s)
         wake_all(s);
         /* The sum first, then the pool: an offload submitted by a task that
          * finished before the sum was read is seen by the busy check (the
-         * task's submission precedes its tasks_run store, which the sum
+         * task's submission precedes its tasks_settled store, which the sum
          * acquired); one submitted by a task that finishes later changes
          * the sum. Read the other way round, a task could submit and finish
          * between the two reads, and the round would end with its offload
          * on the pool (its continuation then cancelled at the stop). */
-        uint64_t before = sum_tasks_run(s);
+        uint64_t before = sum_settled(s);
         bool offloads = sched_clients.blocking_busy(s); /* at the start of the round */
         if (offloads)
             sleep_us(100); /* a function still runs on the pool: do not spin on the drain */
@@ -256,7 +267,7 @@ static void drain(struct sched *s)
                 sleep_us(50);
             }
         }
-        if (sum_tasks_run(s) == before && !offloads)
+        if (sum_settled(s) == before && !offloads)
             break;
     }
     if (seen != seen_small)

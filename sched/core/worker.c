@@ -692,6 +692,7 @@ static void worker_loop(struct worker *w)
                 atomic_store_explicit(&w->idle, 0, memory_order_relaxed);
             w->idle_polls = 0;
             run_task(w, t);
+            STAT_INC(w, tasks_settled); /* after what the run submitted, even from a job's teardown */
             if (__builtin_expect(be_dirty(&w->be), 0))
                 be_flush(&w->be); /* what the task submitted (sched/core/io.h rule 4) */
             continue;
