@@ -24,6 +24,8 @@
  *    test_remove_tree_at(dir) without the free (the crash suites' trees);
  *  - read_pipe(fd, buf, len): a child's output — up to len - 1 bytes into buf,
  *    NUL-terminated, the rest read and dropped so the writer never blocks;
+ *  - test_commit_stored(rt, id, rec, len): one stored log commit, waited
+ *    for (10 s) and asserted answered 0; its marker;
  *  - SCALE(full, sanitized): stress sizes; the sanitizer builds pass
  *    -DURT_TEST_SANITIZED (tests/meson.build) and run smaller sizes, the plain
  *    build the full ones.
@@ -127,6 +129,31 @@ static inline void read_pipe(int fd, char *buf, size_t len)
         }                                                                                                    \
         wu_ok_;                                                                                              \
     })
+
+struct test_commit_waiter {
+    _Atomic int done, status;
+};
+
+static inline void test_commit_cb(struct urt_commit *c, int status, void *arg)
+{
+    (void)c;
+    struct test_commit_waiter *w = arg;
+    atomic_store(&w->status, status);
+    atomic_store(&w->done, 1);
+}
+
+/* One URT_COMMIT_STORED commit of rec[0, len) for transaction id, waited for
+ * (10 s); asserts it was taken and answered 0. Returns its marker. */
+static inline uint64_t test_commit_stored(urt_runtime *rt, uint64_t id, const void *rec, uint32_t len)
+{
+    struct urt_commit c;
+    struct test_commit_waiter w = {0};
+    cr_assert_eq(urt_log_commit(rt, &c, id, rec, len, URT_COMMIT_STORED, test_commit_cb, &w), 0, "%s",
+                 urt_last_error());
+    cr_assert(WAIT_UNTIL(atomic_load(&w.done), 10000), "commit %llu: no answer in 10 s", (unsigned long long)id);
+    cr_assert_eq(atomic_load(&w.status), 0, "commit %llu answered %d", (unsigned long long)id, atomic_load(&w.status));
+    return urt_commit_marker(&c);
+}
 
 /* Defaults for tests: few workers, no binding, a suspend timeout long enough
  * that it never rescues a lost wakeup within a test. */

@@ -487,29 +487,6 @@ Test(wal_property, fixtures_pass, .timeout = 300)
     leak_check();
 }
 
-struct step_waiter {
-    _Atomic int done, status;
-};
-
-static void step_cb(struct urt_commit *c, int status, void *arg)
-{
-    (void)c;
-    struct step_waiter *w = arg;
-    atomic_store(&w->status, status);
-    atomic_store(&w->done, 1);
-}
-
-/* One stored commit of len bytes; its marker. */
-static uint64_t step_commit(urt_runtime *rt, uint64_t id, const uint8_t *rec, uint32_t len)
-{
-    struct urt_commit c;
-    struct step_waiter w = {0};
-    cr_assert_eq(urt_log_commit(rt, &c, id, rec, len, URT_COMMIT_STORED, step_cb, &w), 0, "%s", urt_last_error());
-    cr_assert(WAIT_UNTIL(atomic_load(&w.done), 30000));
-    cr_assert_eq(atomic_load(&w.status), 0);
-    return urt_commit_marker(&c);
-}
-
 /* A checkpoint deletes a large segment in synced steps (tx/wal_seg.c,
  * seg_unlink), read from the trace of its file operations: the
  * truncations of the deleted 16 MiB segment go down by at most 4 MiB each,
@@ -531,7 +508,7 @@ Test(wal_property, a_checkpoint_deletes_a_segment_in_synced_steps, .timeout = 30
     uint64_t ck = 0;
     for (uint64_t id = 0; id < N; id++) {
         memcpy(rec, &id, sizeof(id));
-        ck = step_commit(rt, id, rec, LEN); /* the last one's: the closed segment is covered */
+        ck = test_commit_stored(rt, id, rec, LEN); /* the last one's: the closed segment is covered */
     }
     free(rec);
     DIR *d = opendir(dir);
