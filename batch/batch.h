@@ -174,15 +174,6 @@ struct bblock *tree_take_waiting(struct urt_batch *b);
  * block_resume is called for it when they did, or false with *abort when the
  * batch is aborting and it would wait (it ends itself: nothing resumes it). */
 bool tree_block_parsed(struct bblock *blk, bool *abort);
-
-#if URT_FAULT_INJECTION
-/* Test builds (-Dfault_injection=true): called on the block's worker when a
- * block has parsed to its end, just before tree_block_parsed (block.c
- * block_parsed); NULL: nothing. tests/unit/test_batch.c stalls a block there
- * to hold open the window that tree_block_parsed's aborting check closes. */
-typedef void batch_fault_fn(const struct urt_batch_block *blk);
-extern batch_fault_fn *_Atomic batch_fault_parsed;
-#endif
 /* A block's read arrived: true when its start is known (go on scanning),
  * false when it now waits (or the batch is aborting: *abort). */
 bool tree_block_read(struct bblock *blk, bool *abort);

@@ -478,17 +478,8 @@ static void block_validate(struct bblock *blk)
 
 /* Parsed to its end: commit, once every earlier block of the file was parsed
  * too (its start, found by their scans, is then known to be right). */
-#if URT_FAULT_INJECTION
-batch_fault_fn *_Atomic batch_fault_parsed;
-#endif
-
 static void block_parsed(struct bblock *blk)
 {
-#if URT_FAULT_INJECTION
-    batch_fault_fn *hook = atomic_load_explicit(&batch_fault_parsed, memory_order_acquire);
-    if (hook)
-        hook(&blk->pub);
-#endif
     bool abort;
     if (tree_block_parsed(blk, &abort))
         block_finish(blk);

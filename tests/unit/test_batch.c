@@ -447,19 +447,8 @@ struct erun {
     _Atomic uint32_t block_dones, block_done_errors;
     _Atomic int begin_block, begin_rc;              /* block_begin of file 0's block begin_block returns begin_rc */
     _Atomic uint32_t begin_block_stmts;             /* statements that ran in that block */
-    _Atomic int hold_window;                        /* file 0: block 0's record 0 fails once block 1
-                                                       waits at batch_fault_parsed (test builds) */
-    _Atomic int block1_parsed, block0_ended;
     struct urt_batch_stats stats;
 };
-
-/* Waits (polling) until *flag is set, at most 10 s; whether it was. */
-static bool e_wait_flag(_Atomic int *flag)
-{
-    for (int i = 0; i < 100000 && !atomic_load(flag); i++)
-        usleep(100);
-    return atomic_load(flag);
-}
 
 static int e_statement(struct urt_batch_stmt *s, void *arg)
 {
@@ -471,10 +460,6 @@ static int e_statement(struct urt_batch_stmt *s, void *arg)
         atomic_fetch_add(&r->stmts_aborting, 1);
     if (s->block->file == 0 && (int)s->block->index == atomic_load(&r->begin_block))
         atomic_fetch_add(&r->begin_block_stmts, 1);
-    if (atomic_load(&r->hold_window) && s->block->file == 0 && s->block->index == 0 && s->record == 0) {
-        e_wait_flag(&r->block1_parsed); /* block 1 parsed all of its records meanwhile */
-        return -EPIPE;                  /* the batch fails before block 0 parsed on */
-    }
     bool fail = (int)s->block->file == atomic_load(&r->fail_file) &&
                 (int)s->block->index == atomic_load(&r->fail_block) &&
                 (atomic_load(&r->fail_record) < 0 || (int)s->record == atomic_load(&r->fail_record));
@@ -512,8 +497,7 @@ static int e_block_begin(struct urt_batch_block *blk, void *arg)
 static void e_block_done(struct urt_batch_block *blk, int status, void *arg)
 {
     struct erun *r = arg;
-    if (blk->file == 0 && blk->index == 0)
-        atomic_store(&r->block0_ended, 1);
+    (void)blk;
     atomic_fetch_add(&r->block_dones, 1);
     if (status)
         atomic_fetch_add(&r->block_done_errors, 1);
@@ -678,9 +662,7 @@ Test(batch, statement_errors_first_block_and_last_record, .timeout = 60)
  * enter BP_HOLD anyway; the earlier block that would resume it had ended by
  * the failure, so the batch never ended (urt_batch_wait hung). Seen about
  * once in 25 runs of this suite under TSan on a loaded machine; here each
- * failing run ends its wait at 10 s and fails. The window itself is held
- * open, every time, by a_block_parsed_after_the_failure_ends_itself (test
- * builds); this one keeps the mix of files, blocks and failure modes. */
+ * failing run ends its wait at 10 s and fails. */
 Test(batch, a_failure_ends_every_block_that_would_hold, .timeout = 120)
 {
     char *dir = test_tmpdir("urt-batch-hold");
@@ -999,52 +981,6 @@ Test(batch, commit_failure, .timeout = 120)
     free(f);
     test_remove_dir(dir);
     test_remove_dir(logdir);
-}
-#endif
-
-#if URT_FAULT_INJECTION
-#include "batch/batch.h"
-
-static struct erun *hold_run;
-
-/* batch_fault_parsed: file 0's block 1, parsed to its end, waits there until
- * block 0 failed and ended (it never parsed on, so it will not resume block 1). */
-static void hold_at_parsed(const struct urt_batch_block *blk)
-{
-    struct erun *r = hold_run;
-    if (blk->file != 0 || blk->index != 1)
-        return;
-    atomic_store(&r->block1_parsed, 1);
-    e_wait_flag(&r->block0_ended);
-}
-
-/* The window of a_failure_ends_every_block_that_would_hold, held open: file
- * 0's block 1 parses all of its records and stops just before
- * tree_block_parsed; block 0's first statement then fails the batch, and
- * block 0 ends without parsing on; only then does block 1 go on, into a
- * check that finds block 0 unparsed. It must end itself (the failure took
- * the holding blocks out before it held): without the aborting check under
- * the tree's lock it held forever and urt_batch_wait hung. */
-Test(batch, a_block_parsed_after_the_failure_ends_itself, .timeout = 120)
-{
-    char *dir = test_tmpdir("urt-batch-window");
-    char *f = e_csv(dir, "a.csv", 40);
-    const char *files[1] = {f};
-    static struct erun r;
-    e_init(&r);
-    atomic_store(&r.hold_window, 1);
-    hold_run = &r;
-    atomic_store(&batch_fault_parsed, hold_at_parsed);
-    struct eopts eo = {.block_bytes = 256, .workers = 2};
-    int st = e_run_for(&r, files, 1, &eo, 10ull * 1000 * 1000 * 1000);
-    atomic_store(&batch_fault_parsed, NULL);
-    cr_assert(atomic_load(&r.block1_parsed), "block 1 never reached the end of its parse");
-    cr_assert(atomic_load(&r.block0_ended), "block 0 did not end");
-    cr_assert_eq(st, -EPIPE, "status %d (%s)", st, r.message);
-    cr_assert_eq(r.stats.blocks_committed, 0);
-    unlink(f);
-    free(f);
-    test_remove_dir(dir);
 }
 #endif
 
