@@ -22,7 +22,7 @@
  * faster than the pieces) one chunk (half of log_prealloc_kb) goes at once,
  * as before; a later segment starts with two pieces of zeros, written by
  * the pool thread that made it (wal_seg.c). No file gets zeros past a piece
- * beyond log_segment_kb (prealloc_cap): it rolls over there, and recovery
+ * beyond log_segment_kb (wal_prealloc_cap): it rolls over there, and recovery
  * reads every byte of it (a 512 KiB segment with 4 MB of zeros made
  * recovery read eight times its data).
  *
@@ -41,13 +41,6 @@
 
 /* ---- preallocation ------------------------------------------------------------------ */
 
-/* Where a file's zeros end at most: a piece past log_segment_kb, where the
- * file rolls over (after the flush that passes it), so a small segment
- * carries no more zeros than it can use (recovery reads them all). */
-static uint64_t prealloc_cap(const struct wal *wal)
-{
-    return wal->seg_bytes ? wal_align_up(wal->seg_bytes + wal->piece, WAL_ALIGN) : UINT64_MAX;
-}
 
 static void extend_complete(struct chan *ch)
 {
@@ -90,7 +83,7 @@ void chan_maybe_extend(struct chan *ch, uint64_t end_off)
         return; /* enough zeros ahead */
     uint64_t x_off = ch->prealloc_end > end_off ? ch->prealloc_end : wal_align_up(end_off, WAL_ALIGN);
     uint64_t len = end_off + wal->piece > ch->prealloc_end ? wal->chunk : wal->piece; /* caught up: a chunk */
-    uint64_t cap = prealloc_cap(wal);
+    uint64_t cap = wal_prealloc_cap(wal);
     if (x_off >= cap)
         return; /* the segment rolls over before it needs more */
     if (len > cap - x_off)
@@ -136,8 +129,8 @@ static int write_header_and_zeros(struct wal *wal, struct chan *ch, uint64_t sta
     ch->gather = x;
     int rc = wal_write_all(ch->fd, x->data, WAL_ALIGN, 0);
     uint64_t pre = (uint64_t)wal->cfg->log_prealloc_kb * 1024;
-    if (pre > prealloc_cap(wal))
-        pre = prealloc_cap(wal);
+    if (pre > wal_prealloc_cap(wal))
+        pre = wal_prealloc_cap(wal);
     for (uint64_t off = WAL_ALIGN; !rc && off < pre; off += wal->chunk)
         rc = wal_write_all(ch->fd, wal->zeros,
                            pre - off < wal->chunk ? wal_align_up(pre - off, WAL_ALIGN) : wal->chunk, off);

@@ -330,6 +330,16 @@ void chan_repair_write(struct chan *ch);
  * failure in a row. */
 void chan_back_off(struct chan *ch, bool epoch);
 
+/* Where a file's zeros end at most: a piece past log_segment_kb, where the
+ * file rolls over (after the flush that passes it), so a small segment
+ * carries no more zeros than it can use (recovery reads them all). Used by
+ * the extension (wal_file.c) and by the next segment's first zeros
+ * (wal_seg.c). */
+static inline uint64_t wal_prealloc_cap(const struct wal *wal)
+{
+    return wal->seg_bytes ? wal_align_up(wal->seg_bytes + wal->piece, WAL_ALIGN) : UINT64_MAX;
+}
+
 /* ---- wal_file.c ---------------------------------------------------------------------- */
 int chan_create(struct wal *wal, struct chan *ch, const char *dir, uint64_t start_epoch);
 /* After a flush to end_off was submitted: zero-fill the next piece on the

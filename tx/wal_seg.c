@@ -149,10 +149,9 @@ void chan_prepare_next(struct chan *ch)
     if (!wal->seg_bytes || ch->stopping || ch->seg >= 0xffffff || y->base + y->len < wal->seg_bytes / 2)
         return;
     wal_chan_file_name(ch->nx_name, sizeof(ch->nx_name), wal->gen, ch->index, ch->seg + 1);
-    uint64_t cap = wal_align_up(wal->seg_bytes + wal->piece, WAL_ALIGN); /* wal_file.c's prealloc_cap */
     ch->nx_zeros = wal->chunk ? 2 * (uint64_t)wal->piece : 0; /* the extension then goes on in pieces */
-    if (ch->nx_zeros > cap)
-        ch->nx_zeros = cap;
+    if (ch->nx_zeros > wal_prealloc_cap(wal))
+        ch->nx_zeros = wal_prealloc_cap(wal);
     atomic_store_explicit(&ch->nx_res, NX_PENDING, memory_order_relaxed); /* published by the queue push */
     urt_blocking_init(&ch->nx_b, next_make, next_made, ch);
     if (blocking_submit_own(wal->s, &ch->nx_b, ch->w) == 0)
