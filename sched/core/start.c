@@ -35,8 +35,13 @@
  * before the starter reads them, and the starter's phase store before the
  * workers read it. phase is stored seq_cst by the stopper, then the foreign
  * submitters' marks are waited for (sched/core/foreign.h, an asymmetric
- * Dekker pair with their phase loads); tasks_settled
- * and idle_sweeps are read with acquire (the workers store release).
+ * Dekker pair with their phase loads). The drain's counters: a worker
+ * stores tasks_settled relaxed (STAT_INC, owner only) and, later in its
+ * program order, idle_sweeps with release; the drain's acquire load that
+ * sees a sweep therefore also sees every tasks_settled store (and every
+ * submission) the worker made before it, so its second sum, read after the
+ * sweeps, cannot miss a run that ended before them. The sums' own acquire
+ * loads order nothing more.
  */
 #include "sched/core/sched.h"
 
