@@ -174,6 +174,19 @@ struct bblock *tree_take_waiting(struct urt_batch *b);
  * block_resume is called for it when they did, or false with *abort when the
  * batch is aborting and it would wait (it ends itself: nothing resumes it). */
 bool tree_block_parsed(struct bblock *blk, bool *abort);
+
+#if URT_FAULT_INJECTION
+/* Test builds (-Dfault_injection=true): called on the block's step when a
+ * block has parsed to its end, just before tree_block_parsed (block.c
+ * block_parsed); NULL: nothing. When it returns true it has taken the block,
+ * which then sits in no step and no task, and batch_fault_parsed_go(blk)
+ * (from any thread, once) goes on from there. tests/unit/test_batch.c parks a
+ * block so to hold open the window that tree_block_parsed's aborting check
+ * closes, without holding a worker. */
+typedef bool batch_fault_fn(struct urt_batch_block *blk);
+extern batch_fault_fn *_Atomic batch_fault_parsed;
+void batch_fault_parsed_go(struct urt_batch_block *blk);
+#endif
 /* A block's read arrived: true when its start is known (go on scanning),
  * false when it now waits (or the batch is aborting: *abort). */
 bool tree_block_read(struct bblock *blk, bool *abort);

@@ -478,7 +478,7 @@ static void block_validate(struct bblock *blk)
 
 /* Parsed to its end: commit, once every earlier block of the file was parsed
  * too (its start, found by their scans, is then known to be right). */
-static void block_parsed(struct bblock *blk)
+static void block_parsed_go(struct bblock *blk)
 {
     bool abort;
     if (tree_block_parsed(blk, &abort))
@@ -486,6 +486,25 @@ static void block_parsed(struct bblock *blk)
     else if (abort)
         block_aborted(blk); /* the batch failed: it ends (validating first, if it must) */
     /* else BP_HOLD: block_resume, or ended by a failure */
+}
+
+#if URT_FAULT_INJECTION
+batch_fault_fn *_Atomic batch_fault_parsed;
+
+void batch_fault_parsed_go(struct urt_batch_block *blk)
+{
+    block_parsed_go((struct bblock *)blk); /* pub is its first member */
+}
+#endif
+
+static void block_parsed(struct bblock *blk)
+{
+#if URT_FAULT_INJECTION
+    batch_fault_fn *hook = atomic_load_explicit(&batch_fault_parsed, memory_order_acquire);
+    if (hook && hook(&blk->pub))
+        return; /* parked: the test calls batch_fault_parsed_go */
+#endif
+    block_parsed_go(blk);
 }
 
 void block_resume(struct bblock *blk)

@@ -447,6 +447,10 @@ struct erun {
     _Atomic uint32_t block_dones, block_done_errors;
     _Atomic int begin_block, begin_rc;              /* block_begin of file 0's block begin_block returns begin_rc */
     _Atomic uint32_t begin_block_stmts;             /* statements that ran in that block */
+    _Atomic int hold_window;                        /* file 0: block 0's record 0 answers later
+                                                       (URT_BATCH_PENDING, into held_stmt) */
+    struct urt_batch_stmt *_Atomic held_stmt;
+    _Atomic int block0_ended;
     struct urt_batch_stats stats;
 };
 
@@ -460,6 +464,10 @@ static int e_statement(struct urt_batch_stmt *s, void *arg)
         atomic_fetch_add(&r->stmts_aborting, 1);
     if (s->block->file == 0 && (int)s->block->index == atomic_load(&r->begin_block))
         atomic_fetch_add(&r->begin_block_stmts, 1);
+    if (atomic_load(&r->hold_window) && s->block->file == 0 && s->block->index == 0 && s->record == 0) {
+        atomic_store(&r->held_stmt, s); /* answered by the test's thread */
+        return URT_BATCH_PENDING;
+    }
     bool fail = (int)s->block->file == atomic_load(&r->fail_file) &&
                 (int)s->block->index == atomic_load(&r->fail_block) &&
                 (atomic_load(&r->fail_record) < 0 || (int)s->record == atomic_load(&r->fail_record));
@@ -497,7 +505,8 @@ static int e_block_begin(struct urt_batch_block *blk, void *arg)
 static void e_block_done(struct urt_batch_block *blk, int status, void *arg)
 {
     struct erun *r = arg;
-    (void)blk;
+    if (blk->file == 0 && blk->index == 0)
+        atomic_store(&r->block0_ended, 1);
     atomic_fetch_add(&r->block_dones, 1);
     if (status)
         atomic_fetch_add(&r->block_done_errors, 1);
@@ -662,7 +671,9 @@ Test(batch, statement_errors_first_block_and_last_record, .timeout = 60)
  * enter BP_HOLD anyway; the earlier block that would resume it had ended by
  * the failure, so the batch never ended (urt_batch_wait hung). Seen about
  * once in 25 runs of this suite under TSan on a loaded machine; here each
- * failing run ends its wait at 10 s and fails. */
+ * failing run ends its wait at 10 s and fails. The window itself is held
+ * open, every time, by a_block_parsed_after_the_failure_ends_itself (test
+ * builds); this one keeps the mix of files, blocks and failure modes. */
 Test(batch, a_failure_ends_every_block_that_would_hold, .timeout = 120)
 {
     char *dir = test_tmpdir("urt-batch-hold");
@@ -981,6 +992,95 @@ Test(batch, commit_failure, .timeout = 120)
     free(f);
     test_remove_dir(dir);
     test_remove_dir(logdir);
+}
+#endif
+
+#if URT_FAULT_INJECTION
+#include "batch/batch.h"
+
+/* The window of a_failure_ends_every_block_that_would_hold, held open with no
+ * worker held: file 0's block 0 waits for its first statement, which answers
+ * later (URT_BATCH_PENDING); block 1 parses all of its records and is parked
+ * just before tree_block_parsed (batch_fault_parsed, test builds). The
+ * test's own thread then fails the statement, so block 0 fails the batch and
+ * ends without parsing on; only then does it let block 1 go on, into a check
+ * that finds block 0 unparsed. Block 1 must end itself (the failure took the
+ * holding blocks out before it held): without the aborting check under the
+ * tree's lock it held forever and urt_batch_wait hung. */
+struct window {
+    struct erun *r;
+    struct urt_batch_block *_Atomic parked;
+    _Atomic int parks;
+    const char *failed; /* what the driver found wrong, or NULL */
+};
+static struct window window;
+
+static bool park_block1(struct urt_batch_block *blk)
+{
+    if (blk->file != 0 || blk->index != 1)
+        return false;
+    atomic_fetch_add(&window.parks, 1);
+    atomic_store(&window.parked, blk);
+    return true;
+}
+
+/* Polls the atomic *p until it is non-zero (non-NULL), at most 10 s: whether it is. */
+#define W_WAIT(p)                                                                                                   \
+    ({                                                                                                              \
+        for (int i_ = 0; i_ < 100000 && !atomic_load(p); i_++)                                                       \
+            usleep(100);                                                                                            \
+        atomic_load(p) != 0;                                                                                        \
+    })
+
+static void *window_driver(void *arg)
+{
+    struct window *w = arg;
+    struct erun *r = w->r;
+    if (!W_WAIT(&r->held_stmt) || !W_WAIT(&w->parked)) {
+        w->failed = "block 0's first statement or block 1's end was never reached";
+        return NULL; /* the batch then waits for nothing: urt_batch_wait times out */
+    }
+    if (atomic_load(&r->block0_ended)) {
+        w->failed = "block 0 ended before its statement answered";
+        return NULL;
+    }
+    if (urt_batch_stmt_done(atomic_load(&r->held_stmt), -EPIPE) != 0) {
+        w->failed = "urt_batch_stmt_done refused the answer";
+        return NULL;
+    }
+    if (!W_WAIT(&r->block0_ended)) {
+        w->failed = "block 0 did not end after its statement failed";
+        return NULL;
+    }
+    batch_fault_parsed_go(atomic_load(&w->parked));
+    return NULL;
+}
+
+Test(batch, a_block_parsed_after_the_failure_ends_itself, .timeout = 120)
+{
+    char *dir = test_tmpdir("urt-batch-window");
+    char *f = e_csv(dir, "a.csv", 40); /* about 790 bytes: blocks 0..3 of 256 */
+    const char *files[1] = {f};
+    static struct erun r;
+    e_init(&r);
+    atomic_store(&r.hold_window, 1);
+    memset(&window, 0, sizeof(window));
+    window.r = &r;
+    atomic_store(&batch_fault_parsed, park_block1);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, window_driver, &window), 0);
+    struct eopts eo = {.block_bytes = 256, .workers = 2};
+    int st = e_run_for(&r, files, 1, &eo, 10ull * 1000 * 1000 * 1000);
+    pthread_join(th, NULL);
+    atomic_store(&batch_fault_parsed, NULL);
+    cr_assert_null(window.failed, "%s", window.failed);
+    cr_assert_eq(atomic_load(&window.parks), 1, "block 1 was parked %d times", atomic_load(&window.parks));
+    cr_assert_eq(st, -EPIPE, "status %d (%s)", st, r.message);
+    cr_assert_eq(r.stats.blocks_committed, 0);
+    cr_assert_geq(r.stats.blocks_done, 2u, "%llu blocks ended", (unsigned long long)r.stats.blocks_done);
+    unlink(f);
+    free(f);
+    test_remove_dir(dir);
 }
 #endif
 
