@@ -21,7 +21,10 @@
 # its 250 ms timer (up to 10 % slow for a 2.5 s run); its own figure is kept
 # in a comment line beside each row.
 # Output: bench/results/<date>-kv-cpu-<label>.txt (CSV rows server,pipeline,
-# test,rps,p50_ms,p99_ms,cpu_us_per_req, then the table).
+# test,rps,p50_ms,p99_ms,cpu_us_per_req,client_cpu_us_per_req, then the
+# table). The client's CPU per request is redis-benchmark's own (user +
+# system, its `times` in a shell of its own): with the server's, it bounds
+# the rate on a machine both share (online CPUs / the sum).
 # urt-kv runs with its default workers (one with stored's one log channel,
 # the online CPUs otherwise) unless KV_WORKERS says how many.
 # Environment: ROUNDS, P1_N, P16_N, CLIENTS (50), KV_WORKERS (""), PORT (6390),
@@ -63,8 +66,8 @@ run_one() {
   local name=$1 p=$2 test=$3 n=$4
   timed_benchmark "$p" "$n" "$test" # bench/kv-lib.sh: BENCH_CSV, BENCH_RATE, BENCH_TICKS
   echo "# $name -P $p $test: redis-benchmark's own rps $(cut -d, -f2 <<<"$BENCH_CSV"), the server's counter $BENCH_RATE" >>"$OUT"
-  awk -F, -v s="$name" -v p="$p" -v n="$n" -v d="$BENCH_TICKS" -v hz="$HZ" -v rate="$BENCH_RATE" \
-    '{ printf "%s,%s,%s,%s,%s,%s,%.3f\n", s, p, $1, rate, $5, $7, d * 1e6 / hz / n }' <<<"$BENCH_CSV"
+  awk -F, -v s="$name" -v p="$p" -v n="$n" -v d="$BENCH_TICKS" -v hz="$HZ" -v rate="$BENCH_RATE" -v c="${BENCH_CLIENT_US:-0}" \
+    '{ printf "%s,%s,%s,%s,%s,%s,%.3f,%.3f\n", s, p, $1, rate, $5, $7, d * 1e6 / hz / n, c / n }' <<<"$BENCH_CSV"
 }
 
 mkdir -p bench/results
@@ -75,8 +78,9 @@ CONFIGS=(redis-always kv-stored redis-no kv-none)
 {
   echo "# server CPU per request: urt-kv vs redis-server $(redis-server --version | grep -o 'v=[0-9.]*'), urt $(git rev-parse --short HEAD), $(date -u '+%F %T UTC'), label=$LABEL"
   echo "# redis-benchmark -c $CLIENTS --threads 2 --csv -t TEST: -P 1 -n $P1_N ($TESTS_1), -P 16 -n $P16_N ($TESTS_16); urt-kv --workers ${KV_WORKERS:-default} ($KV_BIN${KV_BIN_B:+, b: $KV_BIN_B}); rounds $ROUNDS"
+  echo "# online CPUs: $(nproc)"
   echo "# data under ${TMPDIR:-/tmp} ($(df -T "${TMPDIR:-/tmp}" | awk 'NR==2 {print $2}')); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "server,pipeline,test,rps,p50_ms,p99_ms,cpu_us_per_req"
+  echo "server,pipeline,test,rps,p50_ms,p99_ms,cpu_us_per_req,client_cpu_us_per_req"
 } >"$OUT"
 for r in $(seq 1 "$ROUNDS"); do
   for cfg in "${CONFIGS[@]}"; do

@@ -68,15 +68,23 @@ server_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; }
 # counter (bench/kv-rate.py: redis-benchmark --threads notices a run's end
 # only at its 250 ms timer, so its own figure is quantized). Sets BENCH_CSV
 # (its CSV row, quotes dropped), BENCH_RATE (requests per second; 0 when the
-# sampler failed) and BENCH_TICKS (the server's CPU ticks during the run).
+# sampler failed), BENCH_TICKS (the server's CPU ticks during the run) and
+# BENCH_CLIENT_US (redis-benchmark's own CPU, user + system, all its threads,
+# in µs: on a machine the client shares with the server, server and client
+# CPU per request together bound the rate, CPUs / (server + client)).
 timed_benchmark() {
-  local p=$1 n=$2 test=$3 rfd t0
+  local p=$1 n=$2 test=$3 rfd t0 ctf
   exec {rfd}< <(python3 bench/kv-rate.py "$PORT" "$n")
   read -r _ <&"$rfd" || true # "ready": the sampler has its base count (or it failed)
+  ctf=$(mktemp)
   t0=$(server_ticks)
-  BENCH_CSV=$(redis-benchmark -p "$PORT" -c "$CLIENTS" -n "$n" -t "$test" --threads 2 --csv -P "$p" 2>/dev/null |
-    tail -n +2 | tr -d '"')
+  # A shell of its own runs the client alone, so its `times` (children's
+  # line) is the client's CPU and nothing else's.
+  BENCH_CSV=$(bash -c 'redis-benchmark "$@" 2>/dev/null; s=$?; times >&3; exit $s' _ \
+    -p "$PORT" -c "$CLIENTS" -n "$n" -t "$test" --threads 2 --csv -P "$p" 3>"$ctf" | tail -n +2 | tr -d '"')
   BENCH_TICKS=$(($(server_ticks) - t0))
+  BENCH_CLIENT_US=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] } printf "%.0f", t * 1e6 }' "$ctf")
+  rm -f "$ctf"
   read -r BENCH_RATE <&"$rfd" || BENCH_RATE=0
   exec {rfd}<&-
 }
