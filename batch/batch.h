@@ -180,9 +180,14 @@ bool tree_block_parsed(struct bblock *blk, bool *abort);
  * block has parsed to its end, just before tree_block_parsed (block.c
  * block_parsed); NULL: nothing. When it returns true it has taken the block,
  * which then sits in no step and no task, and batch_fault_parsed_go(blk)
- * (from any thread, once) goes on from there. tests/unit/test_batch.c parks a
- * block so to hold open the window that tree_block_parsed's aborting check
- * closes, without holding a worker. */
+ * (from any thread, once) goes on from there. The hook must hand blk to that
+ * thread by a release store that thread loads with acquire: the go then
+ * reads the block's own fields, written by its last step without a lock
+ * (one step of a block at a time). The hook pointer itself is loaded with
+ * acquire, paired with the test's store of it, so the hook sees what the
+ * test set up before. tests/unit/test_batch.c parks a block so to hold open
+ * the window that tree_block_parsed's aborting check closes, without
+ * holding a worker. */
 typedef bool batch_fault_fn(struct urt_batch_block *blk);
 extern batch_fault_fn *_Atomic batch_fault_parsed;
 void batch_fault_parsed_go(struct urt_batch_block *blk);

@@ -41,7 +41,6 @@
 
 /* ---- preallocation ------------------------------------------------------------------ */
 
-
 static void extend_complete(struct chan *ch)
 {
     bool waits = ch->ext == EXT_BUSY_FLUSH_WAITS;

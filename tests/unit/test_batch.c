@@ -1020,23 +1020,15 @@ static bool park_block1(struct urt_batch_block *blk)
     if (blk->file != 0 || blk->index != 1)
         return false;
     atomic_fetch_add(&window.parks, 1);
-    atomic_store(&window.parked, blk);
+    atomic_store(&window.parked, blk); /* seq_cst: the release that hands the block to the driver (batch.h) */
     return true;
 }
-
-/* Polls the atomic *p until it is non-zero (non-NULL), at most 10 s: whether it is. */
-#define W_WAIT(p)                                                                                                   \
-    ({                                                                                                              \
-        for (int i_ = 0; i_ < 100000 && !atomic_load(p); i_++)                                                       \
-            usleep(100);                                                                                            \
-        atomic_load(p) != 0;                                                                                        \
-    })
 
 static void *window_driver(void *arg)
 {
     struct window *w = arg;
     struct erun *r = w->r;
-    if (!W_WAIT(&r->held_stmt) || !W_WAIT(&w->parked)) {
+    if (!WAIT_UNTIL(atomic_load(&r->held_stmt), 10000) || !WAIT_UNTIL(atomic_load(&w->parked), 10000)) {
         w->failed = "block 0's first statement or block 1's end was never reached";
         return NULL; /* the batch then waits for nothing: urt_batch_wait times out */
     }
@@ -1048,7 +1040,7 @@ static void *window_driver(void *arg)
         w->failed = "urt_batch_stmt_done refused the answer";
         return NULL;
     }
-    if (!W_WAIT(&r->block0_ended)) {
+    if (!WAIT_UNTIL(atomic_load(&r->block0_ended), 10000)) {
         w->failed = "block 0 did not end after its statement failed";
         return NULL;
     }
