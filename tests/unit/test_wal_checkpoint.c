@@ -27,22 +27,50 @@ static char *make_dir(void)
 #define remove_dir test_remove_dir
 
 /* Channel files in dir, and their total size. */
-static unsigned count_channels(const char *dir, uint64_t *bytes)
+/* One walk of dir: every regular file's bytes (the channel files, the epoch
+ * file, the notes), the channel files (ch-*) and their bytes, the most of
+ * them any one worker has, and how far they run past `limit` bytes each (a
+ * segment its worker could not roll out of yet: the next file is still
+ * being made on the blocking pool, which waits behind long functions or a
+ * slow directory fsync; docs/durability.md: the file grows meanwhile). */
+struct dir_usage {
+    uint64_t all_bytes, chan_bytes, overshoot;
+    unsigned chans, max_per_worker;
+};
+
+static struct dir_usage dir_usage(const char *dir, uint64_t limit)
 {
-    unsigned n = 0;
-    *bytes = 0;
+    struct dir_usage u = {0};
+    unsigned per[64] = {0};
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
         struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
-            *bytes += (uint64_t)st.st_size;
-        if (!strncmp(e->d_name, "ch-", 3))
-            n++;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        u.all_bytes += (uint64_t)st.st_size;
+        unsigned long long gen;
+        unsigned w;
+        if (sscanf(e->d_name, "ch-%16llx-%4x", &gen, &w) != 2)
+            continue;
+        u.chans++;
+        u.chan_bytes += (uint64_t)st.st_size;
+        if ((uint64_t)st.st_size > limit)
+            u.overshoot += (uint64_t)st.st_size - limit;
+        if (w < 64 && ++per[w] > u.max_per_worker)
+            u.max_per_worker = per[w];
     }
     if (d)
         closedir(d);
-    return n;
+    return u;
+}
+
+/* The channel files of dir; *bytes: every regular file's. */
+static unsigned count_channels(const char *dir, uint64_t *bytes)
+{
+    struct dir_usage u = dir_usage(dir, UINT64_MAX);
+    *bytes = u.all_bytes;
+    return u.chans;
 }
 
 /* A stored commit of len bytes (the id first, then its low byte); its marker. */
@@ -428,39 +456,6 @@ Test(wal_checkpoint, recovery_deletes_blank_segment_files, .timeout = 120)
     leak_check();
 }
 
-/* The channel files of dir: their bytes, the most files any one worker has,
- * and how far the files run past `limit` bytes each (a segment the worker
- * could not roll out of yet: its next file is still being made, by a pool
- * thread that may wait seconds for a directory fsync on a busy file system;
- * docs/durability.md: the file grows meanwhile). */
-struct chan_usage {
-    uint64_t bytes, overshoot;
-    unsigned max_per_worker;
-};
-
-static struct chan_usage channel_usage(const char *dir, uint64_t limit)
-{
-    struct chan_usage u = {0};
-    unsigned per[64] = {0};
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        unsigned long long gen;
-        unsigned w;
-        struct stat st;
-        if (sscanf(e->d_name, "ch-%16llx-%4x", &gen, &w) != 2 || fstatat(dirfd(d), e->d_name, &st, 0) != 0)
-            continue;
-        u.bytes += (uint64_t)st.st_size;
-        if ((uint64_t)st.st_size > limit)
-            u.overshoot += (uint64_t)st.st_size - limit;
-        if (w < 64 && ++per[w] > u.max_per_worker)
-            u.max_per_worker = per[w];
-    }
-    if (d)
-        closedir(d);
-    return u;
-}
-
 Test(wal_checkpoint, sustained_load_with_checkpoints_stays_bounded, .timeout = 120)
 {
     char *dir = make_dir();
@@ -484,13 +479,11 @@ Test(wal_checkpoint, sustained_load_with_checkpoints_stays_bounded, .timeout = 1
         /* Every commit is stored and the checkpoint is at the durable
          * marker: every closed segment is gone, each worker keeps its
          * active file and at most the next one, made ready. */
-        struct chan_usage u = channel_usage(dir, active_max);
+        struct dir_usage u = dir_usage(dir, active_max);
         cr_assert_leq(u.max_per_worker, 2u, "round %d: a worker has %u channel files after a checkpoint at the "
                                             "durable marker", r, u.max_per_worker);
-        uint64_t bytes;
-        count_channels(dir, &bytes); /* the channel files, the epoch file and the notes */
-        if (bytes - u.overshoot > max_bytes)
-            max_bytes = bytes - u.overshoot;
+        if (u.all_bytes - u.overshoot > max_bytes)
+            max_bytes = u.all_bytes - u.overshoot;
         if (u.overshoot > max_overshoot)
             max_overshoot = u.overshoot;
     }
@@ -515,13 +508,13 @@ Test(wal_checkpoint, sustained_load_with_checkpoints_stays_bounded, .timeout = 1
     cr_assert_eq(ls.io_errors, 0);
     /* A late roll catches up: once the pool has made the files, the next
      * flushes roll and a checkpoint leaves no file past its size. */
-    struct chan_usage u = channel_usage(dir, active_max);
+    struct dir_usage u = dir_usage(dir, active_max);
     for (int i = 0; i < 1000 && u.overshoot; i++) {
         for (int k = 0; k < 10; k++, total++)
             commit_stored(rt, total, 3000);
         cr_assert_eq(urt_log_stats(rt, &ls), 0);
         cr_assert_geq(urt_log_checkpoint(rt, ls.durable), 0, "%s", urt_last_error());
-        u = channel_usage(dir, active_max);
+        u = dir_usage(dir, active_max);
         if (u.overshoot)
             usleep(10 * 1000);
     }
@@ -529,6 +522,98 @@ Test(wal_checkpoint, sustained_load_with_checkpoints_stays_bounded, .timeout = 1
     cr_assert_geq(bs.done, 2u, "no next file was made for %llu KB in 128 KiB segments",
                   (unsigned long long)(total * 3));
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    remove_dir(dir);
+    leak_check();
+}
+
+/* Worker 0 writes a segment after its first: the newest file has its header
+ * (a file made ready and not rolled into yet is all zeros). */
+static bool rolled(const char *dir)
+{
+    char name[64], p[4200];
+    if (last_segment(dir, name, sizeof(name)) < 1)
+        return false;
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    uint8_t b[64] = {0};
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    bool any = false;
+    if (fd >= 0 && pread(fd, b, sizeof(b), 0) == (ssize_t)sizeof(b))
+        for (size_t i = 0; i < sizeof(b); i++)
+            any |= b[i] != 0;
+    if (fd >= 0)
+        close(fd);
+    return any;
+}
+
+/* A pool function that holds the pool's one thread until *arg is set. */
+static int64_t hold_pool(void *arg)
+{
+    _Atomic int *release = arg;
+    WAIT_UNTIL(atomic_load(release), 60000);
+    return 0;
+}
+
+static void held_done(struct urt_blocking *b, int64_t res, void *arg)
+{
+    (void)b, (void)res;
+    atomic_store((_Atomic int *)arg, 2);
+}
+
+/* A roll whose next file is late, every time: the pool's one thread is held
+ * by a user's function, so the file the log asked for waits in the queue
+ * while the segment fills. The worker never waits for it: the commits go
+ * on into the old file past its size, and none fails. Once the thread is
+ * free the file is made, the next flush rolls into it, and recovery replays
+ * every commit, the grown segment's included. */
+Test(wal_checkpoint, a_late_roll_catches_up, .timeout = 120)
+{
+    char *dir = make_dir();
+    struct urt_config cfg;
+    test_config(&cfg, 1);
+    cfg.log_dir = dir;
+    cfg.log_segment_kb = 64;
+    cfg.log_prealloc_kb = 64;
+    cfg.blocking_threads_max = 1;
+    urt_runtime *rt = rt_create_or_skip(&cfg);
+    static _Atomic int release;
+    atomic_store(&release, 0);
+    cr_assert_eq(urt_blocking_spawn(rt, hold_pool, held_done, &release, 0), 0, "%s", urt_last_error());
+    struct urt_blocking_stats bs;
+    cr_assert(WAIT_UNTIL(urt_blocking_stats(rt, &bs) == 0 && bs.running == 1, 10000), "the holder never ran");
+    /* 300 KB into 64 KiB segments, the pool held: no roll can happen. */
+    enum { HELD = 300, N = 3000 };
+    static uint64_t marker[N];
+    for (uint64_t id = 0; id < HELD; id++)
+        marker[id] = commit_stored(rt, id, 1000);
+    const uint64_t active_max = (64 + 64 + 4) * 1024;
+    struct dir_usage u = dir_usage(dir, active_max);
+    cr_assert_eq(u.chans, 1u, "%u channel files: a roll happened with the pool held", u.chans);
+    cr_assert_gt(u.overshoot, 0, "the segment did not grow past its size (%llu bytes)", (unsigned long long)u.chan_bytes);
+    cr_assert_eq(urt_blocking_stats(rt, &bs), 0);
+    cr_assert_eq(bs.queued, 1u, "the next file's offload waits in the queue (%llu queued)",
+                 (unsigned long long)bs.queued);
+    /* The thread is free: the file is made, and a later flush rolls. */
+    atomic_store(&release, 1);
+    cr_assert(WAIT_UNTIL(atomic_load(&release) == 2, 10000), "the holder did not end");
+    uint64_t id = HELD;
+    for (; id < N - 20 && !rolled(dir); id++) /* however slow the pool's syncs are here */
+        marker[id] = commit_stored(rt, id, 1000);
+    cr_assert(rolled(dir), "no roll after the pool was free (%llu commits)", (unsigned long long)(id - HELD));
+    for (uint64_t end = id + 20; id < end; id++) /* and into the new file */
+        marker[id] = commit_stored(rt, id, 1000);
+    const uint64_t n = id;
+    struct urt_log_stats ls;
+    cr_assert_eq(urt_log_stats(rt, &ls), 0);
+    cr_assert_eq(ls.io_errors, 0);
+    rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
+    struct seen s;
+    struct urt_log_recovery out = recover_into(dir, &s, N);
+    cr_assert_eq(out.cuts, 0);
+    cr_assert_eq(out.deleted, 0);
+    cr_assert_eq(s.bad, 0);
+    replayed_above(&s, marker, n, 0);
+    cr_assert_eq(s.n, n, "%llu records replayed for %llu commits", (unsigned long long)s.n, (unsigned long long)n);
+    free(s.ids);
     remove_dir(dir);
     leak_check();
 }
