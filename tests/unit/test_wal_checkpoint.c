@@ -112,15 +112,21 @@ static struct urt_log_recovery recover_into(const char *dir, struct seen *s, uin
     return out;
 }
 
+/* One worker logging into dir in 64 KiB segments, 64 KiB preallocated. */
+static void seg_config(struct urt_config *cfg, const char *dir)
+{
+    test_config(cfg, 1);
+    cfg->log_dir = dir;
+    cfg->log_segment_kb = 64;
+    cfg->log_prealloc_kb = 64;
+}
+
 /* A runtime on dir with 64 KiB segments (one worker), after n stored
  * commits of 1000 bytes, ids 0..n-1: marker[id] is each one's marker. */
 static urt_runtime *segmented_run(const char *dir, uint64_t *marker, uint64_t n)
 {
     struct urt_config cfg;
-    test_config(&cfg, 1);
-    cfg.log_dir = dir;
-    cfg.log_segment_kb = 64;
-    cfg.log_prealloc_kb = 64;
+    seg_config(&cfg, dir);
     urt_runtime *rt = rt_create_or_skip(&cfg);
     for (uint64_t id = 0; id < n; id++)
         marker[id] = commit_stored(rt, id, 1000);
@@ -133,6 +139,20 @@ static void replayed_above(const struct seen *s, const uint64_t *marker, uint64_
     for (uint64_t id = 0; id < n; id++)
         cr_assert_eq(s->ids[id], marker[id] > ck ? 1 : 0, "commit %llu (marker %llu, checkpoint %llu) replayed %u times",
                      (unsigned long long)id, (unsigned long long)marker[id], (unsigned long long)ck, s->ids[id]);
+}
+
+/* Recovery of dir after a clean run of commits 0..n-1: nothing to cut or
+ * delete, and each commit replayed once. */
+static void recovers_all(const char *dir, const uint64_t *marker, uint64_t n)
+{
+    struct seen s;
+    struct urt_log_recovery out = recover_into(dir, &s, n);
+    cr_assert_eq(out.cuts, 0);
+    cr_assert_eq(out.deleted, 0);
+    cr_assert_eq(s.bad, 0);
+    replayed_above(&s, marker, n, 0);
+    cr_assert_eq(s.n, n, "%llu records replayed for %llu commits", (unsigned long long)s.n, (unsigned long long)n);
+    free(s.ids);
 }
 
 Test(wal_checkpoint, rollover_checkpoint_and_recovery, .timeout = 120)
@@ -295,10 +315,7 @@ Test(wal_checkpoint, failed_rollover_keeps_the_old_segment, .timeout = 120)
 {
     char *dir = make_dir();
     struct urt_config cfg;
-    test_config(&cfg, 1);
-    cfg.log_dir = dir;
-    cfg.log_segment_kb = 64;
-    cfg.log_prealloc_kb = 64;
+    seg_config(&cfg, dir);
     urt_runtime *rt = rt_create_or_skip(&cfg);
     char cur[64], blocker[PATH_MAX];
     cr_assert_eq(last_segment(dir, cur, sizeof(cur)), 0, "one segment at start");
@@ -386,13 +403,7 @@ Test(wal_checkpoint, a_roll_takes_a_file_made_off_the_worker, .timeout = 120)
     count_headed(dir, &headed_after, &blank_after);
     cr_assert_eq(blank_after, 0, "the file made for the next roll outlived the runtime");
     cr_assert_eq(headed_after, headed);
-    struct seen s;
-    struct urt_log_recovery out = recover_into(dir, &s, N);
-    cr_assert_eq(out.cuts, 0);
-    cr_assert_eq(out.deleted, 0);
-    cr_assert_eq(s.bad, 0);
-    replayed_above(&s, marker, N, 0);
-    free(s.ids);
+    recovers_all(dir, marker, N);
     remove_dir(dir);
     leak_check();
 }
@@ -526,23 +537,13 @@ Test(wal_checkpoint, sustained_load_with_checkpoints_stays_bounded, .timeout = 1
     leak_check();
 }
 
-/* Worker 0 writes a segment after its first: the newest file has its header
- * (a file made ready and not rolled into yet is all zeros). */
+/* A roll happened: a second channel file holds a header record (a file
+ * made ready and not rolled into yet is all zeros). */
 static bool rolled(const char *dir)
 {
-    char name[64], p[4200];
-    if (last_segment(dir, name, sizeof(name)) < 1)
-        return false;
-    snprintf(p, sizeof(p), "%s/%s", dir, name);
-    uint8_t b[64] = {0};
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    bool any = false;
-    if (fd >= 0 && pread(fd, b, sizeof(b), 0) == (ssize_t)sizeof(b))
-        for (size_t i = 0; i < sizeof(b); i++)
-            any |= b[i] != 0;
-    if (fd >= 0)
-        close(fd);
-    return any;
+    unsigned headed, blank;
+    count_headed(dir, &headed, &blank);
+    return headed >= 2;
 }
 
 /* A pool function that holds the pool's one thread until *arg is set. */
@@ -569,10 +570,7 @@ Test(wal_checkpoint, a_late_roll_catches_up, .timeout = 120)
 {
     char *dir = make_dir();
     struct urt_config cfg;
-    test_config(&cfg, 1);
-    cfg.log_dir = dir;
-    cfg.log_segment_kb = 64;
-    cfg.log_prealloc_kb = 64;
+    seg_config(&cfg, dir);
     cfg.blocking_threads_max = 1;
     urt_runtime *rt = rt_create_or_skip(&cfg);
     static _Atomic int release;
@@ -606,14 +604,7 @@ Test(wal_checkpoint, a_late_roll_catches_up, .timeout = 120)
     cr_assert_eq(urt_log_stats(rt, &ls), 0);
     cr_assert_eq(ls.io_errors, 0);
     rt_destroy_clean(rt, URT_SHUTDOWN_DRAIN, 0);
-    struct seen s;
-    struct urt_log_recovery out = recover_into(dir, &s, N);
-    cr_assert_eq(out.cuts, 0);
-    cr_assert_eq(out.deleted, 0);
-    cr_assert_eq(s.bad, 0);
-    replayed_above(&s, marker, n, 0);
-    cr_assert_eq(s.n, n, "%llu records replayed for %llu commits", (unsigned long long)s.n, (unsigned long long)n);
-    free(s.ids);
+    recovers_all(dir, marker, n);
     remove_dir(dir);
     leak_check();
 }
